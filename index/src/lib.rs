@@ -1,0 +1,27 @@
+//! Quarry's indexer.
+//!
+//! - [`inspect`] reads one distribution file into an [`Entry`] (sha256 from store metadata or
+//!   streamed; wheel METADATA by ranged reads of the zip central directory).
+//! - [`RepoState`] is one root's committed state; [`render()`] turns it into every pip format
+//!   (find-links `index.html`, PEP 503 HTML and PEP 691 JSON simple pages), purely.
+//! - [`Indexer::reindex`] keeps a root's pages in step with its listing, race-free over any
+//!   [`quarry_store::Store`] with conditional puts.
+//!
+//! Nothing here knows HTTP or Lambda.
+
+mod metadata;
+mod reindex;
+pub mod render;
+mod root;
+mod state;
+mod wheel;
+
+pub use metadata::{CoreMetadata, MetadataError};
+pub use reindex::{
+    IndexError, Indexer, InspectError, Inspected, METADATA_SUFFIX, ReindexReport, YANK_SUFFIX,
+    discover_roots, inspect,
+};
+pub use render::render;
+pub use root::{RepoRoot, STATE_NAME};
+pub use state::{Entry, Rejected, RepoState, STATE_VERSION, upload_time};
+pub use wheel::{MAX_METADATA_SIZE, WheelError, WheelMetadata, read_wheel_metadata};

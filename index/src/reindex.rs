@@ -1,0 +1,446 @@
+//! The reindex loop: read state → list the root → compute entries for new files only → render →
+//! publish changed outputs (sidecars first, pointer pages last) → conditionally commit the state.
+//! A conflict on the commit means another indexer moved the state: start over and republish
+//! everything, so the last successful commit always follows a full publish of its own pages.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
+use quarry_packaging::{DistFilename, PackageName, Version};
+use quarry_store::{
+    Condition, Key, ObjectMeta, PutOptions, Sha256Hex, Store, StoreError, StoreExt, sha256_hex,
+};
+use serde::Serialize;
+
+use crate::render::{self, Page};
+use crate::root::{RepoRoot, STATE_NAME};
+use crate::state::{Entry, Rejected, RepoState, STATE_VERSION, upload_time};
+use crate::wheel::{WheelError, read_wheel_metadata};
+
+/// Largest state object read back (10,000 entries take about 4 MiB).
+const MAX_STATE_SIZE: u64 = 512 * 1024 * 1024;
+/// Largest yank marker read; longer reasons are cut.
+const MAX_YANK_REASON: u64 = 1024;
+/// Suffix of the sidecar holding a wheel's core metadata (PEP 658).
+pub const METADATA_SUFFIX: &str = ".metadata";
+/// Suffix of the marker object that yanks a file; its content is the reason.
+pub const YANK_SUFFIX: &str = ".yanked";
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Key(#[from] quarry_store::KeyError),
+    #[error(
+        "store {0} cannot do conditional writes; refusing to index it, since concurrent indexers would lose entries"
+    )]
+    UnsafeStore(String),
+    #[error(
+        "gave up on {root} after {attempts} attempts that each lost a race with another indexer"
+    )]
+    TooManyConflicts { root: String, attempts: u32 },
+}
+
+/// Why one file was refused, or the store error that kept it from being read.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("{0}")]
+    Rejected(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What inspecting one distribution file produced.
+#[derive(Debug, Clone)]
+pub struct Inspected {
+    pub entry: Entry,
+    /// The wheel's METADATA bytes, to publish as `<file>.metadata`.
+    pub core_metadata: Option<Bytes>,
+}
+
+/// What one reindex did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReindexReport {
+    pub root: String,
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub rejected: BTreeMap<String, String>,
+    pub written: Vec<String>,
+    pub deleted: Vec<String>,
+    pub attempts: u32,
+    /// False when nothing had changed and nothing was written.
+    pub committed: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Indexer {
+    store: Arc<dyn Store>,
+    concurrency: usize,
+    max_attempts: u32,
+}
+
+impl Indexer {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            concurrency: 8,
+            max_attempts: 50,
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Bring `root`'s pages up to date with its listing.
+    #[tracing::instrument(skip_all, fields(root = %root))]
+    pub async fn reindex(&self, root: &RepoRoot) -> Result<ReindexReport, IndexError> {
+        if !self.store.supports_conditional_put() {
+            return Err(IndexError::UnsafeStore(self.store.describe()));
+        }
+        let mut force = false;
+        for attempt in 1..=self.max_attempts {
+            match self.attempt(root, force).await {
+                Ok(mut report) => {
+                    report.attempts = attempt;
+                    return Ok(report);
+                }
+                Err(IndexError::Store(e)) if e.is_conflict() => {
+                    tracing::debug!(attempt, "state moved under us; retrying");
+                    force = true;
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(IndexError::TooManyConflicts {
+            root: root.to_string(),
+            attempts: self.max_attempts,
+        })
+    }
+
+    async fn load_state(&self, root: &RepoRoot) -> Result<(RepoState, Option<String>), IndexError> {
+        match self
+            .store
+            .get_bytes(&root.state_key(), MAX_STATE_SIZE)
+            .await
+        {
+            Ok((meta, bytes)) => {
+                let state = match serde_json::from_slice::<RepoState>(&bytes) {
+                    Ok(s) if s.version == STATE_VERSION => s,
+                    Ok(s) => {
+                        tracing::warn!(version = s.version, "unknown state version; rebuilding");
+                        RepoState::empty()
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "unreadable state; rebuilding");
+                        RepoState::empty()
+                    }
+                };
+                Ok((state, Some(meta.etag)))
+            }
+            Err(e) if e.is_not_found() => Ok((RepoState::empty(), None)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn attempt(&self, root: &RepoRoot, force: bool) -> Result<ReindexReport, IndexError> {
+        let (old, state_etag) = self.load_state(root).await?;
+        let listing = self.store.list_all(root.as_str(), true).await?;
+
+        let mut files = BTreeMap::new();
+        let mut yank_markers = BTreeMap::new();
+        for object in listing.objects {
+            let name = object.key.filename().to_owned();
+            if let Some(target) = name.strip_suffix(YANK_SUFFIX) {
+                if DistFilename::has_dist_extension(target) {
+                    yank_markers.insert(target.to_owned(), object.key);
+                }
+            } else if DistFilename::has_dist_extension(&name) {
+                files.insert(name, object);
+            }
+        }
+
+        let mut new = RepoState::empty();
+        let mut todo = Vec::new();
+        for (name, object) in &files {
+            if let Some(entry) = old.entries.get(name).filter(|e| e.etag == object.etag) {
+                new.entries.insert(name.clone(), entry.clone());
+            } else if let Some(rejected) = old.rejected.get(name).filter(|r| r.etag == object.etag)
+            {
+                new.rejected.insert(name.clone(), rejected.clone());
+            } else {
+                todo.push(object.clone());
+            }
+        }
+
+        let store = &self.store;
+        let inspected: Vec<(ObjectMeta, Result<Inspected, InspectError>)> =
+            futures_util::stream::iter(todo)
+                .map(|object| async move {
+                    let result = inspect(store, &object).await;
+                    (object, result)
+                })
+                .buffer_unordered(self.concurrency)
+                .collect()
+                .await;
+        let mut report = ReindexReport {
+            root: root.to_string(),
+            ..ReindexReport::default()
+        };
+        let mut sidecars = Vec::new();
+        for (object, result) in inspected {
+            let name = object.key.filename().to_owned();
+            match result {
+                Ok(found) => {
+                    if let Some(meta) = found.core_metadata {
+                        sidecars.push((root.key(&format!("{name}{METADATA_SUFFIX}"))?, meta));
+                    }
+                    report.added.push(name.clone());
+                    new.entries.insert(name, found.entry);
+                }
+                Err(InspectError::Rejected(reason)) => {
+                    tracing::warn!(file = %name, %reason, "not indexed");
+                    report.rejected.insert(name.clone(), reason.clone());
+                    new.rejected.insert(
+                        name,
+                        Rejected {
+                            etag: object.etag,
+                            reason,
+                        },
+                    );
+                }
+                // Deleted since the listing: the next event sees it gone.
+                Err(InspectError::Store(e)) if e.is_not_found() => {}
+                Err(InspectError::Store(e)) => return Err(e.into()),
+            }
+        }
+        for (target, marker) in &yank_markers {
+            if let Some(entry) = new.entries.get_mut(target) {
+                entry.yanked = Some(read_yank_reason(store.as_ref(), marker).await?);
+            }
+        }
+        report.added.sort();
+        report.removed = old
+            .entries
+            .keys()
+            .filter(|k| !new.entries.contains_key(*k))
+            .cloned()
+            .collect();
+
+        let pages = render::render(root, &new);
+        for page in &pages {
+            new.outputs
+                .insert(format!("{root}{}", page.path), sha256_hex(&page.body));
+        }
+        for entry in new.entries.values() {
+            if let Some(hash) = &entry.core_metadata_sha256 {
+                new.outputs.insert(
+                    format!("{root}{}{METADATA_SUFFIX}", entry.filename),
+                    hash.clone(),
+                );
+            }
+        }
+
+        if !force && state_etag.is_some() && new == old {
+            return Ok(report);
+        }
+
+        // Immutable sidecars first, so no page ever advertises a missing `.metadata`.
+        for (key, body) in sidecars {
+            self.store
+                .put_bytes(
+                    &key,
+                    body,
+                    PutOptions::default().with_content_type("text/plain; charset=utf-8"),
+                )
+                .await?;
+            report.written.push(key.to_string());
+        }
+        for Page {
+            path,
+            body,
+            content_type,
+        } in pages
+        {
+            let key = root.key(&path)?;
+            if !force && old.outputs.get(key.as_str()) == new.outputs.get(key.as_str()) {
+                continue;
+            }
+            self.store
+                .put_bytes(
+                    &key,
+                    Bytes::from(body),
+                    PutOptions::default().with_content_type(content_type),
+                )
+                .await?;
+            report.written.push(key.to_string());
+        }
+
+        let condition = match state_etag {
+            Some(etag) => Condition::IfMatch(etag),
+            None => Condition::IfNoneMatch,
+        };
+        let state_bytes =
+            serde_json::to_vec(&new).map_err(|e| StoreError::Backend(e.to_string()))?;
+        self.store
+            .put_bytes(
+                &root.state_key(),
+                Bytes::from(state_bytes),
+                PutOptions::condition(condition).with_content_type("application/json"),
+            )
+            .await?;
+        report.committed = true;
+
+        // Outputs the committed state no longer lists (removed projects, removed wheels'
+        // sidecars). Best effort: an orphan is harmless, a failure here must not fail the commit.
+        for stale in old.outputs.keys().filter(|k| !new.outputs.contains_key(*k)) {
+            let Ok(key) = Key::new(stale.clone()) else {
+                continue;
+            };
+            match self.store.delete(&key).await {
+                Ok(()) => report.deleted.push(stale.clone()),
+                Err(e) => tracing::warn!(key = %stale, error = %e, "could not delete stale output"),
+            }
+        }
+        Ok(report)
+    }
+}
+
+fn backoff(attempt: u32) -> Duration {
+    // Exponential from 5 ms, capped at 500 ms, with jitter from the clock's nanoseconds.
+    let base = 5u64.saturating_mul(1 << attempt.min(7)).min(500);
+    let jitter = u64::from(jiff::Timestamp::now().subsec_nanosecond().unsigned_abs()) % base.max(1);
+    Duration::from_millis(base / 2 + jitter)
+}
+
+async fn read_yank_reason(store: &dyn Store, marker: &Key) -> Result<String, IndexError> {
+    let size = match store.head(marker).await {
+        Ok(m) => m.size,
+        Err(e) if e.is_not_found() => return Ok(String::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let bytes = store
+        .get_range(marker, 0, size.min(MAX_YANK_REASON))
+        .await?;
+    Ok(String::from_utf8_lossy(&bytes).trim().to_owned())
+}
+
+/// Read what the index needs from one distribution file: its sha256 (from store metadata, or
+/// streamed), and for wheels the validated core metadata (ranged reads only).
+pub async fn inspect(
+    store: &Arc<dyn Store>,
+    object: &ObjectMeta,
+) -> Result<Inspected, InspectError> {
+    let key = &object.key;
+    let dist: DistFilename = key
+        .filename()
+        .parse()
+        .map_err(|e| InspectError::Rejected(format!("{e}")))?;
+    let mut meta = store.head(key).await?;
+    let sha256 = match meta.sha256.clone() {
+        Some(sha) => sha,
+        None => {
+            let got = store.get(key, None).await?;
+            meta = got.meta;
+            let mut hasher = Sha256Hex::default();
+            let mut body = got.body;
+            while let Some(chunk) = body.try_next().await.map_err(|source| StoreError::Body {
+                key: key.to_string(),
+                source,
+            })? {
+                hasher.update(&chunk);
+            }
+            hasher.finish()
+        }
+    };
+    if meta.size == 0 {
+        return Err(InspectError::Rejected(format!(
+            "{} is empty",
+            key.filename()
+        )));
+    }
+    let mut entry = Entry {
+        filename: key.filename().to_owned(),
+        size: meta.size,
+        sha256,
+        upload_time: upload_time(meta.last_modified),
+        etag: meta.etag.clone(),
+        requires_python: None,
+        core_metadata_sha256: None,
+        yanked: None,
+    };
+    let mut core_metadata = None;
+    match &dist {
+        DistFilename::Wheel(wheel) => {
+            let md = read_wheel_metadata(store.clone(), key.clone(), meta.size)
+                .await
+                .map_err(|e| match e {
+                    WheelError::Store(e) => InspectError::Store(e),
+                    other => InspectError::Rejected(format!("{}: {other}", key.filename())),
+                })?;
+            let mismatch = |field: &str, got: &str, want: String| {
+                InspectError::Rejected(format!(
+                    "{}: METADATA says {field} is {got:?} but the filename says {want:?}",
+                    key.filename()
+                ))
+            };
+            if PackageName::new(&md.parsed.name).ok().as_ref() != Some(&wheel.name) {
+                return Err(mismatch("Name", &md.parsed.name, wheel.name.to_string()));
+            }
+            if md.parsed.version.parse::<Version>().ok().as_ref() != Some(&wheel.version) {
+                return Err(mismatch(
+                    "Version",
+                    &md.parsed.version,
+                    wheel.version.to_string(),
+                ));
+            }
+            entry.requires_python = md.parsed.requires_python.clone();
+            entry.core_metadata_sha256 = Some(sha256_hex(&md.raw));
+            core_metadata = Some(md.raw);
+        }
+        DistFilename::Sdist(_) => {
+            let magic = store.get_range(key, 0, meta.size.min(4)).await?;
+            let expected: &[u8] = if key.filename().ends_with(".zip") {
+                b"PK\x03\x04"
+            } else {
+                b"\x1f\x8b"
+            };
+            if !magic.starts_with(expected) {
+                return Err(InspectError::Rejected(format!(
+                    "{} is not a {} archive",
+                    key.filename(),
+                    if expected.len() == 4 { "zip" } else { "gzip" }
+                )));
+            }
+        }
+    }
+    Ok(Inspected {
+        entry,
+        core_metadata,
+    })
+}
+
+/// Every pip repo root with at least one distribution file under `prefix`.
+pub async fn discover_roots(
+    store: &dyn Store,
+    prefix: &str,
+) -> Result<BTreeSet<RepoRoot>, StoreError> {
+    let listing = store.list_all(prefix, false).await?;
+    let mut roots = BTreeSet::new();
+    for object in &listing.objects {
+        if let Some(root) = RepoRoot::for_key(&object.key) {
+            roots.insert(root);
+        } else if object.key.filename() == STATE_NAME
+            && let Ok(root) = RepoRoot::new(object.key.parent_prefix())
+        {
+            // A root whose files were all deleted still needs its pages emptied.
+            roots.insert(root);
+        }
+    }
+    Ok(roots)
+}

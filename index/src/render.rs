@@ -1,0 +1,374 @@
+//! Rendering every pip index format from a repo state. Pure: same state, same bytes.
+
+use std::collections::BTreeMap;
+
+use askama::Template;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use quarry_packaging::{DistFilename, PackageName, Version};
+use serde::Serialize;
+
+use crate::root::RepoRoot;
+use crate::state::{Entry, RepoState};
+
+pub const HTML: &str = "text/html; charset=utf-8";
+pub const PEP691_JSON: &str = "application/vnd.pypi.simple.v1+json";
+pub const API_VERSION: &str = "1.1";
+
+/// Characters left as they are in an href path segment; everything else (notably `+`, which S3
+/// reads as a space) is percent-encoded.
+const HREF_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// The file name part of an output key inside a root.
+pub const FIND_LINKS: &str = "index.html";
+pub const SIMPLE_ROOT_HTML: &str = "simple/index.html";
+pub const SIMPLE_ROOT_JSON: &str = "simple/index.json";
+
+pub fn simple_project_html(name: &PackageName) -> String {
+    format!("simple/{name}/index.html")
+}
+pub fn simple_project_json(name: &PackageName) -> String {
+    format!("simple/{name}/index.json")
+}
+
+/// One rendered page: its path inside the root, bytes and content type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    pub path: String,
+    pub body: Vec<u8>,
+    pub content_type: &'static str,
+}
+
+/// A file as the templates see it.
+#[derive(Debug)]
+struct FileView<'a> {
+    href: String,
+    filename: &'a str,
+    sha256: &'a str,
+    requires_python: Option<&'a str>,
+    core_metadata: Option<String>,
+    yanked: Option<&'a str>,
+    size: u64,
+    upload_time: &'a str,
+}
+
+#[derive(Template)]
+#[template(path = "find-links.html")]
+struct FindLinksPage<'a> {
+    title: &'a str,
+    files: Vec<FileView<'a>>,
+}
+
+#[derive(Template)]
+#[template(path = "simple-project.html")]
+struct SimpleProjectPage<'a> {
+    name: &'a str,
+    files: Vec<FileView<'a>>,
+}
+
+#[derive(Template)]
+#[template(path = "simple-root.html")]
+struct SimpleRootPage<'a> {
+    projects: Vec<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Meta {
+    #[serde(rename = "api-version")]
+    api_version: &'static str,
+}
+
+#[derive(Serialize)]
+struct JsonRoot<'a> {
+    meta: Meta,
+    projects: Vec<JsonProjectName<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonProjectName<'a> {
+    name: &'a str,
+}
+
+#[derive(Serialize)]
+struct JsonProject<'a> {
+    meta: Meta,
+    name: &'a str,
+    versions: Vec<String>,
+    files: Vec<JsonFile<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+struct JsonFile<'a> {
+    filename: &'a str,
+    url: String,
+    hashes: BTreeMap<&'static str, &'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    requires_python: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    core_metadata: Option<BTreeMap<&'static str, &'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    yanked: Option<serde_json::Value>,
+    size: u64,
+    upload_time: &'a str,
+}
+
+/// The entries of one project, sorted by version then filename.
+struct Project<'a> {
+    name: PackageName,
+    files: Vec<(Version, &'a Entry)>,
+}
+
+fn group(state: &RepoState) -> BTreeMap<PackageName, Project<'_>> {
+    let mut projects: BTreeMap<PackageName, Project<'_>> = BTreeMap::new();
+    for entry in state.entries.values() {
+        // Entries are only admitted with a valid filename; skip defensively otherwise.
+        let Ok(parsed) = entry.filename.parse::<DistFilename>() else {
+            continue;
+        };
+        projects
+            .entry(parsed.name().clone())
+            .or_insert_with(|| Project {
+                name: parsed.name().clone(),
+                files: Vec::new(),
+            })
+            .files
+            .push((parsed.version().clone(), entry));
+    }
+    for p in projects.values_mut() {
+        p.files
+            .sort_by(|(va, a), (vb, b)| va.cmp(vb).then_with(|| a.filename.cmp(&b.filename)));
+    }
+    projects
+}
+
+fn view<'a>(entry: &'a Entry, href_base: &str) -> FileView<'a> {
+    FileView {
+        href: format!(
+            "{href_base}{}",
+            utf8_percent_encode(&entry.filename, HREF_SEGMENT)
+        ),
+        filename: &entry.filename,
+        sha256: &entry.sha256,
+        requires_python: entry.requires_python.as_deref(),
+        core_metadata: entry
+            .core_metadata_sha256
+            .as_ref()
+            .map(|h| format!("sha256={h}")),
+        yanked: entry.yanked.as_deref(),
+        size: entry.size,
+        upload_time: &entry.upload_time,
+    }
+}
+
+fn render_html(t: &impl Template) -> Vec<u8> {
+    let mut s = t
+        .render()
+        .expect("templates render infallibly from owned strings");
+    s.push('\n');
+    s.into_bytes()
+}
+
+fn render_json(v: &impl Serialize) -> Vec<u8> {
+    let mut out = serde_json::to_vec(v).expect("index JSON serializes");
+    out.push(b'\n');
+    out
+}
+
+/// Render every page for `state` under `root`, in publish order: project pages, then the
+/// simple root, then the find-links page.
+pub fn render(root: &RepoRoot, state: &RepoState) -> Vec<Page> {
+    let projects = group(state);
+    let mut pages = Vec::with_capacity(projects.len() * 2 + 3);
+    for project in projects.values() {
+        let name = project.name.as_str();
+        let files: Vec<FileView<'_>> = project
+            .files
+            .iter()
+            .map(|(_, e)| view(e, "../../"))
+            .collect();
+        pages.push(Page {
+            path: simple_project_html(&project.name),
+            body: render_html(&SimpleProjectPage { name, files }),
+            content_type: HTML,
+        });
+        let mut versions: Vec<&Version> = project.files.iter().map(|(v, _)| v).collect();
+        versions.dedup();
+        let json = JsonProject {
+            meta: Meta {
+                api_version: API_VERSION,
+            },
+            name,
+            versions: versions.into_iter().map(ToString::to_string).collect(),
+            files: project
+                .files
+                .iter()
+                .map(|(_, e)| JsonFile {
+                    filename: &e.filename,
+                    url: format!("../../{}", utf8_percent_encode(&e.filename, HREF_SEGMENT)),
+                    hashes: BTreeMap::from([("sha256", e.sha256.as_str())]),
+                    requires_python: e.requires_python.as_deref(),
+                    core_metadata: e
+                        .core_metadata_sha256
+                        .as_deref()
+                        .map(|h| BTreeMap::from([("sha256", h)])),
+                    yanked: e.yanked.as_ref().map(|r| {
+                        if r.is_empty() {
+                            serde_json::Value::Bool(true)
+                        } else {
+                            serde_json::Value::String(r.clone())
+                        }
+                    }),
+                    size: e.size,
+                    upload_time: &e.upload_time,
+                })
+                .collect(),
+        };
+        pages.push(Page {
+            path: simple_project_json(&project.name),
+            body: render_json(&json),
+            content_type: PEP691_JSON,
+        });
+    }
+    let names: Vec<&str> = projects.keys().map(PackageName::as_str).collect();
+    pages.push(Page {
+        path: SIMPLE_ROOT_HTML.into(),
+        body: render_html(&SimpleRootPage {
+            projects: names.clone(),
+        }),
+        content_type: HTML,
+    });
+    pages.push(Page {
+        path: SIMPLE_ROOT_JSON.into(),
+        body: render_json(&JsonRoot {
+            meta: Meta {
+                api_version: API_VERSION,
+            },
+            projects: names.iter().map(|name| JsonProjectName { name }).collect(),
+        }),
+        content_type: PEP691_JSON,
+    });
+    let all: Vec<FileView<'_>> = projects
+        .values()
+        .flat_map(|p| p.files.iter().map(|(_, e)| view(e, "")))
+        .collect();
+    pages.push(Page {
+        path: FIND_LINKS.into(),
+        body: render_html(&FindLinksPage {
+            title: root.as_str(),
+            files: all,
+        }),
+        content_type: HTML,
+    });
+    pages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(
+        filename: &str,
+        requires_python: Option<&str>,
+        meta: bool,
+        yanked: Option<&str>,
+    ) -> Entry {
+        Entry {
+            filename: filename.into(),
+            size: 1234,
+            sha256: format!("{:064x}", filename.len()),
+            upload_time: "2026-11-22T03:49:28.123456Z".into(),
+            etag: "e".into(),
+            requires_python: requires_python.map(Into::into),
+            core_metadata_sha256: meta.then(|| "ab".repeat(32)),
+            yanked: yanked.map(Into::into),
+        }
+    }
+
+    fn state() -> RepoState {
+        let mut s = RepoState::empty();
+        for e in [
+            entry(
+                "Foo.Bar_baz-1.0-py3-none-any.whl",
+                Some(">=3.8,<4"),
+                true,
+                None,
+            ),
+            entry(
+                "foo_bar_baz-1.10-py3-none-any.whl",
+                Some(">=3.99"),
+                true,
+                None,
+            ),
+            entry("foo_bar_baz-1.2.tar.gz", None, false, Some("")),
+            entry(
+                "torch-2.9.1+rocm7.10.0-cp312-cp312-linux_x86_64.whl",
+                None,
+                true,
+                Some("bad <build> & \"oops\""),
+            ),
+        ] {
+            s.entries.insert(e.filename.clone(), e);
+        }
+        s
+    }
+
+    fn page<'a>(pages: &'a [Page], path: &str) -> &'a str {
+        std::str::from_utf8(&pages.iter().find(|p| p.path == path).unwrap().body).unwrap()
+    }
+
+    #[test]
+    fn snapshots() {
+        let root = RepoRoot::new("12345-linux/python/").unwrap();
+        let pages = render(&root, &state());
+        let paths: Vec<&str> = pages.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "simple/foo-bar-baz/index.html",
+                "simple/foo-bar-baz/index.json",
+                "simple/torch/index.html",
+                "simple/torch/index.json",
+                "simple/index.html",
+                "simple/index.json",
+                "index.html"
+            ]
+        );
+        insta::assert_snapshot!("find_links", page(&pages, "index.html"));
+        insta::assert_snapshot!("simple_root_html", page(&pages, "simple/index.html"));
+        insta::assert_snapshot!("simple_root_json", page(&pages, "simple/index.json"));
+        insta::assert_snapshot!(
+            "simple_project_html",
+            page(&pages, "simple/foo-bar-baz/index.html")
+        );
+        insta::assert_snapshot!(
+            "simple_project_json",
+            page(&pages, "simple/foo-bar-baz/index.json")
+        );
+        insta::assert_snapshot!(
+            "simple_project_torch_html",
+            page(&pages, "simple/torch/index.html")
+        );
+        insta::assert_snapshot!(
+            "simple_project_torch_json",
+            page(&pages, "simple/torch/index.json")
+        );
+    }
+
+    #[test]
+    fn empty_state_renders_empty_pages() {
+        let root = RepoRoot::new("python/").unwrap();
+        let pages = render(&root, &RepoState::empty());
+        assert_eq!(pages.len(), 3);
+        insta::assert_snapshot!("empty_simple_root_json", page(&pages, "simple/index.json"));
+    }
+
+    #[test]
+    fn rendering_is_deterministic() {
+        let root = RepoRoot::new("python/").unwrap();
+        assert_eq!(render(&root, &state()), render(&root, &state()));
+    }
+}

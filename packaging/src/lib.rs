@@ -1,0 +1,13 @@
+//! Quarry's domain types. Pure: nothing here touches a file, a socket or a clock.
+//!
+//! - [`PackageName`]: a PEP 503 normalized project name.
+//! - [`WheelFilename`], [`SdistFilename`], [`DistFilename`]: Python distribution filenames,
+//!   parsed once and round-tripped through `FromStr` / `Display`.
+//! - [`Version`]: PEP 440 versions (re-exported from `pep440_rs`).
+
+mod filename;
+mod name;
+
+pub use filename::{DistFilename, FilenameError, SdistFilename, WheelFilename};
+pub use name::{NameError, PackageName};
+pub use pep440_rs::{Version, VersionSpecifiers};

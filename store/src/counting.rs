@@ -1,0 +1,103 @@
+//! A wrapper that counts every store operation, for benchmarks and cost assertions.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::{
+    ByteRange, ByteStream, GetObject, Key, ListOptions, ListPage, ObjectMeta, PutOptions,
+    PutResult, Result, Store,
+};
+
+#[derive(Debug)]
+pub struct CountingStore {
+    inner: Arc<dyn Store>,
+    head: AtomicU64,
+    get: AtomicU64,
+    put: AtomicU64,
+    list: AtomicU64,
+    delete: AtomicU64,
+}
+
+/// Operation counts so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct OpCounts {
+    pub head: u64,
+    pub get: u64,
+    pub put: u64,
+    pub list: u64,
+    pub delete: u64,
+}
+
+impl OpCounts {
+    pub fn total(&self) -> u64 {
+        self.head + self.get + self.put + self.list + self.delete
+    }
+}
+
+impl std::fmt::Display for OpCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ops (list {}, head {}, get {}, put {}, delete {})",
+            self.total(),
+            self.list,
+            self.head,
+            self.get,
+            self.put,
+            self.delete
+        )
+    }
+}
+
+impl CountingStore {
+    pub fn new(inner: Arc<dyn Store>) -> Self {
+        Self {
+            inner,
+            head: AtomicU64::new(0),
+            get: AtomicU64::new(0),
+            put: AtomicU64::new(0),
+            list: AtomicU64::new(0),
+            delete: AtomicU64::new(0),
+        }
+    }
+
+    pub fn counts(&self) -> OpCounts {
+        OpCounts {
+            head: self.head.load(Ordering::Relaxed),
+            get: self.get.load(Ordering::Relaxed),
+            put: self.put.load(Ordering::Relaxed),
+            list: self.list.load(Ordering::Relaxed),
+            delete: self.delete.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for CountingStore {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn supports_conditional_put(&self) -> bool {
+        self.inner.supports_conditional_put()
+    }
+    async fn head(&self, key: &Key) -> Result<ObjectMeta> {
+        self.head.fetch_add(1, Ordering::Relaxed);
+        self.inner.head(key).await
+    }
+    async fn get(&self, key: &Key, range: Option<ByteRange>) -> Result<GetObject> {
+        self.get.fetch_add(1, Ordering::Relaxed);
+        self.inner.get(key, range).await
+    }
+    async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> Result<PutResult> {
+        self.put.fetch_add(1, Ordering::Relaxed);
+        self.inner.put(key, body, options).await
+    }
+    async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListPage> {
+        self.list.fetch_add(1, Ordering::Relaxed);
+        self.inner.list(prefix, options).await
+    }
+    async fn delete(&self, key: &Key) -> Result<()> {
+        self.delete.fetch_add(1, Ordering::Relaxed);
+        self.inner.delete(key).await
+    }
+}

@@ -1,0 +1,343 @@
+//! Quarry's object store.
+//!
+//! [`Store`] is the one interface every component reads and writes through: head, get (whole or
+//! one byte range), streaming put with an optional condition (`If-Match` / `If-None-Match`)
+//! that fails with a typed [`StoreError::Conflict`], paginated list, delete. Backends:
+//! [`LocalStore`] (a directory; the embedded default), [`MemoryStore`] (tests) and
+//! [`CountingStore`] (a wrapper that counts operations, for benchmarks).
+//!
+//! Keys are [`Key`]s, validated on construction, so no backend ever sees `..` or an absolute
+//! path. This crate knows nothing of index formats.
+
+mod counting;
+mod hashing;
+mod key;
+mod local;
+mod memory;
+
+use std::fmt;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+
+pub use counting::{CountingStore, OpCounts};
+pub use hashing::{Sha256Hex, sha256_hex};
+pub use key::{Key, KeyError, MAX_KEY_LEN, validate_prefix};
+pub use local::LocalStore;
+pub use memory::MemoryStore;
+
+/// A stream of body chunks.
+pub type ByteStream = Pin<Box<dyn Stream<Item = io::Result<Bytes>> + Send>>;
+
+/// Wrap owned bytes as a one-chunk [`ByteStream`].
+pub fn bytes_stream(data: impl Into<Bytes>) -> ByteStream {
+    let data = data.into();
+    Box::pin(futures_util::stream::once(async move { Ok(data) }))
+}
+
+/// Collect a [`ByteStream`] into memory, failing beyond `limit` bytes.
+pub async fn collect(mut body: ByteStream, limit: u64) -> io::Result<Bytes> {
+    let mut out = Vec::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk?;
+        if (out.len() + chunk.len()) as u64 > limit {
+            return Err(io::Error::other(format!("body exceeds {limit} bytes")));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(out))
+}
+
+/// What the store knows about one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub key: Key,
+    pub size: u64,
+    /// Opaque version tag: changes whenever the object's bytes are replaced.
+    pub etag: String,
+    pub last_modified: jiff::Timestamp,
+    /// Lowercase hex SHA-256 of the content, when the store recorded it at upload
+    /// (`x-amz-meta-sha256` on S3, a sidecar on the local store).
+    pub sha256: Option<String>,
+    pub content_type: Option<String>,
+}
+
+/// A byte range as HTTP `Range` expresses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByteRange {
+    /// `bytes=first-last` (inclusive).
+    Closed(u64, u64),
+    /// `bytes=first-`.
+    From(u64),
+    /// `bytes=-n`: the last n bytes.
+    Suffix(u64),
+}
+
+impl ByteRange {
+    /// The half-open `[start, end)` this range selects from an object of `size` bytes, or
+    /// `None` when it selects nothing (HTTP 416).
+    pub fn resolve(self, size: u64) -> Option<(u64, u64)> {
+        match self {
+            Self::Closed(first, last) if first <= last && first < size => {
+                Some((first, (last + 1).min(size)))
+            }
+            Self::From(first) if first < size => Some((first, size)),
+            Self::Suffix(n) if n > 0 && size > 0 => Some((size.saturating_sub(n), size)),
+            _ => None,
+        }
+    }
+}
+
+/// The answer to a get: metadata, the half-open range served, and the body.
+pub struct GetObject {
+    pub meta: ObjectMeta,
+    pub range: (u64, u64),
+    pub body: ByteStream,
+}
+
+impl fmt::Debug for GetObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GetObject")
+            .field("meta", &self.meta)
+            .field("range", &self.range)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A precondition on a put.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Condition {
+    #[default]
+    None,
+    /// Replace only if the current object has this ETag.
+    IfMatch(String),
+    /// Create only; fail if the key exists.
+    IfNoneMatch,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PutOptions {
+    pub condition: Condition,
+    pub content_type: Option<String>,
+    /// The content's SHA-256 as the caller computed it. Backends that hash while writing
+    /// refuse a body that does not match; S3 stores it as `x-amz-meta-sha256`.
+    pub sha256: Option<String>,
+    /// Refuse bodies longer than this.
+    pub max_size: Option<u64>,
+}
+
+impl PutOptions {
+    pub fn condition(condition: Condition) -> Self {
+        Self {
+            condition,
+            ..Self::default()
+        }
+    }
+
+    #[must_use]
+    pub fn with_content_type(mut self, content_type: impl Into<String>) -> Self {
+        self.content_type = Some(content_type.into());
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutResult {
+    pub etag: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// One page of a listing, in key order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListPage {
+    pub objects: Vec<ObjectMeta>,
+    /// With a delimiter: the "directories" directly below the prefix, each ending in `/`.
+    pub common_prefixes: Vec<String>,
+    /// Pass as `start_after` to get the next page.
+    pub next: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    /// Group keys by the next `/` after the prefix, as S3's `delimiter=/`.
+    pub delimited: bool,
+    /// Only keys (and prefixes) sorting after this.
+    pub start_after: Option<String>,
+    /// Page size; backends cap it at 1000.
+    pub max_keys: Option<usize>,
+}
+
+/// Everything a store operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    InvalidKey(#[from] KeyError),
+    #[error("no object at {0}")]
+    NotFound(String),
+    #[error("precondition failed for {key}: {reason}")]
+    Conflict { key: String, reason: String },
+    #[error("range not satisfiable for {key} ({size} bytes)")]
+    RangeNotSatisfiable { key: String, size: u64 },
+    #[error("body for {key} exceeds the limit of {limit} bytes")]
+    TooLarge { key: String, limit: u64 },
+    #[error("body for {key} has sha256 {actual}, but {expected} was declared")]
+    DigestMismatch {
+        key: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("body for {key} could not be read: {source}")]
+    Body { key: String, source: io::Error },
+    #[error("I/O error on {key}: {source}")]
+    Io { key: String, source: io::Error },
+    #[error("store backend error: {0}")]
+    Backend(String),
+}
+
+impl StoreError {
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound(_))
+    }
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::Conflict { .. })
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The object store interface. Implementations are cheap to share (`Arc<dyn Store>`).
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + fmt::Debug {
+    /// A short human description (`local:/srv/quarry`, `s3://bucket/prefix`).
+    fn describe(&self) -> String;
+
+    /// Whether conditional puts are honoured atomically. The indexer refuses to run without it.
+    fn supports_conditional_put(&self) -> bool {
+        true
+    }
+
+    async fn head(&self, key: &Key) -> Result<ObjectMeta>;
+
+    /// The object, or one byte range of it.
+    async fn get(&self, key: &Key, range: Option<ByteRange>) -> Result<GetObject>;
+
+    /// Stream `body` to `key`. The object appears whole or not at all.
+    async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> Result<PutResult>;
+
+    /// One page of the keys under `prefix` (a plain string prefix, as in S3).
+    async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListPage>;
+
+    /// Remove `key`. Removing a missing key succeeds.
+    async fn delete(&self, key: &Key) -> Result<()>;
+}
+
+/// Helpers built on the core operations, available on every store.
+#[async_trait::async_trait]
+pub trait StoreExt: Store {
+    /// `[start, start+len)` of the object in memory.
+    async fn get_range(&self, key: &Key, start: u64, len: u64) -> Result<Bytes> {
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        let got = self
+            .get(key, Some(ByteRange::Closed(start, start + len - 1)))
+            .await?;
+        collect(got.body, len)
+            .await
+            .map_err(|source| StoreError::Body {
+                key: key.to_string(),
+                source,
+            })
+    }
+
+    /// The whole object in memory, failing beyond `limit` bytes.
+    async fn get_bytes(&self, key: &Key, limit: u64) -> Result<(ObjectMeta, Bytes)> {
+        let got = self.get(key, None).await?;
+        if got.meta.size > limit {
+            return Err(StoreError::TooLarge {
+                key: key.to_string(),
+                limit,
+            });
+        }
+        let data = collect(got.body, limit)
+            .await
+            .map_err(|source| StoreError::Body {
+                key: key.to_string(),
+                source,
+            })?;
+        Ok((got.meta, data))
+    }
+
+    async fn put_bytes(&self, key: &Key, data: Bytes, options: PutOptions) -> Result<PutResult> {
+        self.put(key, bytes_stream(data), options).await
+    }
+
+    /// Every object under `prefix`, following pagination.
+    async fn list_all(&self, prefix: &str, delimited: bool) -> Result<ListPage> {
+        let mut all = ListPage::default();
+        let mut start_after = None;
+        loop {
+            let page = self
+                .list(
+                    prefix,
+                    ListOptions {
+                        delimited,
+                        start_after: start_after.take(),
+                        max_keys: None,
+                    },
+                )
+                .await?;
+            all.objects.extend(page.objects);
+            all.common_prefixes.extend(page.common_prefixes);
+            match page.next {
+                Some(next) => start_after = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+}
+
+impl<T: Store + ?Sized> StoreExt for T {}
+
+/// Open a store from a URL: a path or `file://` URL (local directory) or `memory://`.
+pub fn open(url: &str) -> Result<Arc<dyn Store>> {
+    if url == "memory://" {
+        return Ok(Arc::new(MemoryStore::default()));
+    }
+    if let Some(rest) = url.strip_prefix("s3://") {
+        return Err(StoreError::Backend(format!(
+            "s3://{rest}: this build has no S3 backend yet; use a local directory"
+        )));
+    }
+    if let Some((scheme, _)) = url.split_once("://")
+        && scheme != "file"
+    {
+        return Err(StoreError::Backend(format!(
+            "unsupported store URL scheme {scheme:?} in {url:?}"
+        )));
+    }
+    let path = url.strip_prefix("file://").unwrap_or(url);
+    Ok(Arc::new(LocalStore::open(path)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_resolve_like_http() {
+        assert_eq!(ByteRange::Closed(0, 9).resolve(100), Some((0, 10)));
+        assert_eq!(ByteRange::Closed(90, 200).resolve(100), Some((90, 100)));
+        assert_eq!(ByteRange::Closed(100, 200).resolve(100), None);
+        assert_eq!(ByteRange::Closed(5, 4).resolve(100), None);
+        assert_eq!(ByteRange::From(99).resolve(100), Some((99, 100)));
+        assert_eq!(ByteRange::Suffix(10).resolve(100), Some((90, 100)));
+        assert_eq!(ByteRange::Suffix(1000).resolve(100), Some((0, 100)));
+        assert_eq!(ByteRange::Suffix(0).resolve(100), None);
+        assert_eq!(ByteRange::From(0).resolve(0), None);
+    }
+}

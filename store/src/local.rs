@@ -1,0 +1,473 @@
+//! A directory on the local filesystem as a store: the embedded default.
+//!
+//! Layout: the object at key `a/b/c` is the file `ROOT/a/b/c`. The store keeps its own files
+//! under `ROOT/.quarry/` (a key can never name them): `tmp/` for uploads in flight, `meta/`
+//! for per-object sidecars (sha256, content type) and `lock`, an advisory lock file.
+//!
+//! Writes go to a temporary file first and are renamed into place, so readers see an object
+//! whole or not at all. The rename, its precondition check and the sidecar write happen under an
+//! exclusive `flock` on `ROOT/.quarry/lock`, so conditional puts are atomic across threads and
+//! processes sharing the directory. The ETag is a fingerprint of (inode, mtime, size): every put
+//! renames a fresh inode into place, so any replacement changes it.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures_util::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+
+use crate::{
+    ByteRange, ByteStream, Condition, GetObject, Key, ListOptions, ListPage, ObjectMeta,
+    PutOptions, PutResult, Result, Sha256Hex, Store, StoreError, validate_prefix,
+};
+
+const INTERNAL_DIR: &str = ".quarry";
+const PAGE_LIMIT: usize = 1000;
+
+#[derive(Debug, Clone)]
+pub struct LocalStore {
+    root: PathBuf,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Sidecar {
+    fingerprint: String,
+    sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    content_type: Option<String>,
+}
+
+fn io_err(key: &str) -> impl FnOnce(io::Error) -> StoreError + '_ {
+    move |source| {
+        if source.kind() == io::ErrorKind::NotFound {
+            StoreError::NotFound(key.to_owned())
+        } else {
+            StoreError::Io {
+                key: key.to_owned(),
+                source,
+            }
+        }
+    }
+}
+
+fn fingerprint(meta: &fs::Metadata) -> String {
+    let mtime_ns = (meta.mtime() as i128) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+    format!("{:x}-{:x}-{:x}", meta.ino(), mtime_ns, meta.size())
+}
+
+fn timestamp(meta: &fs::Metadata) -> jiff::Timestamp {
+    jiff::Timestamp::new(meta.mtime(), meta.mtime_nsec() as i32)
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Backend(format!("blocking task failed: {e}")))?
+}
+
+impl LocalStore {
+    /// Open (creating if needed) a store rooted at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        for sub in ["tmp", "meta"] {
+            fs::create_dir_all(path.join(INTERNAL_DIR).join(sub)).map_err(io_err(&shown))?;
+        }
+        let root = fs::canonicalize(path).map_err(io_err(&shown))?;
+        Ok(Self { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path(&self, key: &Key) -> PathBuf {
+        self.root.join(key.as_str())
+    }
+
+    fn sidecar_path(&self, key: &Key) -> PathBuf {
+        self.root
+            .join(INTERNAL_DIR)
+            .join("meta")
+            .join(format!("{}.json", key.as_str()))
+    }
+
+    fn temp_path(&self) -> PathBuf {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = jiff::Timestamp::now().as_nanosecond();
+        self.root
+            .join(INTERNAL_DIR)
+            .join("tmp")
+            .join(format!("{}-{nanos:x}-{n}", std::process::id()))
+    }
+
+    fn lock(&self) -> io::Result<fs::File> {
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.root.join(INTERNAL_DIR).join("lock"))?;
+        file.lock()?;
+        Ok(file)
+    }
+
+    fn object_meta(&self, key: &Key, meta: &fs::Metadata, with_sidecar: bool) -> ObjectMeta {
+        let etag = fingerprint(meta);
+        let sidecar = if with_sidecar {
+            fs::read(self.sidecar_path(key))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Sidecar>(&b).ok())
+                .filter(|s| s.fingerprint == etag)
+        } else {
+            None
+        };
+        ObjectMeta {
+            key: key.clone(),
+            size: meta.size(),
+            etag,
+            last_modified: timestamp(meta),
+            sha256: sidecar.as_ref().map(|s| s.sha256.clone()),
+            content_type: sidecar.and_then(|s| s.content_type),
+        }
+    }
+
+    fn stat_file(&self, key: &Key) -> Result<fs::Metadata> {
+        let meta = fs::symlink_metadata(self.path(key)).map_err(io_err(key.as_str()))?;
+        if meta.is_file() {
+            Ok(meta)
+        } else {
+            Err(StoreError::NotFound(key.to_string()))
+        }
+    }
+
+    /// Check the condition, rename `tmp` into place and record the sidecar, all under the lock.
+    fn commit(
+        &self,
+        key: &Key,
+        tmp: &Path,
+        condition: &Condition,
+        sha256: &str,
+        content_type: Option<String>,
+    ) -> Result<String> {
+        let k = key.as_str();
+        let _guard = self.lock().map_err(io_err(k))?;
+        let target = self.path(key);
+        let current = match fs::symlink_metadata(&target) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io_err(k)(e)),
+        };
+        match (condition, &current) {
+            (Condition::IfNoneMatch, Some(_)) => {
+                return Err(StoreError::Conflict {
+                    key: k.to_owned(),
+                    reason: "the object already exists".into(),
+                });
+            }
+            (Condition::IfMatch(_), None) => {
+                return Err(StoreError::Conflict {
+                    key: k.to_owned(),
+                    reason: "the object does not exist".into(),
+                });
+            }
+            (Condition::IfMatch(expected), Some(m)) if &fingerprint(m) != expected => {
+                return Err(StoreError::Conflict {
+                    key: k.to_owned(),
+                    reason: "the object has changed".into(),
+                });
+            }
+            _ => {}
+        }
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(io_err(k))?;
+        }
+        fs::rename(tmp, &target).map_err(io_err(k))?;
+        let etag = fingerprint(&fs::symlink_metadata(&target).map_err(io_err(k))?);
+        let sidecar = Sidecar {
+            fingerprint: etag.clone(),
+            sha256: sha256.to_owned(),
+            content_type,
+        };
+        let sidecar_path = self.sidecar_path(key);
+        if let Some(parent) = sidecar_path.parent() {
+            fs::create_dir_all(parent).map_err(io_err(k))?;
+        }
+        let sidecar_tmp = self.temp_path();
+        let body = serde_json::to_vec(&sidecar).map_err(|e| StoreError::Backend(e.to_string()))?;
+        fs::write(&sidecar_tmp, body).map_err(io_err(k))?;
+        fs::rename(&sidecar_tmp, &sidecar_path).map_err(io_err(k))?;
+        Ok(etag)
+    }
+
+    async fn write_temp(
+        &self,
+        key: &Key,
+        tmp: &Path,
+        mut body: ByteStream,
+        options: &PutOptions,
+    ) -> Result<(u64, String)> {
+        let k = key.as_str();
+        let mut file = tokio::fs::File::create(tmp).await.map_err(io_err(k))?;
+        let mut hasher = Sha256Hex::default();
+        let mut size = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|source| StoreError::Body {
+                key: k.to_owned(),
+                source,
+            })?;
+            size += chunk.len() as u64;
+            if let Some(limit) = options.max_size
+                && size > limit
+            {
+                return Err(StoreError::TooLarge {
+                    key: k.to_owned(),
+                    limit,
+                });
+            }
+            hasher.update(&chunk);
+            file.write_all(&chunk).await.map_err(io_err(k))?;
+        }
+        file.flush().await.map_err(io_err(k))?;
+        file.sync_data().await.map_err(io_err(k))?;
+        let sha256 = hasher.finish();
+        if let Some(expected) = &options.sha256
+            && !expected.eq_ignore_ascii_case(&sha256)
+        {
+            return Err(StoreError::DigestMismatch {
+                key: k.to_owned(),
+                expected: expected.clone(),
+                actual: sha256,
+            });
+        }
+        Ok((size, sha256))
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for LocalStore {
+    fn describe(&self) -> String {
+        format!("local:{}", self.root.display())
+    }
+
+    async fn head(&self, key: &Key) -> Result<ObjectMeta> {
+        let (this, key) = (self.clone(), key.clone());
+        blocking(move || {
+            let meta = this.stat_file(&key)?;
+            Ok(this.object_meta(&key, &meta, true))
+        })
+        .await
+    }
+
+    async fn get(&self, key: &Key, range: Option<ByteRange>) -> Result<GetObject> {
+        let k = key.as_str();
+        let mut file = tokio::fs::File::open(self.path(key))
+            .await
+            .map_err(io_err(k))?;
+        let fs_meta = file.metadata().await.map_err(io_err(k))?;
+        if !fs_meta.is_file() {
+            return Err(StoreError::NotFound(k.to_owned()));
+        }
+        let meta = {
+            let (this, key, fs_meta) = (self.clone(), key.clone(), fs_meta.clone());
+            blocking(move || Ok(this.object_meta(&key, &fs_meta, true))).await?
+        };
+        let (start, end) = match range {
+            None => (0, meta.size),
+            Some(r) => r
+                .resolve(meta.size)
+                .ok_or_else(|| StoreError::RangeNotSatisfiable {
+                    key: k.to_owned(),
+                    size: meta.size,
+                })?,
+        };
+        if start > 0 {
+            file.seek(io::SeekFrom::Start(start))
+                .await
+                .map_err(io_err(k))?;
+        }
+        let reader = file.take(end - start);
+        let body = tokio_util_stream(reader);
+        Ok(GetObject {
+            meta,
+            range: (start, end),
+            body,
+        })
+    }
+
+    async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> Result<PutResult> {
+        let tmp = self.temp_path();
+        let written = self.write_temp(key, &tmp, body, &options).await;
+        let result = match written {
+            Ok((size, sha256)) => {
+                let (this, key, tmp2, sha) =
+                    (self.clone(), key.clone(), tmp.clone(), sha256.clone());
+                let (condition, content_type) = (options.condition, options.content_type);
+                blocking(move || this.commit(&key, &tmp2, &condition, &sha, content_type))
+                    .await
+                    .map(|etag| PutResult { etag, size, sha256 })
+            }
+            Err(e) => Err(e),
+        };
+        if result.is_err() {
+            let _ = tokio::fs::remove_file(&tmp).await;
+        }
+        result
+    }
+
+    async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListPage> {
+        validate_prefix(prefix)?;
+        let (this, prefix) = (self.clone(), prefix.to_owned());
+        blocking(move || this.list_blocking(&prefix, &options)).await
+    }
+
+    async fn delete(&self, key: &Key) -> Result<()> {
+        let (this, key) = (self.clone(), key.clone());
+        blocking(move || {
+            let k = key.as_str();
+            let _guard = this.lock().map_err(io_err(k))?;
+            for path in [this.path(&key), this.sidecar_path(&key)] {
+                match fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io_err(k)(e)),
+                }
+            }
+            // Drop directories the delete left empty, up to the root.
+            let mut dir = this.path(&key).parent().map(Path::to_path_buf);
+            while let Some(d) = dir {
+                if d == this.root || fs::remove_dir(&d).is_err() {
+                    break;
+                }
+                dir = d.parent().map(Path::to_path_buf);
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// A directory entry found while listing: its key and whether it is a "directory" prefix.
+struct Found {
+    key: String,
+    is_prefix: bool,
+}
+
+impl LocalStore {
+    fn list_blocking(&self, prefix: &str, options: &ListOptions) -> Result<ListPage> {
+        let (base, name_prefix) = match prefix.rfind('/') {
+            Some(i) => (&prefix[..=i], &prefix[i + 1..]),
+            None => ("", prefix),
+        };
+        let dir = self.root.join(base);
+        let mut found = Vec::new();
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return Ok(ListPage::default());
+            }
+            Err(e) => return Err(io_err(prefix)(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(io_err(prefix))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if !name.starts_with(name_prefix) || (base.is_empty() && name == INTERNAL_DIR) {
+                continue;
+            }
+            let file_type = entry.file_type().map_err(io_err(prefix))?;
+            let key = format!("{base}{name}");
+            if file_type.is_file() {
+                found.push(Found {
+                    key,
+                    is_prefix: false,
+                });
+            } else if file_type.is_dir() {
+                if options.delimited {
+                    found.push(Found {
+                        key: format!("{key}/"),
+                        is_prefix: true,
+                    });
+                } else {
+                    walk(&entry.path(), &key, &mut found).map_err(io_err(prefix))?;
+                }
+            }
+        }
+        found.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        if let Some(after) = &options.start_after {
+            found.retain(|f| f.key.as_str() > after.as_str());
+        }
+        let limit = options.max_keys.unwrap_or(PAGE_LIMIT).clamp(1, PAGE_LIMIT);
+        let more = found.len() > limit;
+        found.truncate(limit);
+        let next = if more {
+            found.last().map(|f| f.key.clone())
+        } else {
+            None
+        };
+        let mut page = ListPage {
+            next,
+            ..ListPage::default()
+        };
+        for f in found {
+            if f.is_prefix {
+                page.common_prefixes.push(f.key);
+                continue;
+            }
+            let Ok(key) = Key::new(f.key) else { continue };
+            match fs::symlink_metadata(self.path(&key)) {
+                Ok(meta) if meta.is_file() => {
+                    page.objects.push(self.object_meta(&key, &meta, false))
+                }
+                // Deleted since the directory was read: not part of this listing.
+                _ => {}
+            }
+        }
+        Ok(page)
+    }
+}
+
+fn walk(dir: &Path, key_prefix: &str, found: &mut Vec<Found>) -> io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let key = format!("{key_prefix}/{name}");
+        let file_type = entry.file_type()?;
+        if file_type.is_file() {
+            found.push(Found {
+                key,
+                is_prefix: false,
+            });
+        } else if file_type.is_dir() {
+            walk(&entry.path(), &key, found)?;
+        }
+    }
+    Ok(())
+}
+
+fn tokio_util_stream(reader: impl tokio::io::AsyncRead + Send + 'static) -> ByteStream {
+    const CHUNK: usize = 256 * 1024;
+    Box::pin(futures_util::stream::unfold(
+        Box::pin(reader),
+        |mut reader| async move {
+            let mut buf = bytes::BytesMut::with_capacity(CHUNK);
+            match reader.read_buf(&mut buf).await {
+                Ok(0) => None,
+                Ok(_) => Some((Ok(buf.freeze()), reader)),
+                Err(e) => Some((Err(e), reader)),
+            }
+        },
+    ))
+}

@@ -1,0 +1,1 @@
+//! End-to-end suites live in tests/*.rs; this library holds nothing.
