@@ -1,1 +1,216 @@
-pub fn placeholder() {}
+//! Quarry's HTTP server over any [`Store`]: `fn app(state) -> Router`.
+//!
+//! - `GET`/`HEAD` of any stored object, with `Accept-Ranges`, single `Range`, `ETag` /
+//!   `If-None-Match` and `Cache-Control` (short for pages, `immutable` for package files).
+//! - `…/simple/` and `…/simple/<project>/` under each pip root, negotiated between PEP 691
+//!   JSON and HTML on `Accept`, with redirects to the normalized, slashed URL and 404 for
+//!   unknown projects.
+//! - `PUT /<root>/<file>` with `Authorization: Bearer <token>`: streamed into the store,
+//!   validated, then the root is reindexed in-process (coalesced) before the response.
+//! - `/healthz`, `/metrics`.
+//!
+//! No index logic lives here: pages are what `quarry-index` published into the store.
+
+mod coalesce;
+mod error;
+mod files;
+mod negotiate;
+mod upload;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use quarry_index::Indexer;
+use quarry_store::{CountingStore, Store};
+
+pub use coalesce::Coalescer;
+pub use error::AppError;
+pub use negotiate::{SimpleFormat, negotiate};
+pub use upload::SHA256_HEADER;
+
+/// Default cap on one upload: TheRock wheels and packages reach several GiB.
+pub const DEFAULT_MAX_UPLOAD: u64 = 64 * 1024 * 1024 * 1024;
+const REQUEST_LOG_CAPACITY: usize = 10_000;
+
+/// One served request, kept in a bounded in-memory log (tests and debugging read it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedRequest {
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+}
+
+#[derive(Debug, Default)]
+struct Metrics {
+    requests: AtomicU64,
+    client_errors: AtomicU64,
+    server_errors: AtomicU64,
+    uploads: AtomicU64,
+}
+
+/// Everything the handlers share. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    store: Arc<dyn Store>,
+    coalescer: Arc<Coalescer>,
+    tokens: Arc<Vec<String>>,
+    max_upload: u64,
+    log: Arc<Mutex<VecDeque<LoggedRequest>>>,
+    metrics: Arc<Metrics>,
+    /// The store wrapped to count operations (reported on `/metrics`).
+    counting: Arc<CountingStore>,
+}
+
+impl AppState {
+    /// Serve `store`; uploads need one of `tokens` (none: uploads are refused).
+    pub fn new(store: Arc<dyn Store>, tokens: Vec<String>) -> Self {
+        let counting = Arc::new(CountingStore::new(store));
+        let store: Arc<dyn Store> = counting.clone();
+        let coalescer = Coalescer::new(Indexer::new(store.clone()));
+        Self {
+            store,
+            coalescer,
+            tokens: Arc::new(tokens.into_iter().filter(|t| !t.is_empty()).collect()),
+            max_upload: DEFAULT_MAX_UPLOAD,
+            log: Arc::default(),
+            metrics: Arc::default(),
+            counting,
+        }
+    }
+
+    #[must_use]
+    pub fn with_max_upload(mut self, bytes: u64) -> Self {
+        self.max_upload = bytes;
+        self
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The most recent requests, oldest first.
+    pub fn request_log(&self) -> Vec<LoggedRequest> {
+        self.log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    pub fn clear_request_log(&self) {
+        self.log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
+
+/// The whole HTTP surface.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .route("/", get(files::get_path))
+        .route("/{*path}", get(files::get_path).put(upload::put_path))
+        .layer(DefaultBodyLimit::disable())
+        .layer(middleware::from_fn_with_state(state.clone(), record))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn record(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let method = request.method().to_string();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    let status = response.status().as_u16();
+    state.metrics.requests.fetch_add(1, Ordering::Relaxed);
+    if (400..500).contains(&status) {
+        state.metrics.client_errors.fetch_add(1, Ordering::Relaxed);
+    } else if status >= 500 {
+        state.metrics.server_errors.fetch_add(1, Ordering::Relaxed);
+    }
+    let mut log = state.log.lock().unwrap_or_else(PoisonError::into_inner);
+    if log.len() == REQUEST_LOG_CAPACITY {
+        log.pop_front();
+    }
+    log.push_back(LoggedRequest {
+        method,
+        path,
+        status,
+    });
+    response
+}
+
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let m = &state.metrics;
+    let ops = state.counting.counts();
+    let body = format!(
+        "# TYPE quarry_requests_total counter\nquarry_requests_total {}\n\
+         # TYPE quarry_client_errors_total counter\nquarry_client_errors_total {}\n\
+         # TYPE quarry_server_errors_total counter\nquarry_server_errors_total {}\n\
+         # TYPE quarry_uploads_total counter\nquarry_uploads_total {}\n\
+         # TYPE quarry_store_operations_total counter\n\
+         quarry_store_operations_total{{op=\"list\"}} {}\n\
+         quarry_store_operations_total{{op=\"head\"}} {}\n\
+         quarry_store_operations_total{{op=\"get\"}} {}\n\
+         quarry_store_operations_total{{op=\"put\"}} {}\n\
+         quarry_store_operations_total{{op=\"delete\"}} {}\n",
+        m.requests.load(Ordering::Relaxed),
+        m.client_errors.load(Ordering::Relaxed),
+        m.server_errors.load(Ordering::Relaxed),
+        m.uploads.load(Ordering::Relaxed),
+        ops.list,
+        ops.head,
+        ops.get,
+        ops.put,
+        ops.delete,
+    );
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        body,
+    )
+}
+
+/// Decode a request path into the store key it names (without the leading `/`).
+fn decode_path(raw: &str) -> Result<String, AppError> {
+    percent_encoding::percent_decode_str(raw.trim_start_matches('/'))
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| {
+            AppError::BadRequest(format!(
+                "path {raw:?} is not valid UTF-8 once percent-decoded"
+            ))
+        })
+}
+
+/// Percent-encode a key for use in a `Location` header.
+fn encode_path(key: &str) -> String {
+    const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~')
+        .remove(b'/');
+    format!("/{}", percent_encoding::utf8_percent_encode(key, SEGMENT))
+}
+
+/// Serve [`app`] on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,72 @@
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use quarry_index::{Indexer, RepoRoot, discover_roots};
+use quarry_store::CountingStore;
+
+#[derive(Debug, Args)]
+pub(crate) struct IndexArgs {
+    /// The store: a directory path or file:// URL.
+    store: String,
+    /// Only roots under this key prefix (e.g. `12345-linux/`).
+    #[arg(long, default_value = "")]
+    prefix: String,
+    /// Print the reports as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
+    let inner =
+        quarry_store::open(&args.store).with_context(|| format!("opening store {}", args.store))?;
+    let store = Arc::new(CountingStore::new(inner));
+    let started = std::time::Instant::now();
+    let mut roots = discover_roots(store.as_ref(), &args.prefix).await?;
+    if let Ok(root) = RepoRoot::new(&args.prefix) {
+        roots.insert(root);
+    }
+    let indexer = Indexer::new(store.clone());
+    let mut reports = Vec::new();
+    for root in &roots {
+        reports.push(
+            indexer
+                .reindex(root)
+                .await
+                .with_context(|| format!("reindexing {root}"))?,
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &reports)?;
+        writeln!(out)?;
+    } else {
+        for r in &reports {
+            writeln!(
+                out,
+                "{}: {} added, {} removed, {} rejected, {} written, {} deleted{}",
+                r.root,
+                r.added.len(),
+                r.removed.len(),
+                r.rejected.len(),
+                r.written.len(),
+                r.deleted.len(),
+                if r.committed { "" } else { " (unchanged)" }
+            )?;
+            for (file, reason) in &r.rejected {
+                writeln!(out, "  rejected {file}: {reason}")?;
+            }
+        }
+        if reports.is_empty() {
+            writeln!(out, "no pip roots found under {:?}", args.prefix)?;
+        }
+    }
+    tracing::info!(
+        roots = reports.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "store operations: {}",
+        store.counts()
+    );
+    Ok(())
+}

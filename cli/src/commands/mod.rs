@@ -1,0 +1,70 @@
+mod index;
+mod serve;
+mod upload;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+/// Quarry: an artifact store and pip index server for CI-built software.
+#[derive(Debug, Parser)]
+#[command(name = "quarry", version, about, propagate_version = true)]
+pub(crate) struct Cli {
+    /// More log output on stderr (repeat for more). `RUST_LOG` overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve a store over HTTP: files, pip indexes, authenticated uploads.
+    Serve(serve::ServeArgs),
+    /// Reindex every pip root in a store once and print what changed.
+    Index(index::IndexArgs),
+    /// Upload distribution files to a Quarry server.
+    Upload(upload::UploadArgs),
+}
+
+pub(crate) fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn,quarry=info,quarry_index=info,quarry_index_server=info",
+        1 => "info,quarry=debug,quarry_index=debug,quarry_index_server=debug",
+        _ => "debug,tower_http=debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Index(args) => index::run(args).await,
+        Command::Upload(args) => upload::run(args).await,
+    }
+}
+
+/// Read upload tokens: the token file's non-empty lines plus `QUARRY_TOKEN`.
+pub(crate) fn read_tokens(path: Option<&std::path::Path>) -> anyhow::Result<Vec<String>> {
+    let mut tokens = Vec::new();
+    if let Some(path) = path {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read token file {}: {e}", path.display()))?;
+        tokens.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_owned),
+        );
+    }
+    if let Ok(t) = std::env::var("QUARRY_TOKEN")
+        && !t.trim().is_empty()
+    {
+        tokens.push(t.trim().to_owned());
+    }
+    Ok(tokens)
+}

@@ -1,0 +1,198 @@
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use futures_util::{StreamExt, TryStreamExt};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use quarry_store::Sha256Hex;
+use serde::Serialize;
+
+#[derive(Debug, Args)]
+pub(crate) struct UploadArgs {
+    /// Distribution files to upload.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Destination: the pip root URL on a Quarry server, e.g. http://127.0.0.1:8470/RUN-linux/python/
+    #[arg(long)]
+    to: String,
+    /// File holding the upload token (else `QUARRY_TOKEN`).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Uploads in flight at once.
+    #[arg(long, default_value_t = 4)]
+    jobs: usize,
+    /// Print a JSON summary (with the find-links URL) on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Summary {
+    find_links_url: String,
+    simple_url: String,
+    files: Vec<serde_json::Value>,
+}
+
+const ATTEMPTS: u32 = 3;
+
+pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
+    let to = if args.to.ends_with('/') {
+        args.to.clone()
+    } else {
+        format!("{}/", args.to)
+    };
+    let base = reqwest::Url::parse(&to).with_context(|| format!("--to {to:?} is not a URL"))?;
+    if !matches!(base.scheme(), "http" | "https") {
+        bail!("--to must be an http(s) URL of a Quarry server, got {to:?}");
+    }
+    let token = super::read_tokens(args.token_file.as_deref())?
+        .into_iter()
+        .next()
+        .context("no upload token: pass --token-file or set QUARRY_TOKEN")?;
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(30))
+        .build()?;
+    let bars = MultiProgress::new();
+    let results: Vec<anyhow::Result<serde_json::Value>> =
+        futures_util::stream::iter(args.files.iter())
+            .map(|path| upload_one(&client, &base, &token, path, &bars))
+            .buffered(args.jobs.max(1))
+            .collect()
+            .await;
+    let mut files = Vec::new();
+    let mut failed = 0;
+    for (path, result) in args.files.iter().zip(results) {
+        match result {
+            Ok(v) => files.push(v),
+            Err(e) => {
+                failed += 1;
+                tracing::error!("{}: {e:#}", path.display());
+            }
+        }
+    }
+    let summary = Summary {
+        find_links_url: base.join("index.html")?.to_string(),
+        simple_url: base.join("simple/")?.to_string(),
+        files,
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &summary)?;
+        writeln!(out)?;
+    } else {
+        for f in &summary.files {
+            writeln!(
+                out,
+                "{} {} sha256={}",
+                f["status"].as_str().unwrap_or("?"),
+                f["key"].as_str().unwrap_or("?"),
+                f["sha256"].as_str().unwrap_or("?")
+            )?;
+        }
+        writeln!(out, "find-links: {}", summary.find_links_url)?;
+    }
+    if failed > 0 {
+        bail!("{failed} of {} uploads failed", args.files.len());
+    }
+    Ok(())
+}
+
+async fn upload_one(
+    client: &reqwest::Client,
+    base: &reqwest::Url,
+    token: &str,
+    path: &PathBuf,
+    bars: &MultiProgress,
+) -> anyhow::Result<serde_json::Value> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .with_context(|| format!("{} has no UTF-8 file name", path.display()))?;
+    let url = base.join(&percent_encode(name))?;
+    let mut last_error = None;
+    for attempt in 1..=ATTEMPTS {
+        let file = tokio::fs::File::open(path)
+            .await
+            .with_context(|| format!("opening {}", path.display()))?;
+        let size = file.metadata().await?.len();
+        let bar = bars.add(ProgressBar::new(size));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{msg:40!} {bar:30} {bytes}/{total_bytes} {bytes_per_sec}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_message(name.to_owned());
+        let hasher = std::sync::Arc::new(std::sync::Mutex::new(Sha256Hex::default()));
+        let (bar2, hasher2) = (bar.clone(), hasher.clone());
+        let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024).inspect_ok(
+            move |chunk| {
+                bar2.inc(chunk.len() as u64);
+                hasher2
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .update(chunk);
+            },
+        );
+        let response = client
+            .put(url.clone())
+            .bearer_auth(token)
+            .header(reqwest::header::CONTENT_LENGTH, size)
+            .body(reqwest::Body::wrap_stream(stream))
+            .send()
+            .await;
+        bar.finish_and_clear();
+        match response {
+            Ok(r) if r.status().is_success() => {
+                let body = r.bytes().await.context("reading the server's answer")?;
+                let value: serde_json::Value =
+                    serde_json::from_slice(&body).context("parsing the server's answer")?;
+                let ours = std::mem::take(
+                    &mut *hasher
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                )
+                .finish();
+                if value["sha256"].as_str() != Some(ours.as_str()) {
+                    bail!(
+                        "the server stored sha256 {} but we sent {ours}",
+                        value["sha256"]
+                    );
+                }
+                return Ok(value);
+            }
+            Ok(r) if r.status().is_server_error() => {
+                last_error = Some(anyhow::anyhow!(
+                    "{}: {}",
+                    r.status(),
+                    r.text().await.unwrap_or_default().trim()
+                ));
+            }
+            Ok(r) => {
+                bail!(
+                    "{} refused: {} {}",
+                    url,
+                    r.status(),
+                    r.text().await.unwrap_or_default().trim()
+                );
+            }
+            Err(e) => last_error = Some(anyhow::Error::new(e).context(format!("sending {name}"))),
+        }
+        tracing::warn!(attempt, file = name, "upload failed; retrying");
+        tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
+    }
+    Err(last_error.unwrap_or_else(|| anyhow::anyhow!("upload failed")))
+}
+
+fn percent_encode(name: &str) -> String {
+    name.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,84 @@
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use quarry_store::StoreError;
+
+/// Every way a request can fail. Client errors say what is wrong; server errors are logged
+/// in full and answered briefly.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    TooLarge(String),
+    #[error(
+        "none of the media types in Accept can be served; try application/vnd.pypi.simple.v1+json or text/html"
+    )]
+    NotAcceptable,
+    #[error("range not satisfiable")]
+    RangeNotSatisfiable(u64),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<StoreError> for AppError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(key) => Self::NotFound(format!("not found: /{key}")),
+            StoreError::InvalidKey(e) => Self::BadRequest(e.to_string()),
+            StoreError::TooLarge { .. } => Self::TooLarge(e.to_string()),
+            StoreError::DigestMismatch { .. } => Self::BadRequest(e.to_string()),
+            StoreError::Conflict { .. } => Self::Conflict(e.to_string()),
+            StoreError::Body { .. } => Self::BadRequest(e.to_string()),
+            StoreError::RangeNotSatisfiable { size, .. } => Self::RangeNotSatisfiable(size),
+            StoreError::Io { .. } | StoreError::Backend(_) => Self::Internal(e.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
+            Self::RangeNotSatisfiable(_) => StatusCode::RANGE_NOT_SATISFIABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let body = if let Self::Internal(detail) = &self {
+            tracing::error!(%detail, "request failed");
+            "error: internal server error (details are in the server log)\n".to_owned()
+        } else {
+            format!("error: {self}\n")
+        };
+        let mut response = (status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        match self {
+            Self::Unauthorized(_) => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"quarry\""),
+                );
+            }
+            Self::RangeNotSatisfiable(size) => {
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                    headers.insert(header::CONTENT_RANGE, v);
+                }
+            }
+            _ => {}
+        }
+        response
+    }
+}

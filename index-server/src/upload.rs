@@ -1,0 +1,198 @@
+//! Writes: `PUT /<root>/<file>` streams a distribution into the store, validates it, and
+//! reindexes its root before answering.
+
+use std::sync::atomic::Ordering;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::TryStreamExt;
+use quarry_index::{InspectError, RepoRoot, inspect};
+use quarry_packaging::DistFilename;
+use quarry_store::{ByteStream, Condition, Key, ObjectMeta, PutOptions, Sha256Hex, StoreError};
+use serde::Serialize;
+
+use crate::{AppError, AppState, decode_path, encode_path};
+
+/// Request header carrying the uploader's SHA-256 of the body; a mismatch is refused.
+pub const SHA256_HEADER: &str = "x-quarry-sha256";
+
+#[derive(Debug, Serialize)]
+struct Uploaded {
+    key: String,
+    size: u64,
+    sha256: String,
+    /// `created`, or `exists` when identical bytes were already there.
+    status: &'static str,
+    root: String,
+    find_links: String,
+    simple: String,
+}
+
+fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), AppError> {
+    if state.tokens.is_empty() {
+        return Err(AppError::Forbidden(
+            "uploads are disabled: start the server with --token-file or QUARRY_TOKEN set".into(),
+        ));
+    }
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| {
+            AppError::Unauthorized("uploads need an 'Authorization: Bearer <token>' header".into())
+        })?;
+    if state
+        .tokens
+        .iter()
+        .any(|t| constant_time_eq(t.as_bytes(), presented.trim().as_bytes()))
+    {
+        Ok(())
+    } else {
+        Err(AppError::Unauthorized(
+            "the upload token is not valid".into(),
+        ))
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn body_stream(body: Body) -> ByteStream {
+    Box::pin(body.into_data_stream().map_err(std::io::Error::other))
+}
+
+pub(crate) async fn put_path(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, AppError> {
+    authorize(&state, &headers)?;
+    let path = decode_path(uri.path())?;
+    let key = Key::new(path).map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let _: DistFilename = key
+        .filename()
+        .parse()
+        .map_err(|e| AppError::BadRequest(format!("{e}")))?;
+    let root = RepoRoot::for_key(&key).ok_or_else(|| {
+        AppError::BadRequest(format!(
+            "{key}: distributions are uploaded into a pip root, a folder with a 'python' segment such as RUN-linux/python/"
+        ))
+    })?;
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        && len > state.max_upload
+    {
+        return Err(AppError::TooLarge(format!(
+            "{len} bytes exceeds the upload limit of {} bytes",
+            state.max_upload
+        )));
+    }
+    let declared = headers
+        .get(SHA256_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_ascii_lowercase());
+
+    let store = state.store.clone();
+    let (status, size, sha256) = match store.head(&key).await {
+        Ok(existing) => {
+            let (size, sha256) = hash_body(body_stream(body), state.max_upload).await?;
+            same_or_refuse(&state, &existing, &sha256).await?;
+            (("exists", StatusCode::OK), size, sha256)
+        }
+        Err(e) if e.is_not_found() => {
+            let options = PutOptions {
+                condition: Condition::IfNoneMatch,
+                content_type: None,
+                sha256: declared,
+                max_size: Some(state.max_upload),
+            };
+            let put = match store.put(&key, body_stream(body), options).await {
+                Err(StoreError::Conflict { .. }) => {
+                    return Err(AppError::Conflict(format!(
+                        "{key} was uploaded by another request at the same time; retry to compare"
+                    )));
+                }
+                other => other?,
+            };
+            let meta = store.head(&key).await?;
+            // Validate before anything advertises it; a refused file is removed again.
+            match inspect(&store, &meta).await {
+                Ok(_) => {}
+                Err(InspectError::Rejected(reason)) => {
+                    store.delete(&key).await?;
+                    return Err(AppError::BadRequest(format!(
+                        "{reason}; the upload was discarded"
+                    )));
+                }
+                Err(InspectError::Store(e)) => return Err(e.into()),
+            }
+            (("created", StatusCode::CREATED), put.size, put.sha256)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    state.metrics.uploads.fetch_add(1, Ordering::Relaxed);
+    state.coalescer.reindex(root.clone()).await.map_err(|e| {
+        AppError::Internal(format!(
+            "{key} is stored, but reindexing {root} failed: {e}"
+        ))
+    })?;
+    let body = Uploaded {
+        key: key.to_string(),
+        size,
+        sha256,
+        status: status.0,
+        root: root.to_string(),
+        find_links: encode_path(&format!("{root}index.html")),
+        simple: encode_path(&format!("{root}simple/")),
+    };
+    Ok((status.1, Json(body)).into_response())
+}
+
+async fn hash_body(mut body: ByteStream, limit: u64) -> Result<(u64, String), AppError> {
+    let mut hasher = Sha256Hex::default();
+    let mut size = 0u64;
+    while let Some(chunk) = body
+        .try_next()
+        .await
+        .map_err(|e| AppError::BadRequest(format!("upload interrupted: {e}")))?
+    {
+        size += chunk.len() as u64;
+        if size > limit {
+            return Err(AppError::TooLarge(format!(
+                "upload exceeds the limit of {limit} bytes"
+            )));
+        }
+        hasher.update(&chunk);
+    }
+    Ok((size, hasher.finish()))
+}
+
+/// Identical bytes at an existing key are fine; different bytes are refused (package files are
+/// immutable: pip and apt cache them by name and hash).
+async fn same_or_refuse(
+    state: &AppState,
+    existing: &ObjectMeta,
+    sha256: &str,
+) -> Result<(), AppError> {
+    let existing_sha = match &existing.sha256 {
+        Some(s) => s.clone(),
+        None => {
+            let got = state.store.get(&existing.key, None).await?;
+            hash_body(got.body, u64::MAX).await?.1
+        }
+    };
+    if existing_sha == sha256 {
+        Ok(())
+    } else {
+        Err(AppError::Conflict(format!(
+            "{} already exists with different content (sha256 {existing_sha}); package files are immutable, upload a new version instead",
+            existing.key
+        )))
+    }
+}
