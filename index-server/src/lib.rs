@@ -44,6 +44,7 @@ pub struct LoggedRequest {
     pub method: String,
     pub path: String,
     pub status: u16,
+    pub content_type: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -130,6 +131,11 @@ async fn record(State(state): State<AppState>, request: Request, next: Next) -> 
     let path = request.uri().path().to_owned();
     let response = next.run(request).await;
     let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     state.metrics.requests.fetch_add(1, Ordering::Relaxed);
     if (400..500).contains(&status) {
         state.metrics.client_errors.fetch_add(1, Ordering::Relaxed);
@@ -140,11 +146,7 @@ async fn record(State(state): State<AppState>, request: Request, next: Next) -> 
     if log.len() == REQUEST_LOG_CAPACITY {
         log.pop_front();
     }
-    log.push_back(LoggedRequest {
-        method,
-        path,
-        status,
-    });
+    log.push_back(LoggedRequest { method, path, status, content_type });
     response
 }
 
