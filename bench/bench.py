@@ -16,8 +16,8 @@ Measures, each RUNS times (median reported):
 and pypiserver-cached-dir fetching every project page once (the lazy equivalent of a full index).
 
 Every server is started on 127.0.0.1 on a port chosen at run time, waited for with a bounded
-loop, and killed on exit (also on SIGINT/SIGTERM). PIDs are appended to WORK/pids so run.sh's
-EXIT trap can kill them too if this process itself dies.
+loop, and killed on exit (also on SIGINT/SIGTERM). WORK/pids always lists the children still
+running, so run.sh's EXIT trap can kill them too if this process itself dies.
 """
 
 from __future__ import annotations
@@ -53,11 +53,23 @@ _pid_file: Path | None = None
 # ----------------------------------------------------------------------------- process handling
 
 
+def _write_pid_file() -> None:
+    """Keep WORK/pids listing exactly the children still running (each leads its own group)."""
+    if _pid_file is not None:
+        tmp = _pid_file.with_suffix(".tmp")
+        tmp.write_text("".join(f"{p.pid}\n" for p in _children))
+        tmp.replace(_pid_file)
+
+
 def _register(proc: subprocess.Popen) -> None:
     _children.append(proc)
-    if _pid_file is not None:
-        with _pid_file.open("a") as f:
-            f.write(f"{proc.pid}\n")
+    _write_pid_file()
+
+
+def _unregister(proc: subprocess.Popen) -> None:
+    if proc in _children:
+        _children.remove(proc)
+    _write_pid_file()
 
 
 def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
@@ -75,8 +87,7 @@ def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
             except ProcessLookupError:
                 pass
             proc.wait(timeout=grace)
-    if proc in _children:
-        _children.remove(proc)
+    _unregister(proc)
 
 
 def _cleanup() -> None:
@@ -128,7 +139,7 @@ def run_timed(argv: list[str], *, env: dict | None = None, check: bool = True,
             time.sleep(0.002)
         seconds = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
-        _children.remove(proc)
+        _unregister(proc)
         out.seek(0)
         err.seek(0)
         ran = Ran(seconds, rusage.ru_maxrss, out.read().decode(errors="replace"),
