@@ -9,6 +9,8 @@
 //! Keys are [`Key`]s, validated on construction, so no backend ever sees `..` or an absolute
 //! path. This crate knows nothing of index formats.
 
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 mod counting;
 mod hashing;
 mod key;
