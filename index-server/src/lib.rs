@@ -146,7 +146,12 @@ async fn record(State(state): State<AppState>, request: Request, next: Next) -> 
     if log.len() == REQUEST_LOG_CAPACITY {
         log.pop_front();
     }
-    log.push_back(LoggedRequest { method, path, status, content_type });
+    log.push_back(LoggedRequest {
+        method,
+        path,
+        status,
+        content_type,
+    });
     response
 }
 

@@ -444,3 +444,294 @@ pub async fn discover_roots(
     }
     Ok(roots)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::Mutex;
+
+    use quarry_store::{
+        ByteRange, ByteStream, CountingStore, GetObject, ListOptions, ListPage, MemoryStore,
+        PutResult,
+    };
+
+    use super::*;
+
+    const ROOT: &str = "run-linux/python/";
+
+    fn wheel(name: &str, version: &str, filler: usize) -> (String, Vec<u8>) {
+        let dist = name.replace('-', "_");
+        let mut out = std::io::Cursor::new(Vec::new());
+        {
+            let mut zip = zip::ZipWriter::new(&mut out);
+            let stored = zip::write::SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Stored);
+            zip.start_file(format!("{dist}/data.bin"), stored).unwrap();
+            // Incompressible filler so the wheel is really that large.
+            let mut x = 0x2545_f491_u32;
+            let chunk: Vec<u8> = (0..filler)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x as u8
+                })
+                .collect();
+            zip.write_all(&chunk).unwrap();
+            zip.start_file(format!("{dist}-{version}.dist-info/METADATA"), stored)
+                .unwrap();
+            write!(
+                zip,
+                "Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.9\n"
+            )
+            .unwrap();
+            zip.finish().unwrap();
+        }
+        (
+            format!("{dist}-{version}-py3-none-any.whl"),
+            out.into_inner(),
+        )
+    }
+
+    async fn put(store: &dyn Store, name: &str, data: Vec<u8>) {
+        store
+            .put_bytes(
+                &Key::new(format!("{ROOT}{name}")).unwrap(),
+                Bytes::from(data),
+                PutOptions::default(),
+            )
+            .await
+            .unwrap();
+    }
+
+    async fn text(store: &dyn Store, path: &str) -> String {
+        let (_, b) = store
+            .get_bytes(&Key::new(format!("{ROOT}{path}")).unwrap(), 1 << 24)
+            .await
+            .unwrap();
+        String::from_utf8(b.to_vec()).unwrap()
+    }
+
+    /// Records the bytes each ranged read asks for.
+    #[derive(Debug)]
+    struct RangeRecorder {
+        inner: MemoryStore,
+        fetched: Mutex<u64>,
+    }
+
+    #[async_trait::async_trait]
+    impl Store for RangeRecorder {
+        fn describe(&self) -> String {
+            "recorder".into()
+        }
+        async fn head(&self, key: &Key) -> quarry_store::Result<ObjectMeta> {
+            self.inner.head(key).await
+        }
+        async fn get(
+            &self,
+            key: &Key,
+            range: Option<ByteRange>,
+        ) -> quarry_store::Result<GetObject> {
+            let got = self.inner.get(key, range).await?;
+            *self.fetched.lock().unwrap() += got.range.1 - got.range.0;
+            Ok(got)
+        }
+        async fn put(
+            &self,
+            key: &Key,
+            body: ByteStream,
+            options: PutOptions,
+        ) -> quarry_store::Result<PutResult> {
+            self.inner.put(key, body, options).await
+        }
+        async fn list(&self, prefix: &str, options: ListOptions) -> quarry_store::Result<ListPage> {
+            self.inner.list(prefix, options).await
+        }
+        async fn delete(&self, key: &Key) -> quarry_store::Result<()> {
+            self.inner.delete(key).await
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn large_wheels_are_indexed_from_a_few_ranged_reads() {
+        let recorder = Arc::new(RangeRecorder {
+            inner: MemoryStore::default(),
+            fetched: Mutex::new(0),
+        });
+        let (name, data) = wheel("big-wheel", "1.0", 48 << 20);
+        put(recorder.as_ref(), &name, data).await;
+        let store: Arc<dyn Store> = recorder.clone();
+        let report = Indexer::new(store)
+            .reindex(&RepoRoot::new(ROOT).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(report.added, [name.clone()]);
+        let fetched = *recorder.fetched.lock().unwrap();
+        assert!(
+            fetched < 1 << 20,
+            "read {fetched} bytes of a 48 MiB wheel whose sha256 was known"
+        );
+        assert!(
+            text(recorder.as_ref(), "index.html")
+                .await
+                .contains("data-requires-python=\"&#62;=3.9\"")
+        );
+    }
+
+    #[tokio::test]
+    async fn reindexing_is_incremental_and_idempotent() {
+        let counting = Arc::new(CountingStore::new(Arc::new(MemoryStore::default())));
+        let store: Arc<dyn Store> = counting.clone();
+        let root = RepoRoot::new(ROOT).unwrap();
+        let indexer = Indexer::new(store.clone());
+        for v in ["1.0", "1.1"] {
+            let (name, data) = wheel("alpha", v, 100);
+            put(store.as_ref(), &name, data).await;
+        }
+        let first = indexer.reindex(&root).await.unwrap();
+        assert!(first.committed);
+        assert_eq!(first.added.len(), 2);
+
+        // Nothing changed: one state read, one listing, no writes.
+        let before = counting.counts();
+        let again = indexer.reindex(&root).await.unwrap();
+        let delta = counting.counts();
+        assert!(!again.committed);
+        assert_eq!(
+            (
+                delta.get - before.get,
+                delta.list - before.list,
+                delta.put - before.put
+            ),
+            (1, 1, 0)
+        );
+
+        // One more wheel: only its entry is computed, and only affected pages are written.
+        let (name, data) = wheel("beta", "0.1", 100);
+        put(store.as_ref(), &name, data).await;
+        let before = counting.counts();
+        let third = indexer.reindex(&root).await.unwrap();
+        let delta = counting.counts();
+        assert_eq!(third.added, [name.clone()]);
+        assert_eq!(
+            delta.head - before.head,
+            1,
+            "only the new file is inspected"
+        );
+        let mut written = third.written.clone();
+        written.sort();
+        assert_eq!(
+            written,
+            [
+                format!("{ROOT}beta-0.1-py3-none-any.whl.metadata"),
+                format!("{ROOT}index.html"),
+                format!("{ROOT}simple/beta/index.html"),
+                format!("{ROOT}simple/beta/index.json"),
+                format!("{ROOT}simple/index.html"),
+                format!("{ROOT}simple/index.json"),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn deletions_yanks_and_rejections() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let root = RepoRoot::new(ROOT).unwrap();
+        let indexer = Indexer::new(store.clone());
+        let (keep, data) = wheel("keep", "1.0", 10);
+        put(store.as_ref(), &keep, data).await;
+        let (gone, data) = wheel("gone", "1.0", 10);
+        put(store.as_ref(), &gone, data).await;
+        put(
+            store.as_ref(),
+            "broken-1.0-py3-none-any.whl",
+            b"not a zip".to_vec(),
+        )
+        .await;
+        put(
+            store.as_ref(),
+            &format!("{keep}.yanked"),
+            b"  broken on ROCm 7  ".to_vec(),
+        )
+        .await;
+        let report = indexer.reindex(&root).await.unwrap();
+        assert_eq!(report.rejected.len(), 1);
+        assert!(report.rejected["broken-1.0-py3-none-any.whl"].contains("not a valid zip archive"));
+        let json = text(store.as_ref(), "simple/keep/index.json").await;
+        assert!(json.contains("\"yanked\":\"broken on ROCm 7\""), "{json}");
+        assert!(
+            text(store.as_ref(), "simple/gone/index.html")
+                .await
+                .contains(&gone)
+        );
+
+        // A rejected file is remembered by ETag and not read again.
+        let second = indexer.reindex(&root).await.unwrap();
+        assert!(second.rejected.is_empty() && !second.committed);
+
+        store
+            .delete(&Key::new(format!("{ROOT}{gone}")).unwrap())
+            .await
+            .unwrap();
+        let third = indexer.reindex(&root).await.unwrap();
+        assert_eq!(third.removed, [gone.clone()]);
+        let mut deleted = third.deleted.clone();
+        deleted.sort();
+        assert_eq!(
+            deleted,
+            [
+                format!("{ROOT}gone-1.0-py3-none-any.whl.metadata"),
+                format!("{ROOT}simple/gone/index.html"),
+                format!("{ROOT}simple/gone/index.json"),
+            ]
+        );
+        assert!(!text(store.as_ref(), "index.html").await.contains(&gone));
+    }
+
+    #[derive(Debug)]
+    struct NoCas(MemoryStore);
+
+    #[async_trait::async_trait]
+    impl Store for NoCas {
+        fn describe(&self) -> String {
+            "no-cas".into()
+        }
+        fn supports_conditional_put(&self) -> bool {
+            false
+        }
+        async fn head(&self, key: &Key) -> quarry_store::Result<ObjectMeta> {
+            self.0.head(key).await
+        }
+        async fn get(
+            &self,
+            key: &Key,
+            range: Option<ByteRange>,
+        ) -> quarry_store::Result<GetObject> {
+            self.0.get(key, range).await
+        }
+        async fn put(
+            &self,
+            key: &Key,
+            body: ByteStream,
+            options: PutOptions,
+        ) -> quarry_store::Result<PutResult> {
+            self.0.put(key, body, options).await
+        }
+        async fn list(&self, prefix: &str, options: ListOptions) -> quarry_store::Result<ListPage> {
+            self.0.list(prefix, options).await
+        }
+        async fn delete(&self, key: &Key) -> quarry_store::Result<()> {
+            self.0.delete(key).await
+        }
+    }
+
+    #[tokio::test]
+    async fn stores_without_conditional_puts_are_refused() {
+        let indexer = Indexer::new(Arc::new(NoCas(MemoryStore::default())));
+        let err = indexer
+            .reindex(&RepoRoot::new(ROOT).unwrap())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, IndexError::UnsafeStore(_)), "{err}");
+    }
+}
