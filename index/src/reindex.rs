@@ -565,7 +565,7 @@ mod tests {
             .reindex(&RepoRoot::new(ROOT).unwrap())
             .await
             .unwrap();
-        assert_eq!(report.added, [name.clone()]);
+        assert_eq!(report.added, [name]);
         let fetched = *recorder.fetched.lock().unwrap();
         assert!(
             fetched < 1 << 20,
@@ -612,7 +612,7 @@ mod tests {
         let before = counting.counts();
         let third = indexer.reindex(&root).await.unwrap();
         let delta = counting.counts();
-        assert_eq!(third.added, [name.clone()]);
+        assert_eq!(third.added, std::slice::from_ref(&name));
         assert_eq!(
             delta.head - before.head,
             1,
@@ -674,7 +674,7 @@ mod tests {
             .await
             .unwrap();
         let third = indexer.reindex(&root).await.unwrap();
-        assert_eq!(third.removed, [gone.clone()]);
+        assert_eq!(third.removed, std::slice::from_ref(&gone));
         let mut deleted = third.deleted.clone();
         deleted.sort();
         assert_eq!(
