@@ -13,11 +13,7 @@ async fn server_with_one_wheel() -> (TestServer, Vec<(String, String)>) {
 }
 
 async fn assert_unchanged(server: &TestServer, before: &[(String, String)]) {
-    assert_eq!(
-        snapshot_pages(server, &["good"]).await,
-        before,
-        "pages changed after a refused upload"
-    );
+    assert_eq!(snapshot_pages(server, &["good"]).await, before, "pages changed after a refused upload");
 }
 
 fn metadata(name: &str, version: &str) -> String {
@@ -29,10 +25,8 @@ fn zip_bomb() -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());
     {
         let mut zip = zip::ZipWriter::new(&mut out);
-        let options = zip::write::SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Deflated);
-        zip.start_file("bomb-1.0.dist-info/METADATA", options)
-            .unwrap();
+        let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        zip.start_file("bomb-1.0.dist-info/METADATA", options).unwrap();
         zip.write_all(metadata("bomb", "1.0").as_bytes()).unwrap();
         let zeros = vec![b' '; 1 << 20];
         for _ in 0..64 {
@@ -57,14 +51,7 @@ async fn hostile_uploads_are_refused_and_lose_nothing() {
         format!("/{ROOT}%2fetc%2fevil-1.0-py3-none-any.whl"),
         format!("/{ROOT}evil%00-1.0-py3-none-any.whl"),
     ] {
-        let (status, body) = raw_request(
-            &server.url,
-            "PUT",
-            &path,
-            &[("Authorization", &auth)],
-            &good_wheel,
-        )
-        .await;
+        let (status, body) = raw_request(&server.url, "PUT", &path, &[("Authorization", &auth)], &good_wheel).await;
         assert_eq!(status, 400, "{path}: {body}");
         assert!(body.contains("invalid key"), "{path}: {body}");
     }
@@ -89,37 +76,19 @@ async fn hostile_uploads_are_refused_and_lose_nothing() {
             "twice-1.0-py3-none-any.whl".into(),
             build_zip(
                 &[
-                    (
-                        "twice-1.0.dist-info/METADATA".into(),
-                        metadata("twice", "1.0"),
-                    ),
-                    (
-                        "other-2.0.dist-info/METADATA".into(),
-                        metadata("other", "2.0"),
-                    ),
+                    ("twice-1.0.dist-info/METADATA".into(), metadata("twice", "1.0")),
+                    ("other-2.0.dist-info/METADATA".into(), metadata("other", "2.0")),
                 ],
                 None,
             ),
             400,
             "more than one .dist-info directory",
         ),
-        (
-            "a zip bomb METADATA",
-            "bomb-1.0-py3-none-any.whl".into(),
-            zip_bomb(),
-            400,
-            "uncompressed; the limit is",
-        ),
+        ("a zip bomb METADATA", "bomb-1.0-py3-none-any.whl".into(), zip_bomb(), 400, "uncompressed; the limit is"),
         (
             "METADATA naming another project",
             "liar-1.0-py3-none-any.whl".into(),
-            build_zip(
-                &[(
-                    "liar-1.0.dist-info/METADATA".into(),
-                    metadata("good", "1.0"),
-                )],
-                None,
-            ),
+            build_zip(&[("liar-1.0.dist-info/METADATA".into(), metadata("good", "1.0"))], None),
             400,
             "METADATA says Name is \"good\"",
         ),
@@ -128,10 +97,7 @@ async fn hostile_uploads_are_refused_and_lose_nothing() {
             "slip-1.0-py3-none-any.whl".into(),
             build_zip(
                 &[
-                    (
-                        "slip-1.0.dist-info/METADATA".into(),
-                        metadata("slip", "1.0"),
-                    ),
+                    ("slip-1.0.dist-info/METADATA".into(), metadata("slip", "1.0")),
                     ("../../etc/evil".into(), String::new()),
                 ],
                 None,
@@ -139,72 +105,30 @@ async fn hostile_uploads_are_refused_and_lose_nothing() {
             400,
             "unsafe path",
         ),
-        (
-            "a malformed wheel filename",
-            "notawheel.whl".into(),
-            good_wheel.clone(),
-            400,
-            "dash-separated parts",
-        ),
-        (
-            "a file that is no distribution",
-            "readme.txt".into(),
-            b"hi".to_vec(),
-            400,
-            "is not a Python distribution",
-        ),
-        (
-            "an sdist that is not gzip",
-            "plain-1.0.tar.gz".into(),
-            b"plain text".to_vec(),
-            400,
-            "is not a gzip archive",
-        ),
-        (
-            "an empty wheel",
-            "empty-1.0-py3-none-any.whl".into(),
-            Vec::new(),
-            400,
-            "is empty",
-        ),
+        ("a malformed wheel filename", "notawheel.whl".into(), good_wheel.clone(), 400, "dash-separated parts"),
+        ("a file that is no distribution", "readme.txt".into(), b"hi".to_vec(), 400, "is not a Python distribution"),
+        ("an sdist that is not gzip", "plain-1.0.tar.gz".into(), b"plain text".to_vec(), 400, "is not a gzip archive"),
+        ("an empty wheel", "empty-1.0-py3-none-any.whl".into(), Vec::new(), 400, "is empty"),
     ];
     for (what, filename, body, status, message) in cases {
         let key = format!("{ROOT}{filename}");
         let (got, text) = server.upload_bytes(&key, body).await;
         assert_eq!(got, status, "{what}: {text}");
-        assert!(
-            text.contains(message),
-            "{what}: expected {message:?} in {text:?}"
-        );
+        assert!(text.contains(message), "{what}: expected {message:?} in {text:?}");
         let (after, _) = server.get_text(&key).await;
         assert_eq!(after, 404, "{what}: the refused file was left in the store");
         assert_unchanged(&server, &before).await;
     }
 
     // Outside a pip root, and without or with a wrong token.
-    let (status, text) = server
-        .upload_bytes("somewhere/evil-1.0-py3-none-any.whl", good_wheel.clone())
-        .await;
+    let (status, text) = server.upload_bytes("somewhere/evil-1.0-py3-none-any.whl", good_wheel.clone()).await;
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("pip root"), "{text}");
     let url = format!("{}{ROOT}evil-1.0-py3-none-any.whl", server.url);
-    let r = server
-        .client
-        .put(&url)
-        .body(good_wheel.clone())
-        .send()
-        .await
-        .unwrap();
+    let r = server.client.put(&url).body(good_wheel.clone()).send().await.unwrap();
     assert_eq!(r.status(), 401);
     assert_eq!(r.headers()["www-authenticate"], "Bearer realm=\"quarry\"");
-    let r = server
-        .client
-        .put(&url)
-        .bearer_auth("wrong")
-        .body(good_wheel.clone())
-        .send()
-        .await
-        .unwrap();
+    let r = server.client.put(&url).bearer_auth("wrong").body(good_wheel.clone()).send().await.unwrap();
     assert_eq!(r.status(), 401);
     assert_unchanged(&server, &before).await;
     server.stop().await;

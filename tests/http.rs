@@ -12,11 +12,7 @@ async fn server_with_foo() -> TestServer {
 }
 
 fn header(r: &reqwest::Response, name: &str) -> String {
-    r.headers()
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned()
+    r.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -25,16 +21,11 @@ async fn simple_pages_negotiate_and_redirect() {
     let project = format!("{}simple/foo-bar-baz/", server.root_url());
     for (accept, content_type) in [
         (
-            Some(
-                "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.1, text/html;q=0.01",
-            ),
+            Some("application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.1, text/html;q=0.01"),
             JSON,
         ),
         (Some("application/vnd.pypi.simple.latest+json"), JSON),
-        (
-            Some("application/vnd.pypi.simple.v1+html"),
-            "application/vnd.pypi.simple.v1+html",
-        ),
+        (Some("application/vnd.pypi.simple.v1+html"), "application/vnd.pypi.simple.v1+html"),
         (Some("text/html"), "text/html; charset=utf-8"),
         (None, "text/html; charset=utf-8"),
     ] {
@@ -56,40 +47,16 @@ async fn simple_pages_negotiate_and_redirect() {
             assert!(body.contains("Foo_Bar_baz-1.0-py3-none-any.whl"));
         }
     }
-    let r = server
-        .client
-        .get(&project)
-        .header("accept", "image/png")
-        .send()
-        .await
-        .unwrap();
+    let r = server.client.get(&project).header("accept", "image/png").send().await.unwrap();
     assert_eq!(r.status(), 406);
 
     // Unnormalized and slashless spellings redirect to the normalized, slashed URL.
-    for path in [
-        "simple/Foo.Bar_baz/",
-        "simple/foo-bar-baz",
-        "simple/FOO__bar-baz",
-    ] {
-        let r = server
-            .client
-            .get(format!("{}{path}", server.root_url()))
-            .send()
-            .await
-            .unwrap();
+    for path in ["simple/Foo.Bar_baz/", "simple/foo-bar-baz", "simple/FOO__bar-baz"] {
+        let r = server.client.get(format!("{}{path}", server.root_url())).send().await.unwrap();
         assert!(r.status().is_redirection(), "{path}: {}", r.status());
-        assert_eq!(
-            header(&r, "location"),
-            format!("/{ROOT}simple/foo-bar-baz/"),
-            "{path}"
-        );
+        assert_eq!(header(&r, "location"), format!("/{ROOT}simple/foo-bar-baz/"), "{path}");
     }
-    let r = server
-        .client
-        .get(format!("{}simple", server.root_url()))
-        .send()
-        .await
-        .unwrap();
+    let r = server.client.get(format!("{}simple", server.root_url())).send().await.unwrap();
     assert_eq!(header(&r, "location"), format!("/{ROOT}simple/"));
 
     // Unknown projects are 404 (uv stops at 401/403), in every representation.
@@ -104,13 +71,7 @@ async fn simple_pages_negotiate_and_redirect() {
         assert_eq!(r.status(), 404);
         assert!(r.text().await.unwrap().contains("no project \"nope\""));
     }
-    let r = server
-        .client
-        .get(format!("{}simple/", server.root_url()))
-        .header("accept", JSON)
-        .send()
-        .await
-        .unwrap();
+    let r = server.client.get(format!("{}simple/", server.root_url())).header("accept", JSON).send().await.unwrap();
     assert_eq!(header(&r, "content-type"), JSON);
     let v: serde_json::Value = r.json_value().await;
     assert_eq!(v["projects"][0]["name"], "foo-bar-baz");
@@ -138,68 +99,27 @@ async fn files_support_head_ranges_and_conditional_get() {
     assert_eq!(head.status(), 200);
     assert_eq!(header(&head, "content-length"), bytes.len().to_string());
     assert_eq!(header(&head, "accept-ranges"), "bytes");
-    assert_eq!(
-        header(&head, "cache-control"),
-        "public, max-age=31536000, immutable"
-    );
+    assert_eq!(header(&head, "cache-control"), "public, max-age=31536000, immutable");
     let etag = header(&head, "etag");
     assert!(etag.starts_with('"'));
 
-    let r = server
-        .client
-        .get(&url)
-        .header("range", "bytes=10-19")
-        .send()
-        .await
-        .unwrap();
+    let r = server.client.get(&url).header("range", "bytes=10-19").send().await.unwrap();
     assert_eq!(r.status(), 206);
-    assert_eq!(
-        header(&r, "content-range"),
-        format!("bytes 10-19/{}", bytes.len())
-    );
+    assert_eq!(header(&r, "content-range"), format!("bytes 10-19/{}", bytes.len()));
     assert_eq!(r.bytes().await.unwrap().as_ref(), &bytes[10..20]);
-    let r = server
-        .client
-        .get(&url)
-        .header("range", "bytes=-22")
-        .send()
-        .await
-        .unwrap();
+    let r = server.client.get(&url).header("range", "bytes=-22").send().await.unwrap();
     assert_eq!(r.status(), 206);
-    assert_eq!(
-        r.bytes().await.unwrap().as_ref(),
-        &bytes[bytes.len() - 22..]
-    );
-    let r = server
-        .client
-        .get(&url)
-        .header("range", format!("bytes={}-", bytes.len()))
-        .send()
-        .await
-        .unwrap();
+    assert_eq!(r.bytes().await.unwrap().as_ref(), &bytes[bytes.len() - 22..]);
+    let r = server.client.get(&url).header("range", format!("bytes={}-", bytes.len())).send().await.unwrap();
     assert_eq!(r.status(), 416);
-    assert_eq!(
-        header(&r, "content-range"),
-        format!("bytes */{}", bytes.len())
-    );
+    assert_eq!(header(&r, "content-range"), format!("bytes */{}", bytes.len()));
 
-    let r = server
-        .client
-        .get(&url)
-        .header("if-none-match", &etag)
-        .send()
-        .await
-        .unwrap();
+    let r = server.client.get(&url).header("if-none-match", &etag).send().await.unwrap();
     assert_eq!(r.status(), 304);
     let r = server.client.get(&url).send().await.unwrap();
     assert_eq!(r.bytes().await.unwrap().as_ref(), bytes.as_slice());
 
-    let metadata = server
-        .client
-        .get(format!("{url}.metadata"))
-        .send()
-        .await
-        .unwrap();
+    let metadata = server.client.get(format!("{url}.metadata")).send().await.unwrap();
     assert_eq!(metadata.status(), 200);
     assert_eq!(metadata.text().await.unwrap(), spec.metadata());
 
@@ -207,29 +127,11 @@ async fn files_support_head_ranges_and_conditional_get() {
     let r = server.client.get(server.root_url()).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(header(&r, "content-type"), "text/html; charset=utf-8");
-    let r = server
-        .client
-        .get(format!("{}missing-1.0-py3-none-any.whl", server.root_url()))
-        .send()
-        .await
-        .unwrap();
+    let r = server.client.get(format!("{}missing-1.0-py3-none-any.whl", server.root_url())).send().await.unwrap();
     assert_eq!(r.status(), 404);
-    let r = server
-        .client
-        .get(format!("{}healthz", server.url))
-        .send()
-        .await
-        .unwrap();
+    let r = server.client.get(format!("{}healthz", server.url)).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    let metrics = server
-        .client
-        .get(format!("{}metrics", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.client.get(format!("{}metrics", server.url)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("quarry_uploads_total 1"), "{metrics}");
     server.stop().await;
 }
@@ -247,20 +149,8 @@ async fn reuploads_are_idempotent_and_replacements_refused() {
     other.requires_python = Some(">=3.10".into());
     let (status, body) = server.upload_bytes(&key, other.build()).await;
     assert_eq!(status, 409, "{body}");
-    assert!(
-        body.contains("already exists with different content"),
-        "{body}"
-    );
-    let r = server
-        .client
-        .get(format!("{}{key}", server.url))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        r.bytes().await.unwrap().as_ref(),
-        spec.build().as_slice(),
-        "the original bytes must survive"
-    );
+    assert!(body.contains("already exists with different content"), "{body}");
+    let r = server.client.get(format!("{}{key}", server.url)).send().await.unwrap();
+    assert_eq!(r.bytes().await.unwrap().as_ref(), spec.build().as_slice(), "the original bytes must survive");
     server.stop().await;
 }

@@ -1,8 +1,6 @@
 //! Real pip and uv installing from Quarry's pages, served by the in-process server.
 
-use quarry_tests::{
-    ROOT, TestServer, WheelSpec, assert_success, installed, pip_install, sha256_hex, uv_pip,
-};
+use quarry_tests::{ROOT, TestServer, WheelSpec, assert_success, installed, pip_install, sha256_hex, uv_pip};
 
 /// The repository most suites share: a project with an awkward name, a newer version that
 /// needs a Python nobody has, and a dependency chain.
@@ -25,12 +23,7 @@ async fn serve_repository() -> TestServer {
 }
 
 fn requested(server: &TestServer, suffix: &str) -> Vec<String> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.method == "GET" && r.path.ends_with(suffix))
-        .map(|r| r.path)
-        .collect()
+    server.requests().into_iter().filter(|r| r.method == "GET" && r.path.ends_with(suffix)).map(|r| r.path).collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -41,11 +34,7 @@ async fn pip_find_links_and_index_url_install_our_wheels() {
     // --find-links with the flat page; requires-python >=3.99 makes pip take 1.0.
     let target = tmp.path().join("find-links");
     let find_links = format!("{}index.html", server.root_url());
-    let out = pip_install(
-        &["--no-index", "--find-links", &find_links, "Foo.Bar_baz"],
-        &target,
-    )
-    .await;
+    let out = pip_install(&["--no-index", "--find-links", &find_links, "Foo.Bar_baz"], &target).await;
     assert_success(&out, "pip --find-links");
     assert_eq!(installed(&target), ["Foo_Bar_baz-1.0.dist-info"]);
 
@@ -62,10 +51,7 @@ async fn pip_find_links_and_index_url_install_our_wheels() {
         .into_iter()
         .find(|r| r.path == format!("/{ROOT}simple/foo-bar-baz/") && r.status == 200)
         .expect("pip fetched the normalized project page");
-    assert_eq!(
-        page.content_type.as_deref(),
-        Some("application/vnd.pypi.simple.v1+json")
-    );
+    assert_eq!(page.content_type.as_deref(), Some("application/vnd.pypi.simple.v1+json"));
     assert!(
         requested(&server, "Foo_Bar_baz-2.0-py3-none-any.whl").is_empty(),
         "pip downloaded a wheel its Python cannot use"
@@ -82,17 +68,9 @@ async fn uv_find_links_and_index_url_install_our_wheels() {
 
     let target = tmp.path().join("uv-index");
     server.state.clear_request_log();
-    let out = uv_pip(
-        "install",
-        &["--index-url", &simple, "app-top"],
-        Some(&target),
-    )
-    .await;
+    let out = uv_pip("install", &["--index-url", &simple, "app-top"], Some(&target)).await;
     assert_success(&out, "uv pip install --index-url");
-    assert_eq!(
-        installed(&target),
-        ["Foo_Bar_baz-1.0.dist-info", "app_top-1.0.dist-info"]
-    );
+    assert_eq!(installed(&target), ["Foo_Bar_baz-1.0.dist-info", "app_top-1.0.dist-info"]);
     let pages: Vec<_> = server
         .requests()
         .into_iter()
@@ -109,12 +87,7 @@ async fn uv_find_links_and_index_url_install_our_wheels() {
     }
 
     let target = tmp.path().join("uv-flat");
-    let out = uv_pip(
-        "install",
-        &["--no-index", "--find-links", &find_links, "foo_bar.baz"],
-        Some(&target),
-    )
-    .await;
+    let out = uv_pip("install", &["--no-index", "--find-links", &find_links, "foo_bar.baz"], Some(&target)).await;
     assert_success(&out, "uv pip install --find-links");
     assert_eq!(installed(&target), ["Foo_Bar_baz-1.0.dist-info"]);
     server.stop().await;
@@ -130,30 +103,16 @@ async fn resolution_reads_metadata_sidecars_not_wheels() {
     // pip resolving only (--dry-run): PEP 658 metadata and no wheel at all.
     server.state.clear_request_log();
     let target = tmp.path().join("dry");
-    let out = pip_install(
-        &["--dry-run", "--index-url", &simple, "app-top", "Other_Pkg"],
-        &target,
-    )
-    .await;
+    let out = pip_install(&["--dry-run", "--index-url", &simple, "app-top", "Other_Pkg"], &target).await;
     assert_success(&out, "pip --dry-run");
     let metadata = requested(&server, ".whl.metadata");
     for wanted in ["app_top-1.0", "Foo_Bar_baz-1.0", "Other_Pkg-0.2"] {
-        assert!(
-            metadata.iter().any(|p| p.contains(wanted)),
-            "pip did not fetch {wanted} metadata: {metadata:?}"
-        );
+        assert!(metadata.iter().any(|p| p.contains(wanted)), "pip did not fetch {wanted} metadata: {metadata:?}");
     }
-    assert_eq!(
-        requested(&server, ".whl"),
-        Vec::<String>::new(),
-        "pip downloaded wheels to resolve"
-    );
+    assert_eq!(requested(&server, ".whl"), Vec::<String>::new(), "pip downloaded wheels to resolve");
 
     // uv resolving only (pip compile), from the simple API and from the flat page.
-    for args in [
-        vec!["--index-url", simple.as_str()],
-        vec!["--no-index", "--find-links", find_links.as_str()],
-    ] {
+    for args in [vec!["--index-url", simple.as_str()], vec!["--no-index", "--find-links", find_links.as_str()]] {
         server.state.clear_request_log();
         let requirements = tmp.path().join("requirements.in");
         std::fs::write(&requirements, "app-top\nOther_Pkg\n").unwrap();
@@ -162,23 +121,10 @@ async fn resolution_reads_metadata_sidecars_not_wheels() {
         let out = uv_pip("compile", &all, None).await;
         assert_success(&out, "uv pip compile");
         let resolved = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            resolved.contains("foo-bar-baz==1.0"),
-            "uv resolved: {resolved}"
-        );
-        assert!(
-            resolved.contains("other-pkg==0.2"),
-            "uv resolved: {resolved}"
-        );
-        assert!(
-            !requested(&server, ".whl.metadata").is_empty(),
-            "uv fetched no .metadata with {args:?}"
-        );
-        assert_eq!(
-            requested(&server, ".whl"),
-            Vec::<String>::new(),
-            "uv downloaded wheels to resolve with {args:?}"
-        );
+        assert!(resolved.contains("foo-bar-baz==1.0"), "uv resolved: {resolved}");
+        assert!(resolved.contains("other-pkg==0.2"), "uv resolved: {resolved}");
+        assert!(!requested(&server, ".whl.metadata").is_empty(), "uv fetched no .metadata with {args:?}");
+        assert_eq!(requested(&server, ".whl"), Vec::<String>::new(), "uv downloaded wheels to resolve with {args:?}");
     }
 
     // A real install downloads exactly the chosen wheels, each after its metadata.
@@ -190,10 +136,7 @@ async fn resolution_reads_metadata_sidecars_not_wheels() {
     wheels.sort();
     assert_eq!(
         wheels,
-        [
-            format!("/{ROOT}Foo_Bar_baz-1.0-py3-none-any.whl"),
-            format!("/{ROOT}app_top-1.0-py3-none-any.whl")
-        ]
+        [format!("/{ROOT}Foo_Bar_baz-1.0-py3-none-any.whl"), format!("/{ROOT}app_top-1.0-py3-none-any.whl")]
     );
     server.stop().await;
 }
@@ -210,36 +153,19 @@ async fn require_hashes_uses_our_hashes_and_catches_tampering() {
         .and_then(|rest| rest.get(..64))
         .expect("hash for Other_Pkg 0.2 on the find-links page")
         .to_owned();
-    assert_eq!(
-        hash,
-        sha256_hex(&WheelSpec::new("Other_Pkg", "0.2").build())
-    );
+    assert_eq!(hash, sha256_hex(&WheelSpec::new("Other_Pkg", "0.2").build()));
     let requirements = tmp.path().join("requirements.txt");
-    std::fs::write(
-        &requirements,
-        format!("other-pkg==0.2 --hash=sha256:{hash}\n"),
-    )
-    .unwrap();
+    std::fs::write(&requirements, format!("other-pkg==0.2 --hash=sha256:{hash}\n")).unwrap();
     let find_links = format!("{}index.html", server.root_url());
     let req = requirements.to_str().unwrap();
 
     let out = pip_install(
-        &[
-            "--require-hashes",
-            "--no-index",
-            "--find-links",
-            &find_links,
-            "-r",
-            req,
-        ],
+        &["--require-hashes", "--no-index", "--find-links", &find_links, "-r", req],
         &tmp.path().join("ok"),
     )
     .await;
     assert_success(&out, "pip --require-hashes");
-    assert_eq!(
-        installed(&tmp.path().join("ok")),
-        ["Other_Pkg-0.2.dist-info"]
-    );
+    assert_eq!(installed(&tmp.path().join("ok")), ["Other_Pkg-0.2.dist-info"]);
 
     // Replace the bytes behind the server's back: pip must refuse them.
     let mut tampered = WheelSpec::new("Other_Pkg", "0.2").build();
@@ -247,22 +173,12 @@ async fn require_hashes_uses_our_hashes_and_catches_tampering() {
     tampered[last] ^= 0xff;
     std::fs::write(server.store_dir().join(ROOT).join(filename), tampered).unwrap();
     let out = pip_install(
-        &[
-            "--require-hashes",
-            "--no-index",
-            "--find-links",
-            &find_links,
-            "-r",
-            req,
-        ],
+        &["--require-hashes", "--no-index", "--find-links", &find_links, "-r", req],
         &tmp.path().join("bad"),
     )
     .await;
     assert!(!out.status.success(), "pip installed a tampered wheel");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("THESE PACKAGES DO NOT MATCH THE HASHES"),
-        "unexpected pip error: {stderr}"
-    );
+    assert!(stderr.contains("THESE PACKAGES DO NOT MATCH THE HASHES"), "unexpected pip error: {stderr}");
     server.stop().await;
 }

@@ -5,16 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quarry_store::{LocalStore, PutOptions, StoreExt};
-use quarry_tests::{
-    ROOT, TestServer, WheelSpec, assert_pages_complete, assert_success, quarry_bin, run,
-};
+use quarry_tests::{ROOT, TestServer, WheelSpec, assert_pages_complete, assert_success, quarry_bin, run};
 
 const TRIALS: usize = 20;
 
 fn specs(trial: usize, count: usize) -> Vec<WheelSpec> {
-    (0..count)
-        .map(|i| WheelSpec::new(&format!("pkg-{}", i % 8), &format!("{trial}.{i}")))
-        .collect()
+    (0..count).map(|i| WheelSpec::new(&format!("pkg-{}", i % 8), &format!("{trial}.{i}"))).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -31,10 +27,7 @@ async fn thirty_two_concurrent_uploads_all_land_on_every_page() {
 
 async fn put_wheel(store: &LocalStore, spec: &WheelSpec) {
     let key = quarry_store::Key::new(format!("{ROOT}{}", spec.filename())).unwrap();
-    store
-        .put_bytes(&key, spec.build().into(), PutOptions::default())
-        .await
-        .unwrap();
+    store.put_bytes(&key, spec.build().into(), PutOptions::default()).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -7,10 +7,7 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let cli = commands::Cli::parse();
     commands::init_logging(cli.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!("cannot start the async runtime: {e}");

@@ -24,10 +24,7 @@ pub struct Coalescer {
 
 impl Coalescer {
     pub fn new(indexer: Indexer) -> Arc<Self> {
-        Arc::new(Self {
-            indexer,
-            slots: Mutex::new(HashMap::new()),
-        })
+        Arc::new(Self { indexer, slots: Mutex::new(HashMap::new()) })
     }
 
     /// Ask for `root` to be reindexed and wait until a run covering this request has finished.
@@ -37,10 +34,7 @@ impl Coalescer {
             slots
                 .entry(root.clone())
                 .or_insert_with(|| {
-                    Arc::new(Slot {
-                        state: Mutex::new((0, false)),
-                        done: watch::Sender::new((0, None)),
-                    })
+                    Arc::new(Slot { state: Mutex::new((0, false)), done: watch::Sender::new((0, None)) })
                 })
                 .clone()
         };
@@ -67,8 +61,13 @@ impl Coalescer {
     async fn run(indexer: Indexer, root: RepoRoot, slot: Arc<Slot>) {
         loop {
             let target = slot.state.lock().unwrap_or_else(PoisonError::into_inner).0;
-            let error = match indexer.reindex(&root).await {
-                Ok(report) => {
+            let run = std::panic::AssertUnwindSafe(indexer.reindex(&root));
+            let error = match futures_util::FutureExt::catch_unwind(run).await {
+                Err(_) => {
+                    tracing::error!(root = %root, "reindex panicked");
+                    Some("the reindex panicked; see the server log".to_owned())
+                }
+                Ok(Ok(report)) => {
                     tracing::info!(
                         root = %root,
                         added = report.added.len(),
@@ -79,7 +78,7 @@ impl Coalescer {
                     );
                     None
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     tracing::error!(root = %root, error = %e, "reindex failed");
                     Some(e.to_string())
                 }

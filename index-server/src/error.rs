@@ -18,9 +18,7 @@ pub enum AppError {
     Conflict(String),
     #[error("{0}")]
     TooLarge(String),
-    #[error(
-        "none of the media types in Accept can be served; try application/vnd.pypi.simple.v1+json or text/html"
-    )]
+    #[error("none of the media types in Accept can be served; try application/vnd.pypi.simple.v1+json or text/html")]
     NotAcceptable,
     #[error("range not satisfiable")]
     RangeNotSatisfiable(u64),
@@ -67,10 +65,7 @@ impl IntoResponse for AppError {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         match self {
             Self::Unauthorized(_) => {
-                headers.insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer realm=\"quarry\""),
-                );
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"quarry\""));
             }
             Self::RangeNotSatisfiable(size) => {
                 if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {

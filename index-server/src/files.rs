@@ -33,26 +33,13 @@ fn presentation_for(key: &Key) -> Presentation {
         ("text/plain; charset=utf-8", true)
     } else if name.ends_with(".sha256sum") || name.ends_with(".txt") || name.ends_with(".log") {
         ("text/plain; charset=utf-8", false)
-    } else if [
-        ".whl", ".zip", ".tar.gz", ".tar.zst", ".tar.xz", ".deb", ".rpm",
-    ]
-    .iter()
-    .any(|s| name.ends_with(s))
-    {
+    } else if [".whl", ".zip", ".tar.gz", ".tar.zst", ".tar.xz", ".deb", ".rpm"].iter().any(|s| name.ends_with(s)) {
         ("application/octet-stream", true)
     } else {
         ("application/octet-stream", false)
     };
-    let cache_control = if immutable {
-        IMMUTABLE_CACHE
-    } else {
-        PAGE_CACHE
-    };
-    Presentation {
-        content_type,
-        cache_control,
-        etag_suffix: "",
-    }
+    let cache_control = if immutable { IMMUTABLE_CACHE } else { PAGE_CACHE };
+    Presentation { content_type, cache_control, etag_suffix: "" }
 }
 
 pub(crate) async fn get_path(
@@ -62,19 +49,14 @@ pub(crate) async fn get_path(
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     let path = decode_path(uri.path())?;
-    let reader = Reader {
-        state: &state,
-        method: &method,
-        headers: &headers,
-    };
+    let reader = Reader { state: &state, method: &method, headers: &headers };
 
     // `…/simple…` under a pip root: PEP 503/691.
     if let Some(response) = reader.simple(&path).await? {
         return Ok(response);
     }
     if path.is_empty() || path.ends_with('/') {
-        let key = Key::new(format!("{path}index.html"))
-            .map_err(|e| AppError::BadRequest(e.to_string()))?;
+        let key = Key::new(format!("{path}index.html")).map_err(|e| AppError::BadRequest(e.to_string()))?;
         return match reader.object(&key, presentation_for(&key)).await {
             Err(AppError::NotFound(_)) => Err(AppError::NotFound(format!("nothing at /{path}"))),
             other => other,
@@ -84,13 +66,10 @@ pub(crate) async fn get_path(
     match reader.object(&key, presentation_for(&key)).await {
         Err(AppError::NotFound(_)) => {
             // A directory with an index: redirect to its slashed URL.
-            let index = Key::new(format!("{path}/index.html"))
-                .map_err(|e| AppError::BadRequest(e.to_string()))?;
+            let index = Key::new(format!("{path}/index.html")).map_err(|e| AppError::BadRequest(e.to_string()))?;
             match state.store.head(&index).await {
                 Ok(_) => Ok(Redirect::permanent(&encode_path(&format!("{path}/"))).into_response()),
-                Err(e) if e.is_not_found() => {
-                    Err(AppError::NotFound(format!("nothing at /{path}")))
-                }
+                Err(e) if e.is_not_found() => Err(AppError::NotFound(format!("nothing at /{path}"))),
                 Err(e) => Err(e.into()),
             }
         }
@@ -115,9 +94,7 @@ impl Reader<'_> {
         };
         let (name, slash) = match rest {
             None => {
-                return Ok(Some(
-                    Redirect::permanent(&encode_path(&format!("{root}simple/"))).into_response(),
-                ));
+                return Ok(Some(Redirect::permanent(&encode_path(&format!("{root}simple/"))).into_response()));
             }
             Some("") => (None, true),
             Some(rest) => match rest.strip_suffix('/') {
@@ -135,31 +112,19 @@ impl Reader<'_> {
         let dir = match name {
             None => format!("{root}simple/"),
             Some(raw) => {
-                let normalized = PackageName::new(raw).map_err(|e| {
-                    AppError::NotFound(format!("no project {raw:?} in {root}: {e}"))
-                })?;
+                let normalized = PackageName::new(raw)
+                    .map_err(|e| AppError::NotFound(format!("no project {raw:?} in {root}: {e}")))?;
                 if !slash || normalized.as_str() != raw {
                     let target = format!("{root}simple/{normalized}/");
-                    return Ok(Some(
-                        Redirect::permanent(&encode_path(&target)).into_response(),
-                    ));
+                    return Ok(Some(Redirect::permanent(&encode_path(&target)).into_response()));
                 }
                 format!("{root}simple/{normalized}/")
             }
         };
-        let format = negotiate(
-            self.headers
-                .get(header::ACCEPT)
-                .and_then(|v| v.to_str().ok()),
-        )
-        .ok_or(AppError::NotAcceptable)?;
-        let file = if format.is_json() {
-            "index.json"
-        } else {
-            "index.html"
-        };
-        let key =
-            Key::new(format!("{dir}{file}")).map_err(|e| AppError::BadRequest(e.to_string()))?;
+        let format =
+            negotiate(self.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok())).ok_or(AppError::NotAcceptable)?;
+        let file = if format.is_json() { "index.json" } else { "index.html" };
+        let key = Key::new(format!("{dir}{file}")).map_err(|e| AppError::BadRequest(e.to_string()))?;
         let presentation = Presentation {
             content_type: format.content_type(),
             cache_control: PAGE_CACHE,
@@ -171,9 +136,7 @@ impl Reader<'_> {
         };
         match self.object(&key, presentation).await {
             Ok(mut response) => {
-                response
-                    .headers_mut()
-                    .insert(header::VARY, HeaderValue::from_static("Accept"));
+                response.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
                 Ok(Some(response))
             }
             Err(AppError::NotFound(_)) => Err(AppError::NotFound(match name {
@@ -186,11 +149,7 @@ impl Reader<'_> {
 
     /// Serve one stored object (GET with optional single range, or HEAD).
     async fn object(&self, key: &Key, p: Presentation) -> Result<Response, AppError> {
-        let range = match self
-            .headers
-            .get(header::RANGE)
-            .and_then(|v| v.to_str().ok())
-        {
+        let range = match self.headers.get(header::RANGE).and_then(|v| v.to_str().ok()) {
             Some(v) => parse_range(v),
             None => None,
         };
@@ -207,20 +166,12 @@ impl Reader<'_> {
             other => other?,
         };
         let etag = format!("\"{}{}\"", got.meta.etag, p.etag_suffix);
-        if let Some(inm) = self
-            .headers
-            .get(header::IF_NONE_MATCH)
-            .and_then(|v| v.to_str().ok())
+        if let Some(inm) = self.headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok())
             && inm.split(',').any(|t| t.trim() == etag || t.trim() == "*")
         {
             let mut response = StatusCode::NOT_MODIFIED.into_response();
-            response
-                .headers_mut()
-                .insert(header::ETAG, header_value(&etag)?);
-            response.headers_mut().insert(
-                header::CACHE_CONTROL,
-                HeaderValue::from_static(p.cache_control),
-            );
+            response.headers_mut().insert(header::ETAG, header_value(&etag)?);
+            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static(p.cache_control));
             return Ok(response);
         }
         let partial = range.map(|_| got.range);
@@ -238,19 +189,10 @@ impl Reader<'_> {
         partial: Option<(u64, u64)>,
     ) -> Result<(), AppError> {
         let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static(p.content_type),
-        );
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(p.content_type));
         headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-        headers.insert(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static(p.cache_control),
-        );
-        headers.insert(
-            header::ETAG,
-            header_value(&format!("\"{}{}\"", meta.etag, p.etag_suffix))?,
-        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(p.cache_control));
+        headers.insert(header::ETAG, header_value(&format!("\"{}{}\"", meta.etag, p.etag_suffix))?);
         if let Ok(date) = header_value(&http_date(meta.last_modified)) {
             headers.insert(header::LAST_MODIFIED, date);
         }
@@ -259,15 +201,11 @@ impl Reader<'_> {
                 *response.status_mut() = StatusCode::PARTIAL_CONTENT;
                 let headers = response.headers_mut();
                 headers.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
-                headers.insert(
-                    header::CONTENT_RANGE,
-                    header_value(&format!("bytes {start}-{}/{}", end - 1, meta.size))?,
-                );
+                headers
+                    .insert(header::CONTENT_RANGE, header_value(&format!("bytes {start}-{}/{}", end - 1, meta.size))?);
             }
             None => {
-                response
-                    .headers_mut()
-                    .insert(header::CONTENT_LENGTH, HeaderValue::from(meta.size));
+                response.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(meta.size));
             }
         }
         Ok(())
@@ -330,22 +268,10 @@ mod tests {
 
     #[test]
     fn simple_urls() {
-        assert_eq!(
-            split_simple("r-linux/python/simple"),
-            Some(("r-linux/python/", None))
-        );
-        assert_eq!(
-            split_simple("r-linux/python/simple/"),
-            Some(("r-linux/python/", Some("")))
-        );
-        assert_eq!(
-            split_simple("r-linux/python/simple/Foo"),
-            Some(("r-linux/python/", Some("Foo")))
-        );
-        assert_eq!(
-            split_simple("r-linux/python/simple/foo/"),
-            Some(("r-linux/python/", Some("foo/")))
-        );
+        assert_eq!(split_simple("r-linux/python/simple"), Some(("r-linux/python/", None)));
+        assert_eq!(split_simple("r-linux/python/simple/"), Some(("r-linux/python/", Some(""))));
+        assert_eq!(split_simple("r-linux/python/simple/Foo"), Some(("r-linux/python/", Some("Foo"))));
+        assert_eq!(split_simple("r-linux/python/simple/foo/"), Some(("r-linux/python/", Some("foo/"))));
         assert_eq!(split_simple("r-linux/python/simple/foo/index.html"), None);
         assert_eq!(split_simple("r-linux/python/x-simple-1.whl"), None);
         assert_eq!(split_simple("simple/"), None);

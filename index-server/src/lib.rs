@@ -28,6 +28,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use quarry_index::Indexer;
 use quarry_store::{CountingStore, Store};
+#[cfg(test)]
+use quarry_store::StoreExt;
 
 pub use coalesce::Coalescer;
 pub use error::AppError;
@@ -97,19 +99,11 @@ impl AppState {
 
     /// The most recent requests, oldest first.
     pub fn request_log(&self) -> Vec<LoggedRequest> {
-        self.log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .cloned()
-            .collect()
+        self.log.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect()
     }
 
     pub fn clear_request_log(&self) {
-        self.log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        self.log.lock().unwrap_or_else(PoisonError::into_inner).clear();
     }
 }
 
@@ -131,11 +125,8 @@ async fn record(State(state): State<AppState>, request: Request, next: Next) -> 
     let path = request.uri().path().to_owned();
     let response = next.run(request).await;
     let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let content_type =
+        response.headers().get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
     state.metrics.requests.fetch_add(1, Ordering::Relaxed);
     if (400..500).contains(&status) {
         state.metrics.client_errors.fetch_add(1, Ordering::Relaxed);
@@ -146,12 +137,7 @@ async fn record(State(state): State<AppState>, request: Request, next: Next) -> 
     if log.len() == REQUEST_LOG_CAPACITY {
         log.pop_front();
     }
-    log.push_back(LoggedRequest {
-        method,
-        path,
-        status,
-        content_type,
-    });
+    log.push_back(LoggedRequest { method, path, status, content_type });
     response
 }
 
@@ -179,13 +165,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         ops.put,
         ops.delete,
     );
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4",
-        )],
-        body,
-    )
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], body)
 }
 
 /// Decode a request path into the store key it names (without the leading `/`).
@@ -193,21 +173,13 @@ fn decode_path(raw: &str) -> Result<String, AppError> {
     percent_encoding::percent_decode_str(raw.trim_start_matches('/'))
         .decode_utf8()
         .map(|s| s.into_owned())
-        .map_err(|_| {
-            AppError::BadRequest(format!(
-                "path {raw:?} is not valid UTF-8 once percent-decoded"
-            ))
-        })
+        .map_err(|_| AppError::BadRequest(format!("path {raw:?} is not valid UTF-8 once percent-decoded")))
 }
 
 /// Percent-encode a key for use in a `Location` header.
 fn encode_path(key: &str) -> String {
-    const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-        .remove(b'-')
-        .remove(b'.')
-        .remove(b'_')
-        .remove(b'~')
-        .remove(b'/');
+    const SEGMENT: &percent_encoding::AsciiSet =
+        &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
     format!("/{}", percent_encoding::utf8_percent_encode(key, SEGMENT))
 }
 
@@ -217,7 +189,69 @@ pub async fn serve(
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use quarry_store::MemoryStore;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    async fn call(app: Router, request: Request<Body>) -> (StatusCode, String) {
+        let response = app.oneshot(request).await.unwrap();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    fn get(uri: &str) -> Request<Body> {
+        Request::get(uri).body(Body::empty()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn reads_are_open_and_keys_are_checked() {
+        let app = app(AppState::new(Arc::new(MemoryStore::default()), vec![]));
+        assert_eq!(call(app.clone(), get("/healthz")).await, (StatusCode::OK, "ok\n".into()));
+        let (status, body) = call(app.clone(), get("/a/%2e%2e/b")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        insta::assert_snapshot!(body, @r#"error: invalid key "a/../b": '.' and '..' segments are not allowed"#);
+        let (status, body) = call(app.clone(), get("/.quarry/lock")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(body.contains("reserved"), "{body}");
+        let (status, body) = call(app.clone(), get("/r/python/simple/nope/")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        insta::assert_snapshot!(body, @r#"error: no project "nope" in r/python/"#);
+        let (status, _) = call(app, get("/")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn uploads_need_a_configured_token() {
+        let put = || Request::put("/r/python/a-1.0-py3-none-any.whl").body(Body::from("x")).unwrap();
+        let read_only = app(AppState::new(Arc::new(MemoryStore::default()), vec![]));
+        let (status, body) = call(read_only, put()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        insta::assert_snapshot!(body, @"error: uploads are disabled: start the server with --token-file or QUARRY_TOKEN set");
+        let guarded = app(AppState::new(Arc::new(MemoryStore::default()), vec!["secret".into()]));
+        let (status, body) = call(guarded, put()).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        insta::assert_snapshot!(body, @"error: uploads need an 'Authorization: Bearer <token>' header");
+    }
+
+    #[tokio::test]
+    async fn too_large_uploads_are_refused_up_front() {
+        let state = AppState::new(Arc::new(MemoryStore::default()), vec!["t".into()]).with_max_upload(10);
+        let request = Request::put("/r/python/a-1.0-py3-none-any.whl")
+            .header("authorization", "Bearer t")
+            .header("content-length", "11")
+            .body(Body::from("01234567890"))
+            .unwrap();
+        let (status, body) = call(app(state.clone()), request).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+        assert!(state.store().list_all("", false).await.unwrap().objects.is_empty());
+    }
 }

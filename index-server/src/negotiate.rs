@@ -49,16 +49,13 @@ pub fn negotiate(accept: Option<&str>) -> Option<SimpleFormat> {
                 q = parse_q(v.trim()).unwrap_or(0);
             }
         }
-        let format =
-            match media.as_str() {
-                "application/vnd.pypi.simple.v1+json"
-                | "application/vnd.pypi.simple.latest+json" => SimpleFormat::Json,
-                "application/vnd.pypi.simple.v1+html"
-                | "application/vnd.pypi.simple.latest+html" => SimpleFormat::V1Html,
-                "text/html" | "text/*" | "*/*" => SimpleFormat::TextHtml,
-                "application/*" => SimpleFormat::Json,
-                _ => continue,
-            };
+        let format = match media.as_str() {
+            "application/vnd.pypi.simple.v1+json" | "application/vnd.pypi.simple.latest+json" => SimpleFormat::Json,
+            "application/vnd.pypi.simple.v1+html" | "application/vnd.pypi.simple.latest+html" => SimpleFormat::V1Html,
+            "text/html" | "text/*" | "*/*" => SimpleFormat::TextHtml,
+            "application/*" => SimpleFormat::Json,
+            _ => continue,
+        };
         if q == 0 {
             continue;
         }
@@ -76,9 +73,7 @@ pub fn negotiate(accept: Option<&str>) -> Option<SimpleFormat> {
 /// A q-value as thousandths (`0.5` → 500), per RFC 9110's `qvalue` grammar.
 fn parse_q(v: &str) -> Option<u32> {
     let value: f64 = v.parse().ok()?;
-    (0.0..=1.0)
-        .contains(&value)
-        .then(|| (value * 1000.0).round() as u32)
+    (0.0..=1.0).contains(&value).then(|| (value * 1000.0).round() as u32)
 }
 
 #[cfg(test)]
@@ -104,40 +99,18 @@ mod tests {
         );
         // old pip, browsers, curl
         assert_eq!(negotiate(Some("text/html")), Some(TextHtml));
-        assert_eq!(
-            negotiate(Some(
-                "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-            )),
-            Some(TextHtml)
-        );
+        assert_eq!(negotiate(Some("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")), Some(TextHtml));
         assert_eq!(negotiate(Some("*/*")), Some(TextHtml));
         assert_eq!(negotiate(None), Some(TextHtml));
     }
 
     #[test]
     fn q_values_and_refusals() {
-        assert_eq!(
-            negotiate(Some("application/vnd.pypi.simple.v1+json;q=0.1, text/html")),
-            Some(TextHtml)
-        );
-        assert_eq!(
-            negotiate(Some("application/vnd.pypi.simple.latest+json")),
-            Some(Json)
-        );
-        assert_eq!(
-            negotiate(Some("application/vnd.pypi.simple.v1+html")),
-            Some(V1Html)
-        );
-        assert_eq!(
-            negotiate(Some("application/vnd.pypi.simple.v1+json;q=0")),
-            None
-        );
+        assert_eq!(negotiate(Some("application/vnd.pypi.simple.v1+json;q=0.1, text/html")), Some(TextHtml));
+        assert_eq!(negotiate(Some("application/vnd.pypi.simple.latest+json")), Some(Json));
+        assert_eq!(negotiate(Some("application/vnd.pypi.simple.v1+html")), Some(V1Html));
+        assert_eq!(negotiate(Some("application/vnd.pypi.simple.v1+json;q=0")), None);
         assert_eq!(negotiate(Some("image/png")), None);
-        assert_eq!(
-            negotiate(Some(
-                "text/html;q=0.5, application/vnd.pypi.simple.v1+html;q=0.5"
-            )),
-            Some(V1Html)
-        );
+        assert_eq!(negotiate(Some("text/html;q=0.5, application/vnd.pypi.simple.v1+html;q=0.5")), Some(V1Html));
     }
 }

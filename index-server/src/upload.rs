@@ -41,19 +41,11 @@ fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), AppError> {
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| {
-            AppError::Unauthorized("uploads need an 'Authorization: Bearer <token>' header".into())
-        })?;
-    if state
-        .tokens
-        .iter()
-        .any(|t| constant_time_eq(t.as_bytes(), presented.trim().as_bytes()))
-    {
+        .ok_or_else(|| AppError::Unauthorized("uploads need an 'Authorization: Bearer <token>' header".into()))?;
+    if state.tokens.iter().any(|t| constant_time_eq(t.as_bytes(), presented.trim().as_bytes())) {
         Ok(())
     } else {
-        Err(AppError::Unauthorized(
-            "the upload token is not valid".into(),
-        ))
+        Err(AppError::Unauthorized("the upload token is not valid".into()))
     }
 }
 
@@ -74,29 +66,18 @@ pub(crate) async fn put_path(
     authorize(&state, &headers)?;
     let path = decode_path(uri.path())?;
     let key = Key::new(path).map_err(|e| AppError::BadRequest(e.to_string()))?;
-    let _: DistFilename = key
-        .filename()
-        .parse()
-        .map_err(|e| AppError::BadRequest(format!("{e}")))?;
+    let _: DistFilename = key.filename().parse().map_err(|e| AppError::BadRequest(format!("{e}")))?;
     let root = RepoRoot::for_key(&key).ok_or_else(|| {
         AppError::BadRequest(format!(
             "{key}: distributions are uploaded into a pip root, a folder with a 'python' segment such as RUN-linux/python/"
         ))
     })?;
-    if let Some(len) = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
         && len > state.max_upload
     {
-        return Err(AppError::TooLarge(format!(
-            "{len} bytes exceeds the upload limit of {} bytes",
-            state.max_upload
-        )));
+        return Err(AppError::TooLarge(format!("{len} bytes exceeds the upload limit of {} bytes", state.max_upload)));
     }
-    let declared = headers
-        .get(SHA256_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(|s| s.trim().to_ascii_lowercase());
+    let declared = headers.get(SHA256_HEADER).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_ascii_lowercase());
 
     let store = state.store.clone();
     let (status, size, sha256) = match store.head(&key).await {
@@ -126,9 +107,7 @@ pub(crate) async fn put_path(
                 Ok(_) => {}
                 Err(InspectError::Rejected(reason)) => {
                     store.delete(&key).await?;
-                    return Err(AppError::BadRequest(format!(
-                        "{reason}; the upload was discarded"
-                    )));
+                    return Err(AppError::BadRequest(format!("{reason}; the upload was discarded")));
                 }
                 Err(InspectError::Store(e)) => return Err(e.into()),
             }
@@ -137,11 +116,11 @@ pub(crate) async fn put_path(
         Err(e) => return Err(e.into()),
     };
     state.metrics.uploads.fetch_add(1, Ordering::Relaxed);
-    state.coalescer.reindex(root.clone()).await.map_err(|e| {
-        AppError::Internal(format!(
-            "{key} is stored, but reindexing {root} failed: {e}"
-        ))
-    })?;
+    state
+        .coalescer
+        .reindex(root.clone())
+        .await
+        .map_err(|e| AppError::Internal(format!("{key} is stored, but reindexing {root} failed: {e}")))?;
     let body = Uploaded {
         key: key.to_string(),
         size,
@@ -157,16 +136,12 @@ pub(crate) async fn put_path(
 async fn hash_body(mut body: ByteStream, limit: u64) -> Result<(u64, String), AppError> {
     let mut hasher = Sha256Hex::default();
     let mut size = 0u64;
-    while let Some(chunk) = body
-        .try_next()
-        .await
-        .map_err(|e| AppError::BadRequest(format!("upload interrupted: {e}")))?
+    while let Some(chunk) =
+        body.try_next().await.map_err(|e| AppError::BadRequest(format!("upload interrupted: {e}")))?
     {
         size += chunk.len() as u64;
         if size > limit {
-            return Err(AppError::TooLarge(format!(
-                "upload exceeds the limit of {limit} bytes"
-            )));
+            return Err(AppError::TooLarge(format!("upload exceeds the limit of {limit} bytes")));
         }
         hasher.update(&chunk);
     }
@@ -175,11 +150,7 @@ async fn hash_body(mut body: ByteStream, limit: u64) -> Result<(u64, String), Ap
 
 /// Identical bytes at an existing key are fine; different bytes are refused (package files are
 /// immutable: pip and apt cache them by name and hash).
-async fn same_or_refuse(
-    state: &AppState,
-    existing: &ObjectMeta,
-    sha256: &str,
-) -> Result<(), AppError> {
+async fn same_or_refuse(state: &AppState, existing: &ObjectMeta, sha256: &str) -> Result<(), AppError> {
     let existing_sha = match &existing.sha256 {
         Some(s) => s.clone(),
         None => {

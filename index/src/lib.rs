@@ -18,8 +18,7 @@ mod wheel;
 
 pub use metadata::{CoreMetadata, MetadataError};
 pub use reindex::{
-    IndexError, Indexer, InspectError, Inspected, METADATA_SUFFIX, ReindexReport, YANK_SUFFIX,
-    discover_roots, inspect,
+    IndexError, Indexer, InspectError, Inspected, METADATA_SUFFIX, ReindexReport, YANK_SUFFIX, discover_roots, inspect,
 };
 pub use render::render;
 pub use root::{RepoRoot, STATE_NAME};

@@ -36,12 +36,8 @@ impl CoreMetadata {
             }
         }
         Ok(Self {
-            name: name
-                .filter(|n| !n.is_empty())
-                .ok_or(MetadataError::Missing("Name"))?,
-            version: version
-                .filter(|v| !v.is_empty())
-                .ok_or(MetadataError::Missing("Version"))?,
+            name: name.filter(|n| !n.is_empty()).ok_or(MetadataError::Missing("Name"))?,
+            version: version.filter(|v| !v.is_empty()).ok_or(MetadataError::Missing("Version"))?,
             requires_python: requires_python.filter(|r| !r.is_empty()),
         })
     }
@@ -53,17 +49,14 @@ mod tests {
 
     #[test]
     fn reads_headers_only() {
-        let m = CoreMetadata::parse(b"Metadata-Version: 2.1\nName: Foo.Bar\nVersion: 1.0\nRequires-Python: >=3.8, <4\n\nName: not-this\n").unwrap();
+        let m = CoreMetadata::parse(
+            b"Metadata-Version: 2.1\nName: Foo.Bar\nVersion: 1.0\nRequires-Python: >=3.8, <4\n\nName: not-this\n",
+        )
+        .unwrap();
         assert_eq!(m.name, "Foo.Bar");
         assert_eq!(m.version, "1.0");
         assert_eq!(m.requires_python.as_deref(), Some(">=3.8, <4"));
-        assert_eq!(
-            CoreMetadata::parse(b"Version: 1\n").unwrap_err(),
-            MetadataError::Missing("Name")
-        );
-        assert_eq!(
-            CoreMetadata::parse(b"\xff\xfe").unwrap_err(),
-            MetadataError::NotUtf8
-        );
+        assert_eq!(CoreMetadata::parse(b"Version: 1\n").unwrap_err(), MetadataError::Missing("Name"));
+        assert_eq!(CoreMetadata::parse(b"\xff\xfe").unwrap_err(), MetadataError::NotUtf8);
     }
 }

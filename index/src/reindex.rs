@@ -10,9 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use quarry_packaging::{DistFilename, PackageName, Version};
-use quarry_store::{
-    Condition, Key, ObjectMeta, PutOptions, Sha256Hex, Store, StoreError, StoreExt, sha256_hex,
-};
+use quarry_store::{Condition, Key, ObjectMeta, PutOptions, Sha256Hex, Store, StoreError, StoreExt, sha256_hex};
 use serde::Serialize;
 
 use crate::render::{self, Page};
@@ -39,9 +37,7 @@ pub enum IndexError {
         "store {0} cannot do conditional writes; refusing to index it, since concurrent indexers would lose entries"
     )]
     UnsafeStore(String),
-    #[error(
-        "gave up on {root} after {attempts} attempts that each lost a race with another indexer"
-    )]
+    #[error("gave up on {root} after {attempts} attempts that each lost a race with another indexer")]
     TooManyConflicts { root: String, attempts: u32 },
 }
 
@@ -85,11 +81,7 @@ pub struct Indexer {
 
 impl Indexer {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Self {
-            store,
-            concurrency: 8,
-            max_attempts: 50,
-        }
+        Self { store, concurrency: 8, max_attempts: 50 }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -97,12 +89,17 @@ impl Indexer {
     }
 
     /// Bring `root`'s pages up to date with its listing.
-    #[tracing::instrument(skip_all, fields(root = %root))]
     pub async fn reindex(&self, root: &RepoRoot) -> Result<ReindexReport, IndexError> {
+        self.reindex_with(root, false).await
+    }
+
+    /// Like [`Indexer::reindex`]; with `force`, every page is republished even when the state
+    /// says nothing changed (repairs pages damaged or deleted behind the indexer's back).
+    #[tracing::instrument(skip_all, fields(root = %root, force))]
+    pub async fn reindex_with(&self, root: &RepoRoot, mut force: bool) -> Result<ReindexReport, IndexError> {
         if !self.store.supports_conditional_put() {
             return Err(IndexError::UnsafeStore(self.store.describe()));
         }
-        let mut force = false;
         for attempt in 1..=self.max_attempts {
             match self.attempt(root, force).await {
                 Ok(mut report) => {
@@ -117,18 +114,11 @@ impl Indexer {
                 Err(e) => return Err(e),
             }
         }
-        Err(IndexError::TooManyConflicts {
-            root: root.to_string(),
-            attempts: self.max_attempts,
-        })
+        Err(IndexError::TooManyConflicts { root: root.to_string(), attempts: self.max_attempts })
     }
 
     async fn load_state(&self, root: &RepoRoot) -> Result<(RepoState, Option<String>), IndexError> {
-        match self
-            .store
-            .get_bytes(&root.state_key(), MAX_STATE_SIZE)
-            .await
-        {
+        match self.store.get_bytes(&root.state_key(), MAX_STATE_SIZE).await {
             Ok((meta, bytes)) => {
                 let state = match serde_json::from_slice::<RepoState>(&bytes) {
                     Ok(s) if s.version == STATE_VERSION => s,
@@ -170,8 +160,7 @@ impl Indexer {
         for (name, object) in &files {
             if let Some(entry) = old.entries.get(name).filter(|e| e.etag == object.etag) {
                 new.entries.insert(name.clone(), entry.clone());
-            } else if let Some(rejected) = old.rejected.get(name).filter(|r| r.etag == object.etag)
-            {
+            } else if let Some(rejected) = old.rejected.get(name).filter(|r| r.etag == object.etag) {
                 new.rejected.insert(name.clone(), rejected.clone());
             } else {
                 todo.push(object.clone());
@@ -179,19 +168,15 @@ impl Indexer {
         }
 
         let store = &self.store;
-        let inspected: Vec<(ObjectMeta, Result<Inspected, InspectError>)> =
-            futures_util::stream::iter(todo)
-                .map(|object| async move {
-                    let result = inspect(store, &object).await;
-                    (object, result)
-                })
-                .buffer_unordered(self.concurrency)
-                .collect()
-                .await;
-        let mut report = ReindexReport {
-            root: root.to_string(),
-            ..ReindexReport::default()
-        };
+        let inspected: Vec<(ObjectMeta, Result<Inspected, InspectError>)> = futures_util::stream::iter(todo)
+            .map(|object| async move {
+                let result = inspect(store, &object).await;
+                (object, result)
+            })
+            .buffer_unordered(self.concurrency)
+            .collect()
+            .await;
+        let mut report = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
         let mut sidecars = Vec::new();
         for (object, result) in inspected {
             let name = object.key.filename().to_owned();
@@ -206,13 +191,7 @@ impl Indexer {
                 Err(InspectError::Rejected(reason)) => {
                     tracing::warn!(file = %name, %reason, "not indexed");
                     report.rejected.insert(name.clone(), reason.clone());
-                    new.rejected.insert(
-                        name,
-                        Rejected {
-                            etag: object.etag,
-                            reason,
-                        },
-                    );
+                    new.rejected.insert(name, Rejected { etag: object.etag, reason });
                 }
                 // Deleted since the listing: the next event sees it gone.
                 Err(InspectError::Store(e)) if e.is_not_found() => {}
@@ -225,24 +204,15 @@ impl Indexer {
             }
         }
         report.added.sort();
-        report.removed = old
-            .entries
-            .keys()
-            .filter(|k| !new.entries.contains_key(*k))
-            .cloned()
-            .collect();
+        report.removed = old.entries.keys().filter(|k| !new.entries.contains_key(*k)).cloned().collect();
 
         let pages = render::render(root, &new);
         for page in &pages {
-            new.outputs
-                .insert(format!("{root}{}", page.path), sha256_hex(&page.body));
+            new.outputs.insert(format!("{root}{}", page.path), sha256_hex(&page.body));
         }
         for entry in new.entries.values() {
             if let Some(hash) = &entry.core_metadata_sha256 {
-                new.outputs.insert(
-                    format!("{root}{}{METADATA_SUFFIX}", entry.filename),
-                    hash.clone(),
-                );
+                new.outputs.insert(format!("{root}{}{METADATA_SUFFIX}", entry.filename), hash.clone());
             }
         }
 
@@ -253,30 +223,17 @@ impl Indexer {
         // Immutable sidecars first, so no page ever advertises a missing `.metadata`.
         for (key, body) in sidecars {
             self.store
-                .put_bytes(
-                    &key,
-                    body,
-                    PutOptions::default().with_content_type("text/plain; charset=utf-8"),
-                )
+                .put_bytes(&key, body, PutOptions::default().with_content_type("text/plain; charset=utf-8"))
                 .await?;
             report.written.push(key.to_string());
         }
-        for Page {
-            path,
-            body,
-            content_type,
-        } in pages
-        {
+        for Page { path, body, content_type } in pages {
             let key = root.key(&path)?;
             if !force && old.outputs.get(key.as_str()) == new.outputs.get(key.as_str()) {
                 continue;
             }
             self.store
-                .put_bytes(
-                    &key,
-                    Bytes::from(body),
-                    PutOptions::default().with_content_type(content_type),
-                )
+                .put_bytes(&key, Bytes::from(body), PutOptions::default().with_content_type(content_type))
                 .await?;
             report.written.push(key.to_string());
         }
@@ -285,8 +242,7 @@ impl Indexer {
             Some(etag) => Condition::IfMatch(etag),
             None => Condition::IfNoneMatch,
         };
-        let state_bytes =
-            serde_json::to_vec(&new).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let state_bytes = serde_json::to_vec(&new).map_err(|e| StoreError::Backend(e.to_string()))?;
         self.store
             .put_bytes(
                 &root.state_key(),
@@ -324,23 +280,15 @@ async fn read_yank_reason(store: &dyn Store, marker: &Key) -> Result<String, Ind
         Err(e) if e.is_not_found() => return Ok(String::new()),
         Err(e) => return Err(e.into()),
     };
-    let bytes = store
-        .get_range(marker, 0, size.min(MAX_YANK_REASON))
-        .await?;
+    let bytes = store.get_range(marker, 0, size.min(MAX_YANK_REASON)).await?;
     Ok(String::from_utf8_lossy(&bytes).trim().to_owned())
 }
 
 /// Read what the index needs from one distribution file: its sha256 (from store metadata, or
 /// streamed), and for wheels the validated core metadata (ranged reads only).
-pub async fn inspect(
-    store: &Arc<dyn Store>,
-    object: &ObjectMeta,
-) -> Result<Inspected, InspectError> {
+pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Inspected, InspectError> {
     let key = &object.key;
-    let dist: DistFilename = key
-        .filename()
-        .parse()
-        .map_err(|e| InspectError::Rejected(format!("{e}")))?;
+    let dist: DistFilename = key.filename().parse().map_err(|e| InspectError::Rejected(format!("{e}")))?;
     let mut meta = store.head(key).await?;
     let sha256 = match meta.sha256.clone() {
         Some(sha) => sha,
@@ -349,20 +297,16 @@ pub async fn inspect(
             meta = got.meta;
             let mut hasher = Sha256Hex::default();
             let mut body = got.body;
-            while let Some(chunk) = body.try_next().await.map_err(|source| StoreError::Body {
-                key: key.to_string(),
-                source,
-            })? {
+            while let Some(chunk) =
+                body.try_next().await.map_err(|source| StoreError::Body { key: key.to_string(), source })?
+            {
                 hasher.update(&chunk);
             }
             hasher.finish()
         }
     };
     if meta.size == 0 {
-        return Err(InspectError::Rejected(format!(
-            "{} is empty",
-            key.filename()
-        )));
+        return Err(InspectError::Rejected(format!("{} is empty", key.filename())));
     }
     let mut entry = Entry {
         filename: key.filename().to_owned(),
@@ -377,12 +321,10 @@ pub async fn inspect(
     let mut core_metadata = None;
     match &dist {
         DistFilename::Wheel(wheel) => {
-            let md = read_wheel_metadata(store.clone(), key.clone(), meta.size)
-                .await
-                .map_err(|e| match e {
-                    WheelError::Store(e) => InspectError::Store(e),
-                    other => InspectError::Rejected(format!("{}: {other}", key.filename())),
-                })?;
+            let md = read_wheel_metadata(store.clone(), key.clone(), meta.size).await.map_err(|e| match e {
+                WheelError::Store(e) => InspectError::Store(e),
+                other => InspectError::Rejected(format!("{}: {other}", key.filename())),
+            })?;
             let mismatch = |field: &str, got: &str, want: String| {
                 InspectError::Rejected(format!(
                     "{}: METADATA says {field} is {got:?} but the filename says {want:?}",
@@ -393,11 +335,7 @@ pub async fn inspect(
                 return Err(mismatch("Name", &md.parsed.name, wheel.name.to_string()));
             }
             if md.parsed.version.parse::<Version>().ok().as_ref() != Some(&wheel.version) {
-                return Err(mismatch(
-                    "Version",
-                    &md.parsed.version,
-                    wheel.version.to_string(),
-                ));
+                return Err(mismatch("Version", &md.parsed.version, wheel.version.to_string()));
             }
             entry.requires_python = md.parsed.requires_python.clone();
             entry.core_metadata_sha256 = Some(sha256_hex(&md.raw));
@@ -405,11 +343,7 @@ pub async fn inspect(
         }
         DistFilename::Sdist(_) => {
             let magic = store.get_range(key, 0, meta.size.min(4)).await?;
-            let expected: &[u8] = if key.filename().ends_with(".zip") {
-                b"PK\x03\x04"
-            } else {
-                b"\x1f\x8b"
-            };
+            let expected: &[u8] = if key.filename().ends_with(".zip") { b"PK\x03\x04" } else { b"\x1f\x8b" };
             if !magic.starts_with(expected) {
                 return Err(InspectError::Rejected(format!(
                     "{} is not a {} archive",
@@ -419,17 +353,11 @@ pub async fn inspect(
             }
         }
     }
-    Ok(Inspected {
-        entry,
-        core_metadata,
-    })
+    Ok(Inspected { entry, core_metadata })
 }
 
 /// Every pip repo root with at least one distribution file under `prefix`.
-pub async fn discover_roots(
-    store: &dyn Store,
-    prefix: &str,
-) -> Result<BTreeSet<RepoRoot>, StoreError> {
+pub async fn discover_roots(store: &dyn Store, prefix: &str) -> Result<BTreeSet<RepoRoot>, StoreError> {
     let listing = store.list_all(prefix, false).await?;
     let mut roots = BTreeSet::new();
     for object in &listing.objects {
@@ -451,8 +379,7 @@ mod tests {
     use std::sync::Mutex;
 
     use quarry_store::{
-        ByteRange, ByteStream, CountingStore, GetObject, ListOptions, ListPage, MemoryStore,
-        PutResult,
+        ByteRange, ByteStream, CountingStore, GetObject, ListOptions, ListPage, MemoryStore, PutResult,
     };
 
     use super::*;
@@ -464,8 +391,7 @@ mod tests {
         let mut out = std::io::Cursor::new(Vec::new());
         {
             let mut zip = zip::ZipWriter::new(&mut out);
-            let stored = zip::write::SimpleFileOptions::default()
-                .compression_method(zip::CompressionMethod::Stored);
+            let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
             zip.start_file(format!("{dist}/data.bin"), stored).unwrap();
             // Incompressible filler so the wheel is really that large.
             let mut x = 0x2545_f491_u32;
@@ -478,37 +404,22 @@ mod tests {
                 })
                 .collect();
             zip.write_all(&chunk).unwrap();
-            zip.start_file(format!("{dist}-{version}.dist-info/METADATA"), stored)
-                .unwrap();
-            write!(
-                zip,
-                "Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.9\n"
-            )
-            .unwrap();
+            zip.start_file(format!("{dist}-{version}.dist-info/METADATA"), stored).unwrap();
+            write!(zip, "Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.9\n").unwrap();
             zip.finish().unwrap();
         }
-        (
-            format!("{dist}-{version}-py3-none-any.whl"),
-            out.into_inner(),
-        )
+        (format!("{dist}-{version}-py3-none-any.whl"), out.into_inner())
     }
 
     async fn put(store: &dyn Store, name: &str, data: Vec<u8>) {
         store
-            .put_bytes(
-                &Key::new(format!("{ROOT}{name}")).unwrap(),
-                Bytes::from(data),
-                PutOptions::default(),
-            )
+            .put_bytes(&Key::new(format!("{ROOT}{name}")).unwrap(), Bytes::from(data), PutOptions::default())
             .await
             .unwrap();
     }
 
     async fn text(store: &dyn Store, path: &str) -> String {
-        let (_, b) = store
-            .get_bytes(&Key::new(format!("{ROOT}{path}")).unwrap(), 1 << 24)
-            .await
-            .unwrap();
+        let (_, b) = store.get_bytes(&Key::new(format!("{ROOT}{path}")).unwrap(), 1 << 24).await.unwrap();
         String::from_utf8(b.to_vec()).unwrap()
     }
 
@@ -527,21 +438,12 @@ mod tests {
         async fn head(&self, key: &Key) -> quarry_store::Result<ObjectMeta> {
             self.inner.head(key).await
         }
-        async fn get(
-            &self,
-            key: &Key,
-            range: Option<ByteRange>,
-        ) -> quarry_store::Result<GetObject> {
+        async fn get(&self, key: &Key, range: Option<ByteRange>) -> quarry_store::Result<GetObject> {
             let got = self.inner.get(key, range).await?;
             *self.fetched.lock().unwrap() += got.range.1 - got.range.0;
             Ok(got)
         }
-        async fn put(
-            &self,
-            key: &Key,
-            body: ByteStream,
-            options: PutOptions,
-        ) -> quarry_store::Result<PutResult> {
+        async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> quarry_store::Result<PutResult> {
             self.inner.put(key, body, options).await
         }
         async fn list(&self, prefix: &str, options: ListOptions) -> quarry_store::Result<ListPage> {
@@ -554,28 +456,15 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread")]
     async fn large_wheels_are_indexed_from_a_few_ranged_reads() {
-        let recorder = Arc::new(RangeRecorder {
-            inner: MemoryStore::default(),
-            fetched: Mutex::new(0),
-        });
+        let recorder = Arc::new(RangeRecorder { inner: MemoryStore::default(), fetched: Mutex::new(0) });
         let (name, data) = wheel("big-wheel", "1.0", 48 << 20);
         put(recorder.as_ref(), &name, data).await;
         let store: Arc<dyn Store> = recorder.clone();
-        let report = Indexer::new(store)
-            .reindex(&RepoRoot::new(ROOT).unwrap())
-            .await
-            .unwrap();
+        let report = Indexer::new(store).reindex(&RepoRoot::new(ROOT).unwrap()).await.unwrap();
         assert_eq!(report.added, [name]);
         let fetched = *recorder.fetched.lock().unwrap();
-        assert!(
-            fetched < 1 << 20,
-            "read {fetched} bytes of a 48 MiB wheel whose sha256 was known"
-        );
-        assert!(
-            text(recorder.as_ref(), "index.html")
-                .await
-                .contains("data-requires-python=\"&#62;=3.9\"")
-        );
+        assert!(fetched < 1 << 20, "read {fetched} bytes of a 48 MiB wheel whose sha256 was known");
+        assert!(text(recorder.as_ref(), "index.html").await.contains("data-requires-python=\"&#62;=3.9\""));
     }
 
     #[tokio::test]
@@ -597,14 +486,7 @@ mod tests {
         let again = indexer.reindex(&root).await.unwrap();
         let delta = counting.counts();
         assert!(!again.committed);
-        assert_eq!(
-            (
-                delta.get - before.get,
-                delta.list - before.list,
-                delta.put - before.put
-            ),
-            (1, 1, 0)
-        );
+        assert_eq!((delta.get - before.get, delta.list - before.list, delta.put - before.put), (1, 1, 0));
 
         // One more wheel: only its entry is computed, and only affected pages are written.
         let (name, data) = wheel("beta", "0.1", 100);
@@ -613,11 +495,7 @@ mod tests {
         let third = indexer.reindex(&root).await.unwrap();
         let delta = counting.counts();
         assert_eq!(third.added, std::slice::from_ref(&name));
-        assert_eq!(
-            delta.head - before.head,
-            1,
-            "only the new file is inspected"
-        );
+        assert_eq!(delta.head - before.head, 1, "only the new file is inspected");
         let mut written = third.written.clone();
         written.sort();
         assert_eq!(
@@ -642,37 +520,20 @@ mod tests {
         put(store.as_ref(), &keep, data).await;
         let (gone, data) = wheel("gone", "1.0", 10);
         put(store.as_ref(), &gone, data).await;
-        put(
-            store.as_ref(),
-            "broken-1.0-py3-none-any.whl",
-            b"not a zip".to_vec(),
-        )
-        .await;
-        put(
-            store.as_ref(),
-            &format!("{keep}.yanked"),
-            b"  broken on ROCm 7  ".to_vec(),
-        )
-        .await;
+        put(store.as_ref(), "broken-1.0-py3-none-any.whl", b"not a zip".to_vec()).await;
+        put(store.as_ref(), &format!("{keep}.yanked"), b"  broken on ROCm 7  ".to_vec()).await;
         let report = indexer.reindex(&root).await.unwrap();
         assert_eq!(report.rejected.len(), 1);
         assert!(report.rejected["broken-1.0-py3-none-any.whl"].contains("not a valid zip archive"));
         let json = text(store.as_ref(), "simple/keep/index.json").await;
         assert!(json.contains("\"yanked\":\"broken on ROCm 7\""), "{json}");
-        assert!(
-            text(store.as_ref(), "simple/gone/index.html")
-                .await
-                .contains(&gone)
-        );
+        assert!(text(store.as_ref(), "simple/gone/index.html").await.contains(&gone));
 
         // A rejected file is remembered by ETag and not read again.
         let second = indexer.reindex(&root).await.unwrap();
         assert!(second.rejected.is_empty() && !second.committed);
 
-        store
-            .delete(&Key::new(format!("{ROOT}{gone}")).unwrap())
-            .await
-            .unwrap();
+        store.delete(&Key::new(format!("{ROOT}{gone}")).unwrap()).await.unwrap();
         let third = indexer.reindex(&root).await.unwrap();
         assert_eq!(third.removed, std::slice::from_ref(&gone));
         let mut deleted = third.deleted.clone();
@@ -702,19 +563,10 @@ mod tests {
         async fn head(&self, key: &Key) -> quarry_store::Result<ObjectMeta> {
             self.0.head(key).await
         }
-        async fn get(
-            &self,
-            key: &Key,
-            range: Option<ByteRange>,
-        ) -> quarry_store::Result<GetObject> {
+        async fn get(&self, key: &Key, range: Option<ByteRange>) -> quarry_store::Result<GetObject> {
             self.0.get(key, range).await
         }
-        async fn put(
-            &self,
-            key: &Key,
-            body: ByteStream,
-            options: PutOptions,
-        ) -> quarry_store::Result<PutResult> {
+        async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> quarry_store::Result<PutResult> {
             self.0.put(key, body, options).await
         }
         async fn list(&self, prefix: &str, options: ListOptions) -> quarry_store::Result<ListPage> {
@@ -728,10 +580,7 @@ mod tests {
     #[tokio::test]
     async fn stores_without_conditional_puts_are_refused() {
         let indexer = Indexer::new(Arc::new(NoCas(MemoryStore::default())));
-        let err = indexer
-            .reindex(&RepoRoot::new(ROOT).unwrap())
-            .await
-            .unwrap_err();
+        let err = indexer.reindex(&RepoRoot::new(ROOT).unwrap()).await.unwrap_err();
         assert!(matches!(err, IndexError::UnsafeStore(_)), "{err}");
     }
 }

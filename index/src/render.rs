@@ -16,11 +16,7 @@ pub const API_VERSION: &str = "1.1";
 
 /// Characters left as they are in an href path segment; everything else (notably `+`, which S3
 /// reads as a space) is percent-encoded.
-const HREF_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
+const HREF_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 
 /// The file name part of an output key inside a root.
 pub const FIND_LINKS: &str = "index.html";
@@ -131,33 +127,23 @@ fn group(state: &RepoState) -> BTreeMap<PackageName, Project<'_>> {
         };
         projects
             .entry(parsed.name().clone())
-            .or_insert_with(|| Project {
-                name: parsed.name().clone(),
-                files: Vec::new(),
-            })
+            .or_insert_with(|| Project { name: parsed.name().clone(), files: Vec::new() })
             .files
             .push((parsed.version().clone(), entry));
     }
     for p in projects.values_mut() {
-        p.files
-            .sort_by(|(va, a), (vb, b)| va.cmp(vb).then_with(|| a.filename.cmp(&b.filename)));
+        p.files.sort_by(|(va, a), (vb, b)| va.cmp(vb).then_with(|| a.filename.cmp(&b.filename)));
     }
     projects
 }
 
 fn view<'a>(entry: &'a Entry, href_base: &str) -> FileView<'a> {
     FileView {
-        href: format!(
-            "{href_base}{}",
-            utf8_percent_encode(&entry.filename, HREF_SEGMENT)
-        ),
+        href: format!("{href_base}{}", utf8_percent_encode(&entry.filename, HREF_SEGMENT)),
         filename: &entry.filename,
         sha256: &entry.sha256,
         requires_python: entry.requires_python.as_deref(),
-        core_metadata: entry
-            .core_metadata_sha256
-            .as_ref()
-            .map(|h| format!("sha256={h}")),
+        core_metadata: entry.core_metadata_sha256.as_ref().map(|h| format!("sha256={h}")),
         yanked: entry.yanked.as_deref(),
         size: entry.size,
         upload_time: &entry.upload_time,
@@ -165,9 +151,7 @@ fn view<'a>(entry: &'a Entry, href_base: &str) -> FileView<'a> {
 }
 
 fn render_html(t: &impl Template) -> Vec<u8> {
-    let mut s = t
-        .render()
-        .expect("templates render infallibly from owned strings");
+    let mut s = t.render().expect("templates render infallibly from owned strings");
     s.push('\n');
     s.into_bytes()
 }
@@ -185,11 +169,7 @@ pub fn render(root: &RepoRoot, state: &RepoState) -> Vec<Page> {
     let mut pages = Vec::with_capacity(projects.len() * 2 + 3);
     for project in projects.values() {
         let name = project.name.as_str();
-        let files: Vec<FileView<'_>> = project
-            .files
-            .iter()
-            .map(|(_, e)| view(e, "../../"))
-            .collect();
+        let files: Vec<FileView<'_>> = project.files.iter().map(|(_, e)| view(e, "../../")).collect();
         pages.push(Page {
             path: simple_project_html(&project.name),
             body: render_html(&SimpleProjectPage { name, files }),
@@ -198,9 +178,7 @@ pub fn render(root: &RepoRoot, state: &RepoState) -> Vec<Page> {
         let mut versions: Vec<&Version> = project.files.iter().map(|(v, _)| v).collect();
         versions.dedup();
         let json = JsonProject {
-            meta: Meta {
-                api_version: API_VERSION,
-            },
+            meta: Meta { api_version: API_VERSION },
             name,
             versions: versions.into_iter().map(ToString::to_string).collect(),
             files: project
@@ -211,16 +189,9 @@ pub fn render(root: &RepoRoot, state: &RepoState) -> Vec<Page> {
                     url: format!("../../{}", utf8_percent_encode(&e.filename, HREF_SEGMENT)),
                     hashes: BTreeMap::from([("sha256", e.sha256.as_str())]),
                     requires_python: e.requires_python.as_deref(),
-                    core_metadata: e
-                        .core_metadata_sha256
-                        .as_deref()
-                        .map(|h| BTreeMap::from([("sha256", h)])),
+                    core_metadata: e.core_metadata_sha256.as_deref().map(|h| BTreeMap::from([("sha256", h)])),
                     yanked: e.yanked.as_ref().map(|r| {
-                        if r.is_empty() {
-                            serde_json::Value::Bool(true)
-                        } else {
-                            serde_json::Value::String(r.clone())
-                        }
+                        if r.is_empty() { serde_json::Value::Bool(true) } else { serde_json::Value::String(r.clone()) }
                     }),
                     size: e.size,
                     upload_time: &e.upload_time,
@@ -236,31 +207,21 @@ pub fn render(root: &RepoRoot, state: &RepoState) -> Vec<Page> {
     let names: Vec<&str> = projects.keys().map(PackageName::as_str).collect();
     pages.push(Page {
         path: SIMPLE_ROOT_HTML.into(),
-        body: render_html(&SimpleRootPage {
-            projects: names.clone(),
-        }),
+        body: render_html(&SimpleRootPage { projects: names.clone() }),
         content_type: HTML,
     });
     pages.push(Page {
         path: SIMPLE_ROOT_JSON.into(),
         body: render_json(&JsonRoot {
-            meta: Meta {
-                api_version: API_VERSION,
-            },
+            meta: Meta { api_version: API_VERSION },
             projects: names.iter().map(|name| JsonProjectName { name }).collect(),
         }),
         content_type: PEP691_JSON,
     });
-    let all: Vec<FileView<'_>> = projects
-        .values()
-        .flat_map(|p| p.files.iter().map(|(_, e)| view(e, "")))
-        .collect();
+    let all: Vec<FileView<'_>> = projects.values().flat_map(|p| p.files.iter().map(|(_, e)| view(e, ""))).collect();
     pages.push(Page {
         path: FIND_LINKS.into(),
-        body: render_html(&FindLinksPage {
-            title: root.as_str(),
-            files: all,
-        }),
+        body: render_html(&FindLinksPage { title: root.as_str(), files: all }),
         content_type: HTML,
     });
     pages
@@ -270,12 +231,7 @@ pub fn render(root: &RepoRoot, state: &RepoState) -> Vec<Page> {
 mod tests {
     use super::*;
 
-    fn entry(
-        filename: &str,
-        requires_python: Option<&str>,
-        meta: bool,
-        yanked: Option<&str>,
-    ) -> Entry {
+    fn entry(filename: &str, requires_python: Option<&str>, meta: bool, yanked: Option<&str>) -> Entry {
         Entry {
             filename: filename.into(),
             size: 1234,
@@ -291,25 +247,10 @@ mod tests {
     fn state() -> RepoState {
         let mut s = RepoState::empty();
         for e in [
-            entry(
-                "Foo.Bar_baz-1.0-py3-none-any.whl",
-                Some(">=3.8,<4"),
-                true,
-                None,
-            ),
-            entry(
-                "foo_bar_baz-1.10-py3-none-any.whl",
-                Some(">=3.99"),
-                true,
-                None,
-            ),
+            entry("Foo.Bar_baz-1.0-py3-none-any.whl", Some(">=3.8,<4"), true, None),
+            entry("foo_bar_baz-1.10-py3-none-any.whl", Some(">=3.99"), true, None),
             entry("foo_bar_baz-1.2.tar.gz", None, false, Some("")),
-            entry(
-                "torch-2.9.1+rocm7.10.0-cp312-cp312-linux_x86_64.whl",
-                None,
-                true,
-                Some("bad <build> & \"oops\""),
-            ),
+            entry("torch-2.9.1+rocm7.10.0-cp312-cp312-linux_x86_64.whl", None, true, Some("bad <build> & \"oops\"")),
         ] {
             s.entries.insert(e.filename.clone(), e);
         }
@@ -340,22 +281,10 @@ mod tests {
         insta::assert_snapshot!("find_links", page(&pages, "index.html"));
         insta::assert_snapshot!("simple_root_html", page(&pages, "simple/index.html"));
         insta::assert_snapshot!("simple_root_json", page(&pages, "simple/index.json"));
-        insta::assert_snapshot!(
-            "simple_project_html",
-            page(&pages, "simple/foo-bar-baz/index.html")
-        );
-        insta::assert_snapshot!(
-            "simple_project_json",
-            page(&pages, "simple/foo-bar-baz/index.json")
-        );
-        insta::assert_snapshot!(
-            "simple_project_torch_html",
-            page(&pages, "simple/torch/index.html")
-        );
-        insta::assert_snapshot!(
-            "simple_project_torch_json",
-            page(&pages, "simple/torch/index.json")
-        );
+        insta::assert_snapshot!("simple_project_html", page(&pages, "simple/foo-bar-baz/index.html"));
+        insta::assert_snapshot!("simple_project_json", page(&pages, "simple/foo-bar-baz/index.json"));
+        insta::assert_snapshot!("simple_project_torch_html", page(&pages, "simple/torch/index.html"));
+        insta::assert_snapshot!("simple_project_torch_json", page(&pages, "simple/torch/index.json"));
     }
 
     #[test]

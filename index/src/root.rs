@@ -50,8 +50,7 @@ impl RepoRoot {
     }
 
     pub fn state_key(&self) -> Key {
-        self.key(STATE_NAME)
-            .expect("state name is a valid key segment")
+        self.key(STATE_NAME).expect("state name is a valid key segment")
     }
 }
 
@@ -68,18 +67,9 @@ mod tests {
     #[test]
     fn roots_follow_therock_layout() {
         let root = |k: &str| RepoRoot::for_key(&Key::new(k).unwrap()).map(|r| r.to_string());
-        assert_eq!(
-            root("123-linux/python/x-1-py3-none-any.whl").as_deref(),
-            Some("123-linux/python/")
-        );
-        assert_eq!(
-            root("python/gfx94X/x-1-py3-none-any.whl").as_deref(),
-            Some("python/gfx94X/")
-        );
-        assert_eq!(
-            root("ext/org-repo/1-linux/python/x-1.tar.gz").as_deref(),
-            Some("ext/org-repo/1-linux/python/")
-        );
+        assert_eq!(root("123-linux/python/x-1-py3-none-any.whl").as_deref(), Some("123-linux/python/"));
+        assert_eq!(root("python/gfx94X/x-1-py3-none-any.whl").as_deref(), Some("python/gfx94X/"));
+        assert_eq!(root("ext/org-repo/1-linux/python/x-1.tar.gz").as_deref(), Some("ext/org-repo/1-linux/python/"));
         assert_eq!(root("123-linux/x-1-py3-none-any.whl"), None);
         assert_eq!(root("123-linux/python/simple/x-1-py3-none-any.whl"), None);
         assert_eq!(root("123-linux/python/x.whl.metadata"), None);

@@ -55,10 +55,7 @@ pub struct RepoState {
 
 impl RepoState {
     pub fn empty() -> Self {
-        Self {
-            version: STATE_VERSION,
-            ..Self::default()
-        }
+        Self { version: STATE_VERSION, ..Self::default() }
     }
 }
 
@@ -76,9 +73,6 @@ mod tests {
     fn upload_time_has_microseconds() {
         let ts = jiff::Timestamp::new(1_763_783_368, 123_456_789).unwrap();
         assert_eq!(upload_time(ts), "2025-11-22T03:49:28.123456Z");
-        assert_eq!(
-            upload_time(jiff::Timestamp::new(0, 0).unwrap()),
-            "1970-01-01T00:00:00.000000Z"
-        );
+        assert_eq!(upload_time(jiff::Timestamp::new(0, 0).unwrap()), "1970-01-01T00:00:00.000000Z");
     }
 }

@@ -39,16 +39,9 @@ pub enum WheelError {
     #[error("{member} is larger than its declared size or the limit of {MAX_METADATA_SIZE} bytes")]
     MetadataOverflow { member: String },
     #[error("{member}: {source}")]
-    Metadata {
-        member: String,
-        source: MetadataError,
-    },
+    Metadata { member: String, source: MetadataError },
     #[error("METADATA says {field} is {in_metadata:?} but the filename says {in_filename:?}")]
-    Mismatch {
-        field: &'static str,
-        in_metadata: String,
-        in_filename: String,
-    },
+    Mismatch { field: &'static str, in_metadata: String, in_filename: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -64,22 +57,10 @@ pub struct WheelMetadata {
 }
 
 /// Read and validate the METADATA of the wheel at `key` (`size` bytes).
-pub async fn read_wheel_metadata(
-    store: Arc<dyn Store>,
-    key: Key,
-    size: u64,
-) -> Result<WheelMetadata, WheelError> {
+pub async fn read_wheel_metadata(store: Arc<dyn Store>, key: Key, size: u64) -> Result<WheelMetadata, WheelError> {
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
-        let mut reader = RangeReader {
-            store,
-            key,
-            size,
-            pos: 0,
-            windows: Vec::new(),
-            handle,
-            error: None,
-        };
+        let mut reader = RangeReader { store, key, size, pos: 0, windows: Vec::new(), handle, error: None };
         let result = extract(&mut reader);
         match (result, reader.error.take()) {
             // An I/O failure inside the zip crate is reported as the store error behind it.
@@ -92,33 +73,23 @@ pub async fn read_wheel_metadata(
 }
 
 fn extract(reader: &mut RangeReader) -> Result<WheelMetadata, WheelError> {
-    let mut archive =
-        zip::ZipArchive::new(reader).map_err(|e| WheelError::NotAZip(e.to_string()))?;
+    let mut archive = zip::ZipArchive::new(reader).map_err(|e| WheelError::NotAZip(e.to_string()))?;
     if archive.len() > MAX_MEMBERS {
         return Err(WheelError::TooManyMembers);
     }
     let mut dist_infos: Vec<String> = Vec::new();
     let mut metadata_index = None;
     for i in 0..archive.len() {
-        let file = archive
-            .by_index_raw(i)
-            .map_err(|e| WheelError::NotAZip(e.to_string()))?;
-        let name = file
-            .name()
-            .map_err(|e| WheelError::NotAZip(e.to_string()))?
-            .into_owned();
+        let file = archive.by_index_raw(i).map_err(|e| WheelError::NotAZip(e.to_string()))?;
+        let name = file.name().map_err(|e| WheelError::NotAZip(e.to_string()))?.into_owned();
         if file.enclosed_name().is_none() || name.split(['/', '\\']).any(|s| s == "..") {
             return Err(WheelError::UnsafeMember(name));
         }
         let top = name.split('/').next().unwrap_or_default();
-        if top.ends_with(".dist-info") && name.contains('/') && !dist_infos.iter().any(|d| d == top)
-        {
+        if top.ends_with(".dist-info") && name.contains('/') && !dist_infos.iter().any(|d| d == top) {
             dist_infos.push(top.to_owned());
         }
-        if name.matches('/').count() == 1
-            && top.ends_with(".dist-info")
-            && name.ends_with("/METADATA")
-        {
+        if name.matches('/').count() == 1 && top.ends_with(".dist-info") && name.ends_with("/METADATA") {
             metadata_index = Some((i, name, file.size()));
         }
     }
@@ -130,9 +101,7 @@ fn extract(reader: &mut RangeReader) -> Result<WheelMetadata, WheelError> {
     if declared > MAX_METADATA_SIZE {
         return Err(WheelError::MetadataTooLarge { member, declared });
     }
-    let file = archive
-        .by_index(index)
-        .map_err(|e| WheelError::NotAZip(e.to_string()))?;
+    let file = archive.by_index(index).map_err(|e| WheelError::NotAZip(e.to_string()))?;
     let mut raw = Vec::with_capacity(declared as usize);
     file.take(declared.min(MAX_METADATA_SIZE) + 1)
         .read_to_end(&mut raw)
@@ -140,15 +109,8 @@ fn extract(reader: &mut RangeReader) -> Result<WheelMetadata, WheelError> {
     if raw.len() as u64 > declared {
         return Err(WheelError::MetadataOverflow { member });
     }
-    let parsed = CoreMetadata::parse(&raw).map_err(|source| WheelError::Metadata {
-        member: member.clone(),
-        source,
-    })?;
-    Ok(WheelMetadata {
-        member,
-        raw: Bytes::from(raw),
-        parsed,
-    })
+    let parsed = CoreMetadata::parse(&raw).map_err(|source| WheelError::Metadata { member: member.clone(), source })?;
+    Ok(WheelMetadata { member, raw: Bytes::from(raw), parsed })
 }
 
 /// `Read + Seek` over a stored object, backed by a few cached ranged reads.
@@ -166,33 +128,20 @@ struct RangeReader {
 
 impl RangeReader {
     fn window_for(&mut self, pos: u64) -> io::Result<(u64, Bytes)> {
-        if let Some(w) = self
-            .windows
-            .iter()
-            .find(|(start, data)| pos >= *start && pos < start + data.len() as u64)
-        {
+        if let Some(w) = self.windows.iter().find(|(start, data)| pos >= *start && pos < start + data.len() as u64) {
             return Ok(w.clone());
         }
         // Near the end, fetch the whole tail: the end records and usually the central directory.
-        let start = if pos + TAIL_WINDOW >= self.size {
-            self.size.saturating_sub(TAIL_WINDOW).min(pos)
-        } else {
-            pos
-        };
+        let start = if pos + TAIL_WINDOW >= self.size { self.size.saturating_sub(TAIL_WINDOW).min(pos) } else { pos };
         let len = (self.size - start).min(FORWARD_WINDOW.max(TAIL_WINDOW));
-        let fetched = self
-            .handle
-            .block_on(self.store.get_range(&self.key, start, len));
+        let fetched = self.handle.block_on(self.store.get_range(&self.key, start, len));
         let data = fetched.map_err(|e| {
             let msg = e.to_string();
             self.error = Some(e);
             io::Error::other(msg)
         })?;
         if data.len() as u64 != len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "short ranged read",
-            ));
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short ranged read"));
         }
         if self.windows.len() == MAX_WINDOWS {
             self.windows.remove(0);
@@ -223,8 +172,7 @@ impl Seek for RangeReader {
             SeekFrom::End(d) => self.size.checked_add_signed(d),
             SeekFrom::Current(d) => self.pos.checked_add_signed(d),
         };
-        self.pos =
-            new.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "seek before start"))?;
+        self.pos = new.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "seek before start"))?;
         Ok(self.pos)
     }
 }

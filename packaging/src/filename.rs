@@ -12,9 +12,7 @@ pub enum FilenameError {
     UnknownExtension(String),
     #[error("{0:?} is not a plain filename: it contains a path separator or control character")]
     NotAPlainName(String),
-    #[error(
-        "wheel filename {0:?} has {1} dash-separated parts; expected name-version[-build]-python-abi-platform.whl"
-    )]
+    #[error("wheel filename {0:?} has {1} dash-separated parts; expected name-version[-build]-python-abi-platform.whl")]
     WheelParts(String, usize),
     #[error("distribution filename {0:?} has an invalid project name: {1}")]
     InvalidName(String, NameError),
@@ -63,8 +61,7 @@ fn check_plain(raw: &str) -> Result<(), FilenameError> {
 }
 
 fn parse_version(raw: &str, text: &str) -> Result<Version, FilenameError> {
-    Version::from_str(text)
-        .map_err(|_| FilenameError::InvalidVersion(raw.to_owned(), text.to_owned()))
+    Version::from_str(text).map_err(|_| FilenameError::InvalidVersion(raw.to_owned(), text.to_owned()))
 }
 
 fn split_tags(raw: &str, text: &str) -> Result<Vec<String>, FilenameError> {
@@ -79,17 +76,14 @@ impl FromStr for WheelFilename {
     type Err = FilenameError;
     fn from_str(raw: &str) -> Result<Self, Self::Err> {
         check_plain(raw)?;
-        let stem = raw
-            .strip_suffix(".whl")
-            .ok_or_else(|| FilenameError::UnknownExtension(raw.to_owned()))?;
+        let stem = raw.strip_suffix(".whl").ok_or_else(|| FilenameError::UnknownExtension(raw.to_owned()))?;
         let parts: Vec<&str> = stem.split('-').collect();
         let (name, version, build, py, abi, plat) = match parts.as_slice() {
             [n, v, p, a, pl] => (*n, *v, None, *p, *a, *pl),
             [n, v, b, p, a, pl] => (*n, *v, Some(*b), *p, *a, *pl),
             _ => return Err(FilenameError::WheelParts(raw.to_owned(), parts.len())),
         };
-        let name =
-            PackageName::new(name).map_err(|e| FilenameError::InvalidName(raw.to_owned(), e))?;
+        let name = PackageName::new(name).map_err(|e| FilenameError::InvalidName(raw.to_owned(), e))?;
         let version = parse_version(raw, version)?;
         if let Some(b) = build
             && !b.starts_with(|c: char| c.is_ascii_digit())
@@ -118,11 +112,7 @@ impl WheelFilename {
     /// writes it (`{name}-{version}.dist-info`, name with `_` for runs of `-_.`). Used only as a
     /// hint: the indexer accepts any single `*.dist-info/METADATA`.
     pub fn dist_info_hint(&self) -> String {
-        format!(
-            "{}-{}.dist-info",
-            self.name.as_str().replace('-', "_"),
-            self.version
-        )
+        format!("{}-{}.dist-info", self.name.as_str().replace('-', "_"), self.version)
     }
 }
 
@@ -137,26 +127,14 @@ impl FromStr for SdistFilename {
         // Legacy sdists may carry dashes in the name: take the rightmost dash whose remainder is
         // a valid version.
         let mut last_err = None;
-        for (idx, _) in stem
-            .match_indices('-')
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-        {
+        for (idx, _) in stem.match_indices('-').collect::<Vec<_>>().into_iter().rev() {
             let (name, version) = (&stem[..idx], &stem[idx + 1..]);
             let Ok(version) = Version::from_str(version) else {
-                last_err.get_or_insert_with(|| {
-                    FilenameError::InvalidVersion(raw.to_owned(), version.to_owned())
-                });
+                last_err.get_or_insert_with(|| FilenameError::InvalidVersion(raw.to_owned(), version.to_owned()));
                 continue;
             };
-            let name = PackageName::new(name)
-                .map_err(|e| FilenameError::InvalidName(raw.to_owned(), e))?;
-            return Ok(Self {
-                raw: raw.to_owned(),
-                name,
-                version,
-            });
+            let name = PackageName::new(name).map_err(|e| FilenameError::InvalidName(raw.to_owned(), e))?;
+            return Ok(Self { raw: raw.to_owned(), name, version });
         }
         Err(last_err.unwrap_or_else(|| FilenameError::SdistWithoutVersion(raw.to_owned())))
     }
@@ -172,11 +150,7 @@ impl SdistFilename {
 impl FromStr for DistFilename {
     type Err = FilenameError;
     fn from_str(raw: &str) -> Result<Self, Self::Err> {
-        if raw.ends_with(".whl") {
-            raw.parse().map(Self::Wheel)
-        } else {
-            raw.parse().map(Self::Sdist)
-        }
+        if raw.ends_with(".whl") { raw.parse().map(Self::Wheel) } else { raw.parse().map(Self::Sdist) }
     }
 }
 
@@ -237,21 +211,14 @@ mod tests {
     #[test]
     fn parses_wheels() {
         let w: WheelFilename =
-            "rocm_sdk_libraries_gfx94X_dcgpu-7.10.0rc20251124-py3-none-linux_x86_64.whl"
-                .parse()
-                .unwrap();
+            "rocm_sdk_libraries_gfx94X_dcgpu-7.10.0rc20251124-py3-none-linux_x86_64.whl".parse().unwrap();
         assert_eq!(w.name.as_str(), "rocm-sdk-libraries-gfx94x-dcgpu");
         assert_eq!(w.version.to_string(), "7.10.0rc20251124");
         assert_eq!(w.platform_tags, ["linux_x86_64"]);
-        assert_eq!(
-            w.to_string(),
-            "rocm_sdk_libraries_gfx94X_dcgpu-7.10.0rc20251124-py3-none-linux_x86_64.whl"
-        );
+        assert_eq!(w.to_string(), "rocm_sdk_libraries_gfx94X_dcgpu-7.10.0rc20251124-py3-none-linux_x86_64.whl");
 
         let w: WheelFilename =
-            "torch-2.9.1+rocm7.10.0-1-cp312-cp312-manylinux_2_28_x86_64.manylinux2014_x86_64.whl"
-                .parse()
-                .unwrap();
+            "torch-2.9.1+rocm7.10.0-1-cp312-cp312-manylinux_2_28_x86_64.manylinux2014_x86_64.whl".parse().unwrap();
         assert_eq!(w.version.to_string(), "2.9.1+rocm7.10.0");
         assert_eq!(w.build_tag.as_deref(), Some("1"));
         assert_eq!(w.platform_tags.len(), 2);

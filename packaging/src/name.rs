@@ -15,9 +15,7 @@ pub struct PackageName(String);
 pub enum NameError {
     #[error("project name is empty")]
     Empty,
-    #[error(
-        "project name {0:?} contains {1:?}; only ASCII letters, digits, '-', '_' and '.' are allowed"
-    )]
+    #[error("project name {0:?} contains {1:?}; only ASCII letters, digits, '-', '_' and '.' are allowed")]
     InvalidCharacter(String, char),
     #[error("project name {0:?} must start and end with a letter or digit")]
     BadEdge(String),
@@ -27,10 +25,7 @@ impl PackageName {
     /// Validate and normalize a project name.
     pub fn new(raw: &str) -> Result<Self, NameError> {
         let first = raw.chars().next().ok_or(NameError::Empty)?;
-        if let Some(bad) = raw
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
-        {
+        if let Some(bad) = raw.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))) {
             return Err(NameError::InvalidCharacter(raw.to_owned(), bad));
         }
         let last = raw.chars().next_back().unwrap_or(first);
@@ -102,16 +97,9 @@ mod tests {
             "friendly--bard",
             "FrIeNdLy-._.-bArD",
         ] {
-            assert_eq!(
-                PackageName::new(raw).unwrap().as_str(),
-                "friendly-bard",
-                "{raw}"
-            );
+            assert_eq!(PackageName::new(raw).unwrap().as_str(), "friendly-bard", "{raw}");
         }
-        assert_eq!(
-            PackageName::new("Foo.Bar_baz").unwrap().as_str(),
-            "foo-bar-baz"
-        );
+        assert_eq!(PackageName::new("Foo.Bar_baz").unwrap().as_str(), "foo-bar-baz");
         assert!(PackageName::is_normalized("foo-bar-baz"));
         assert!(!PackageName::is_normalized("Foo.Bar_baz"));
     }

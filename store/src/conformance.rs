@@ -6,9 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::{
-    ByteRange, Condition, Key, ListOptions, PutOptions, Store, StoreError, StoreExt, sha256_hex,
-};
+use crate::{ByteRange, Condition, Key, ListOptions, PutOptions, Store, StoreError, StoreExt, sha256_hex};
 
 fn key(s: &str) -> Key {
     Key::new(s).expect("valid key")
@@ -28,10 +26,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
 async fn roundtrip(store: &dyn Store) {
     let k = key("conf/a/object.bin");
     let data = Bytes::from_static(b"hello, quarry");
-    let put = store
-        .put_bytes(&k, data.clone(), PutOptions::default())
-        .await
-        .unwrap();
+    let put = store.put_bytes(&k, data.clone(), PutOptions::default()).await.unwrap();
     assert_eq!(put.size, data.len() as u64);
     assert_eq!(put.sha256, sha256_hex(&data));
     let head = store.head(&k).await.unwrap();
@@ -40,20 +35,8 @@ async fn roundtrip(store: &dyn Store) {
     assert_eq!(head.sha256.as_deref(), Some(put.sha256.as_str()));
     let (_, got) = store.get_bytes(&k, 1 << 20).await.unwrap();
     assert_eq!(got, data);
-    assert!(
-        store
-            .head(&key("conf/missing"))
-            .await
-            .unwrap_err()
-            .is_not_found()
-    );
-    assert!(
-        store
-            .get(&key("conf/missing"), None)
-            .await
-            .unwrap_err()
-            .is_not_found()
-    );
+    assert!(store.head(&key("conf/missing")).await.unwrap_err().is_not_found());
+    assert!(store.get(&key("conf/missing"), None).await.unwrap_err().is_not_found());
     store.delete(&k).await.unwrap();
     store.delete(&k).await.unwrap();
     assert!(store.head(&k).await.unwrap_err().is_not_found());
@@ -62,26 +45,14 @@ async fn roundtrip(store: &dyn Store) {
 async fn ranges(store: &dyn Store) {
     let k = key("conf/ranges.bin");
     let data: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
-    store
-        .put_bytes(&k, Bytes::from(data.clone()), PutOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(
-        store.get_range(&k, 100, 50).await.unwrap().as_ref(),
-        &data[100..150]
-    );
+    store.put_bytes(&k, Bytes::from(data.clone()), PutOptions::default()).await.unwrap();
+    assert_eq!(store.get_range(&k, 100, 50).await.unwrap().as_ref(), &data[100..150]);
     let got = store.get(&k, Some(ByteRange::Suffix(10))).await.unwrap();
     assert_eq!(got.range, (9_990, 10_000));
     let got = store.get(&k, Some(ByteRange::From(9_999))).await.unwrap();
-    assert_eq!(
-        crate::collect(got.body, 10).await.unwrap().as_ref(),
-        &data[9_999..]
-    );
+    assert_eq!(crate::collect(got.body, 10).await.unwrap().as_ref(), &data[9_999..]);
     assert!(matches!(
-        store
-            .get(&k, Some(ByteRange::From(10_000)))
-            .await
-            .unwrap_err(),
+        store.get(&k, Some(ByteRange::From(10_000))).await.unwrap_err(),
         StoreError::RangeNotSatisfiable { size: 10_000, .. }
     ));
     store.delete(&k).await.unwrap();
@@ -89,164 +60,68 @@ async fn ranges(store: &dyn Store) {
 
 async fn conditional_puts(store: &dyn Store) {
     let k = key("conf/state.json");
-    let first = store
-        .put_bytes(
-            &k,
-            Bytes::from_static(b"1"),
-            PutOptions::condition(Condition::IfNoneMatch),
-        )
-        .await
-        .unwrap();
-    let again = store
-        .put_bytes(
-            &k,
-            Bytes::from_static(b"x"),
-            PutOptions::condition(Condition::IfNoneMatch),
-        )
-        .await;
-    assert!(
-        again.unwrap_err().is_conflict(),
-        "If-None-Match on an existing key must conflict"
-    );
+    let first =
+        store.put_bytes(&k, Bytes::from_static(b"1"), PutOptions::condition(Condition::IfNoneMatch)).await.unwrap();
+    let again = store.put_bytes(&k, Bytes::from_static(b"x"), PutOptions::condition(Condition::IfNoneMatch)).await;
+    assert!(again.unwrap_err().is_conflict(), "If-None-Match on an existing key must conflict");
     let second = store
-        .put_bytes(
-            &k,
-            Bytes::from_static(b"2"),
-            PutOptions::condition(Condition::IfMatch(first.etag.clone())),
-        )
+        .put_bytes(&k, Bytes::from_static(b"2"), PutOptions::condition(Condition::IfMatch(first.etag.clone())))
         .await
         .unwrap();
     assert_ne!(first.etag, second.etag);
-    let stale = store
-        .put_bytes(
-            &k,
-            Bytes::from_static(b"3"),
-            PutOptions::condition(Condition::IfMatch(first.etag)),
-        )
-        .await;
-    assert!(
-        stale.unwrap_err().is_conflict(),
-        "If-Match with a stale ETag must conflict"
-    );
+    let stale =
+        store.put_bytes(&k, Bytes::from_static(b"3"), PutOptions::condition(Condition::IfMatch(first.etag))).await;
+    assert!(stale.unwrap_err().is_conflict(), "If-Match with a stale ETag must conflict");
     let missing = store
-        .put_bytes(
-            &key("conf/nope"),
-            Bytes::from_static(b"4"),
-            PutOptions::condition(Condition::IfMatch(second.etag)),
-        )
+        .put_bytes(&key("conf/nope"), Bytes::from_static(b"4"), PutOptions::condition(Condition::IfMatch(second.etag)))
         .await;
-    assert!(
-        missing.unwrap_err().is_conflict(),
-        "If-Match on a missing key must conflict"
-    );
+    assert!(missing.unwrap_err().is_conflict(), "If-Match on a missing key must conflict");
     assert_eq!(store.get_bytes(&k, 10).await.unwrap().1.as_ref(), b"2");
     store.delete(&k).await.unwrap();
 }
 
 async fn awkward_keys(store: &dyn Store) {
-    for name in [
-        "conf/with space.whl",
-        "conf/torch-2.9.1+rocm7.10.0-cp312-none-any.whl",
-        "conf/ünïcode.txt",
-    ] {
+    for name in ["conf/with space.whl", "conf/torch-2.9.1+rocm7.10.0-cp312-none-any.whl", "conf/ünïcode.txt"] {
         let k = key(name);
-        store
-            .put_bytes(
-                &k,
-                Bytes::from(name.as_bytes().to_vec()),
-                PutOptions::default(),
-            )
-            .await
-            .unwrap();
-        assert_eq!(
-            store.get_bytes(&k, 1024).await.unwrap().1.as_ref(),
-            name.as_bytes()
-        );
+        store.put_bytes(&k, Bytes::from(name.as_bytes().to_vec()), PutOptions::default()).await.unwrap();
+        assert_eq!(store.get_bytes(&k, 1024).await.unwrap().1.as_ref(), name.as_bytes());
         let listed = store.list_all("conf/", false).await.unwrap();
-        assert!(
-            listed.objects.iter().any(|o| o.key == k),
-            "{name} not listed"
-        );
+        assert!(listed.objects.iter().any(|o| o.key == k), "{name} not listed");
         store.delete(&k).await.unwrap();
     }
 }
 
 async fn refused_bodies(store: &dyn Store) {
     let k = key("conf/refused.bin");
-    let wrong = PutOptions {
-        sha256: Some("00".repeat(32)),
-        ..PutOptions::default()
-    };
+    let wrong = PutOptions { sha256: Some("00".repeat(32)), ..PutOptions::default() };
     assert!(matches!(
-        store
-            .put_bytes(&k, Bytes::from_static(b"data"), wrong)
-            .await
-            .unwrap_err(),
+        store.put_bytes(&k, Bytes::from_static(b"data"), wrong).await.unwrap_err(),
         StoreError::DigestMismatch { .. }
     ));
-    let small = PutOptions {
-        max_size: Some(3),
-        ..PutOptions::default()
-    };
+    let small = PutOptions { max_size: Some(3), ..PutOptions::default() };
     assert!(matches!(
-        store
-            .put_bytes(&k, Bytes::from_static(b"data"), small)
-            .await
-            .unwrap_err(),
+        store.put_bytes(&k, Bytes::from_static(b"data"), small).await.unwrap_err(),
         StoreError::TooLarge { .. }
     ));
     let broken: crate::ByteStream = Box::pin(futures_util::stream::iter(vec![
         Ok(Bytes::from_static(b"partial")),
         Err(std::io::Error::other("client went away")),
     ]));
-    assert!(matches!(
-        store
-            .put(&k, broken, PutOptions::default())
-            .await
-            .unwrap_err(),
-        StoreError::Body { .. }
-    ));
-    assert!(
-        store.head(&k).await.unwrap_err().is_not_found(),
-        "a refused body must leave nothing behind"
-    );
+    assert!(matches!(store.put(&k, broken, PutOptions::default()).await.unwrap_err(), StoreError::Body { .. }));
+    assert!(store.head(&k).await.unwrap_err().is_not_found(), "a refused body must leave nothing behind");
 }
 
 async fn listing(store: &dyn Store) {
     let n = 1_050;
     for i in 0..n {
         let k = key(&format!("list/flat/{i:05}.whl"));
-        store
-            .put_bytes(&k, Bytes::from_static(b"x"), PutOptions::default())
-            .await
-            .unwrap();
+        store.put_bytes(&k, Bytes::from_static(b"x"), PutOptions::default()).await.unwrap();
     }
-    for k in [
-        "list/flat/sub/a.txt",
-        "list/flat/sub/b.txt",
-        "list/flat/zdir/c.txt",
-        "list/other.txt",
-    ] {
-        store
-            .put_bytes(&key(k), Bytes::from_static(b"y"), PutOptions::default())
-            .await
-            .unwrap();
+    for k in ["list/flat/sub/a.txt", "list/flat/sub/b.txt", "list/flat/zdir/c.txt", "list/other.txt"] {
+        store.put_bytes(&key(k), Bytes::from_static(b"y"), PutOptions::default()).await.unwrap();
     }
-    let first = store
-        .list(
-            "list/flat/",
-            ListOptions {
-                delimited: true,
-                ..ListOptions::default()
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        first.objects.len() + first.common_prefixes.len(),
-        1000,
-        "pages hold at most 1000 items"
-    );
+    let first = store.list("list/flat/", ListOptions { delimited: true, ..ListOptions::default() }).await.unwrap();
+    assert_eq!(first.objects.len() + first.common_prefixes.len(), 1000, "pages hold at most 1000 items");
     assert!(first.next.is_some());
     let all = store.list_all("list/flat/", true).await.unwrap();
     assert_eq!(all.objects.len(), n);
@@ -260,34 +135,11 @@ async fn listing(store: &dyn Store) {
     assert!(deep.common_prefixes.is_empty());
     let prefixed = store.list_all("list/flat/0100", false).await.unwrap();
     assert_eq!(prefixed.objects.len(), 10);
-    assert!(
-        store
-            .list_all("list/nothing-here/", true)
-            .await
-            .unwrap()
-            .objects
-            .is_empty()
-    );
-    let page = store
-        .list(
-            "list/flat/",
-            ListOptions {
-                max_keys: Some(7),
-                ..ListOptions::default()
-            },
-        )
-        .await
-        .unwrap();
+    assert!(store.list_all("list/nothing-here/", true).await.unwrap().objects.is_empty());
+    let page = store.list("list/flat/", ListOptions { max_keys: Some(7), ..ListOptions::default() }).await.unwrap();
     assert_eq!(page.objects.len(), 7);
     let next = store
-        .list(
-            "list/flat/",
-            ListOptions {
-                start_after: page.next.clone(),
-                max_keys: Some(7),
-                ..ListOptions::default()
-            },
-        )
+        .list("list/flat/", ListOptions { start_after: page.next.clone(), max_keys: Some(7), ..ListOptions::default() })
         .await
         .unwrap();
     assert_eq!(next.objects[0].key.as_str(), "list/flat/00007.whl");
@@ -296,14 +148,7 @@ async fn listing(store: &dyn Store) {
 /// Many writers bump one counter with compare-and-swap; none may be lost.
 async fn compare_and_swap_under_contention(store: Arc<dyn Store>) {
     let k = key("conf/counter");
-    store
-        .put_bytes(
-            &k,
-            Bytes::from_static(b"0"),
-            PutOptions::condition(Condition::IfNoneMatch),
-        )
-        .await
-        .unwrap();
+    store.put_bytes(&k, Bytes::from_static(b"0"), PutOptions::condition(Condition::IfNoneMatch)).await.unwrap();
     let writers = 16;
     let increments = 10;
     let mut tasks = Vec::new();
@@ -315,14 +160,7 @@ async fn compare_and_swap_under_contention(store: Arc<dyn Store>) {
                     let (meta, data) = store.get_bytes(&k, 64).await.unwrap();
                     let n: u64 = std::str::from_utf8(&data).unwrap().parse().unwrap();
                     let body = Bytes::from((n + 1).to_string());
-                    match store
-                        .put_bytes(
-                            &k,
-                            body,
-                            PutOptions::condition(Condition::IfMatch(meta.etag)),
-                        )
-                        .await
-                    {
+                    match store.put_bytes(&k, body, PutOptions::condition(Condition::IfMatch(meta.etag))).await {
                         Ok(_) => break,
                         Err(e) if e.is_conflict() => tokio::task::yield_now().await,
                         Err(e) => panic!("{e}"),
@@ -335,10 +173,7 @@ async fn compare_and_swap_under_contention(store: Arc<dyn Store>) {
         t.await.unwrap();
     }
     let (_, data) = store.get_bytes(&k, 64).await.unwrap();
-    assert_eq!(
-        std::str::from_utf8(&data).unwrap(),
-        (writers * increments).to_string()
-    );
+    assert_eq!(std::str::from_utf8(&data).unwrap(), (writers * increments).to_string());
 }
 
 #[cfg(test)]
@@ -360,22 +195,9 @@ mod tests {
     async fn local_store_keeps_its_own_files_out_of_listings() {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::LocalStore::open(dir.path()).unwrap();
-        store
-            .put_bytes(
-                &key("a.txt"),
-                Bytes::from_static(b"a"),
-                PutOptions::default(),
-            )
-            .await
-            .unwrap();
+        store.put_bytes(&key("a.txt"), Bytes::from_static(b"a"), PutOptions::default()).await.unwrap();
         let all = store.list_all("", false).await.unwrap();
-        assert_eq!(
-            all.objects
-                .iter()
-                .map(|o| o.key.as_str())
-                .collect::<Vec<_>>(),
-            ["a.txt"]
-        );
+        assert_eq!(all.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), ["a.txt"]);
         // A file replaced behind the store's back loses its recorded sha256.
         std::fs::write(dir.path().join("a.txt"), b"changed").unwrap();
         assert_eq!(store.head(&key("a.txt")).await.unwrap().sha256, None);

@@ -4,8 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::{
-    ByteRange, ByteStream, GetObject, Key, ListOptions, ListPage, ObjectMeta, PutOptions,
-    PutResult, Result, Store,
+    ByteRange, ByteStream, GetObject, Key, ListOptions, ListPage, ObjectMeta, PutOptions, PutResult, Result, Store,
 };
 
 #[derive(Debug)]

@@ -21,12 +21,7 @@ pub struct KeyError {
 impl Key {
     pub fn new(raw: impl Into<String>) -> Result<Self, KeyError> {
         let key = raw.into();
-        let fail = |reason| {
-            Err(KeyError {
-                key: key.clone(),
-                reason,
-            })
-        };
+        let fail = |reason| Err(KeyError { key: key.clone(), reason });
         if key.is_empty() {
             return fail("empty");
         }
@@ -97,10 +92,7 @@ pub fn validate_prefix(prefix: &str) -> Result<(), KeyError> {
     }
     Key::new(prefix.trim_end_matches('/'))
         .map(|_| ())
-        .map_err(|e| KeyError {
-            key: prefix.to_owned(),
-            reason: e.reason,
-        })
+        .map_err(|e| KeyError { key: prefix.to_owned(), reason: e.reason })
 }
 
 #[cfg(test)]
@@ -109,13 +101,7 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_keys() {
-        for k in [
-            "a",
-            "run-linux/python/x.whl",
-            "a b/c+d.whl",
-            "x/.hidden",
-            "a/..b/c",
-        ] {
+        for k in ["a", "run-linux/python/x.whl", "a b/c+d.whl", "x/.hidden", "a/..b/c"] {
             Key::new(k).unwrap();
         }
     }
@@ -132,10 +118,7 @@ mod tests {
             ("a/", "empty path segments are not allowed"),
             ("a\0b", "control characters (including NUL) are not allowed"),
             ("a\\..\\b", "backslashes are not allowed"),
-            (
-                ".quarry/lock",
-                "the .quarry/ area is reserved for the store itself",
-            ),
+            (".quarry/lock", "the .quarry/ area is reserved for the store itself"),
         ] {
             assert_eq!(Key::new(k).unwrap_err().reason, why, "{k:?}");
         }

@@ -31,6 +31,11 @@ pub use key::{Key, KeyError, MAX_KEY_LEN, validate_prefix};
 pub use local::LocalStore;
 pub use memory::MemoryStore;
 
+/// Default page size of a listing, as S3's.
+pub const DEFAULT_PAGE: usize = 1000;
+/// Largest page the local and memory backends return.
+pub const MAX_LOCAL_PAGE: usize = 100_000;
+
 /// A stream of body chunks.
 pub type ByteStream = Pin<Box<dyn Stream<Item = io::Result<Bytes>> + Send>>;
 
@@ -83,9 +88,7 @@ impl ByteRange {
     /// `None` when it selects nothing (HTTP 416).
     pub fn resolve(self, size: u64) -> Option<(u64, u64)> {
         match self {
-            Self::Closed(first, last) if first <= last && first < size => {
-                Some((first, (last + 1).min(size)))
-            }
+            Self::Closed(first, last) if first <= last && first < size => Some((first, (last + 1).min(size))),
             Self::From(first) if first < size => Some((first, size)),
             Self::Suffix(n) if n > 0 && size > 0 => Some((size.saturating_sub(n), size)),
             _ => None,
@@ -102,10 +105,7 @@ pub struct GetObject {
 
 impl fmt::Debug for GetObject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GetObject")
-            .field("meta", &self.meta)
-            .field("range", &self.range)
-            .finish_non_exhaustive()
+        f.debug_struct("GetObject").field("meta", &self.meta).field("range", &self.range).finish_non_exhaustive()
     }
 }
 
@@ -133,10 +133,7 @@ pub struct PutOptions {
 
 impl PutOptions {
     pub fn condition(condition: Condition) -> Self {
-        Self {
-            condition,
-            ..Self::default()
-        }
+        Self { condition, ..Self::default() }
     }
 
     #[must_use]
@@ -169,7 +166,8 @@ pub struct ListOptions {
     pub delimited: bool,
     /// Only keys (and prefixes) sorting after this.
     pub start_after: Option<String>,
-    /// Page size; backends cap it at 1000.
+    /// Page size: 1000 when unset (as S3). Backends cap it at their own maximum (S3: 1000;
+    /// local and memory: 100,000).
     pub max_keys: Option<usize>,
 }
 
@@ -187,11 +185,7 @@ pub enum StoreError {
     #[error("body for {key} exceeds the limit of {limit} bytes")]
     TooLarge { key: String, limit: u64 },
     #[error("body for {key} has sha256 {actual}, but {expected} was declared")]
-    DigestMismatch {
-        key: String,
-        expected: String,
-        actual: String,
-    },
+    DigestMismatch { key: String, expected: String, actual: String },
     #[error("body for {key} could not be read: {source}")]
     Body { key: String, source: io::Error },
     #[error("I/O error on {key}: {source}")]
@@ -245,32 +239,18 @@ pub trait StoreExt: Store {
         if len == 0 {
             return Ok(Bytes::new());
         }
-        let got = self
-            .get(key, Some(ByteRange::Closed(start, start + len - 1)))
-            .await?;
-        collect(got.body, len)
-            .await
-            .map_err(|source| StoreError::Body {
-                key: key.to_string(),
-                source,
-            })
+        let got = self.get(key, Some(ByteRange::Closed(start, start + len - 1))).await?;
+        collect(got.body, len).await.map_err(|source| StoreError::Body { key: key.to_string(), source })
     }
 
     /// The whole object in memory, failing beyond `limit` bytes.
     async fn get_bytes(&self, key: &Key, limit: u64) -> Result<(ObjectMeta, Bytes)> {
         let got = self.get(key, None).await?;
         if got.meta.size > limit {
-            return Err(StoreError::TooLarge {
-                key: key.to_string(),
-                limit,
-            });
+            return Err(StoreError::TooLarge { key: key.to_string(), limit });
         }
-        let data = collect(got.body, limit)
-            .await
-            .map_err(|source| StoreError::Body {
-                key: key.to_string(),
-                source,
-            })?;
+        let data =
+            collect(got.body, limit).await.map_err(|source| StoreError::Body { key: key.to_string(), source })?;
         Ok((got.meta, data))
     }
 
@@ -283,16 +263,8 @@ pub trait StoreExt: Store {
         let mut all = ListPage::default();
         let mut start_after = None;
         loop {
-            let page = self
-                .list(
-                    prefix,
-                    ListOptions {
-                        delimited,
-                        start_after: start_after.take(),
-                        max_keys: None,
-                    },
-                )
-                .await?;
+            let page =
+                self.list(prefix, ListOptions { delimited, start_after: start_after.take(), max_keys: Some(usize::MAX) }).await?;
             all.objects.extend(page.objects);
             all.common_prefixes.extend(page.common_prefixes);
             match page.next {
@@ -318,9 +290,7 @@ pub fn open(url: &str) -> Result<Arc<dyn Store>> {
     if let Some((scheme, _)) = url.split_once("://")
         && scheme != "file"
     {
-        return Err(StoreError::Backend(format!(
-            "unsupported store URL scheme {scheme:?} in {url:?}"
-        )));
+        return Err(StoreError::Backend(format!("unsupported store URL scheme {scheme:?} in {url:?}")));
     }
     let path = url.strip_prefix("file://").unwrap_or(url);
     Ok(Arc::new(LocalStore::open(path)?))

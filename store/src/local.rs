@@ -20,12 +20,11 @@ use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
 use crate::{
-    ByteRange, ByteStream, Condition, GetObject, Key, ListOptions, ListPage, ObjectMeta,
-    PutOptions, PutResult, Result, Sha256Hex, Store, StoreError, validate_prefix,
+    ByteRange, ByteStream, Condition, GetObject, Key, ListOptions, ListPage, ObjectMeta, PutOptions, PutResult, Result,
+    Sha256Hex, Store, StoreError, validate_prefix,
 };
 
 const INTERNAL_DIR: &str = ".quarry";
-const PAGE_LIMIT: usize = 1000;
 
 #[derive(Debug, Clone)]
 pub struct LocalStore {
@@ -45,10 +44,7 @@ fn io_err(key: &str) -> impl FnOnce(io::Error) -> StoreError + '_ {
         if source.kind() == io::ErrorKind::NotFound {
             StoreError::NotFound(key.to_owned())
         } else {
-            StoreError::Io {
-                key: key.to_owned(),
-                source,
-            }
+            StoreError::Io { key: key.to_owned(), source }
         }
     }
 }
@@ -59,14 +55,11 @@ fn fingerprint(meta: &fs::Metadata) -> String {
 }
 
 fn timestamp(meta: &fs::Metadata) -> jiff::Timestamp {
-    jiff::Timestamp::new(meta.mtime(), meta.mtime_nsec() as i32)
-        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+    jiff::Timestamp::new(meta.mtime(), meta.mtime_nsec() as i32).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| StoreError::Backend(format!("blocking task failed: {e}")))?
+    tokio::task::spawn_blocking(f).await.map_err(|e| StoreError::Backend(format!("blocking task failed: {e}")))?
 }
 
 impl LocalStore {
@@ -90,20 +83,14 @@ impl LocalStore {
     }
 
     fn sidecar_path(&self, key: &Key) -> PathBuf {
-        self.root
-            .join(INTERNAL_DIR)
-            .join("meta")
-            .join(format!("{}.json", key.as_str()))
+        self.root.join(INTERNAL_DIR).join("meta").join(format!("{}.json", key.as_str()))
     }
 
     fn temp_path(&self) -> PathBuf {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let nanos = jiff::Timestamp::now().as_nanosecond();
-        self.root
-            .join(INTERNAL_DIR)
-            .join("tmp")
-            .join(format!("{}-{nanos:x}-{n}", std::process::id()))
+        self.root.join(INTERNAL_DIR).join("tmp").join(format!("{}-{nanos:x}-{n}", std::process::id()))
     }
 
     fn lock(&self) -> io::Result<fs::File> {
@@ -138,11 +125,7 @@ impl LocalStore {
 
     fn stat_file(&self, key: &Key) -> Result<fs::Metadata> {
         let meta = fs::symlink_metadata(self.path(key)).map_err(io_err(key.as_str()))?;
-        if meta.is_file() {
-            Ok(meta)
-        } else {
-            Err(StoreError::NotFound(key.to_string()))
-        }
+        if meta.is_file() { Ok(meta) } else { Err(StoreError::NotFound(key.to_string())) }
     }
 
     /// Check the condition, rename `tmp` into place and record the sidecar, all under the lock.
@@ -164,22 +147,13 @@ impl LocalStore {
         };
         match (condition, &current) {
             (Condition::IfNoneMatch, Some(_)) => {
-                return Err(StoreError::Conflict {
-                    key: k.to_owned(),
-                    reason: "the object already exists".into(),
-                });
+                return Err(StoreError::Conflict { key: k.to_owned(), reason: "the object already exists".into() });
             }
             (Condition::IfMatch(_), None) => {
-                return Err(StoreError::Conflict {
-                    key: k.to_owned(),
-                    reason: "the object does not exist".into(),
-                });
+                return Err(StoreError::Conflict { key: k.to_owned(), reason: "the object does not exist".into() });
             }
             (Condition::IfMatch(expected), Some(m)) if &fingerprint(m) != expected => {
-                return Err(StoreError::Conflict {
-                    key: k.to_owned(),
-                    reason: "the object has changed".into(),
-                });
+                return Err(StoreError::Conflict { key: k.to_owned(), reason: "the object has changed".into() });
             }
             _ => {}
         }
@@ -188,11 +162,7 @@ impl LocalStore {
         }
         fs::rename(tmp, &target).map_err(io_err(k))?;
         let etag = fingerprint(&fs::symlink_metadata(&target).map_err(io_err(k))?);
-        let sidecar = Sidecar {
-            fingerprint: etag.clone(),
-            sha256: sha256.to_owned(),
-            content_type,
-        };
+        let sidecar = Sidecar { fingerprint: etag.clone(), sha256: sha256.to_owned(), content_type };
         let sidecar_path = self.sidecar_path(key);
         if let Some(parent) = sidecar_path.parent() {
             fs::create_dir_all(parent).map_err(io_err(k))?;
@@ -216,18 +186,12 @@ impl LocalStore {
         let mut hasher = Sha256Hex::default();
         let mut size = 0u64;
         while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|source| StoreError::Body {
-                key: k.to_owned(),
-                source,
-            })?;
+            let chunk = chunk.map_err(|source| StoreError::Body { key: k.to_owned(), source })?;
             size += chunk.len() as u64;
             if let Some(limit) = options.max_size
                 && size > limit
             {
-                return Err(StoreError::TooLarge {
-                    key: k.to_owned(),
-                    limit,
-                });
+                return Err(StoreError::TooLarge { key: k.to_owned(), limit });
             }
             hasher.update(&chunk);
             file.write_all(&chunk).await.map_err(io_err(k))?;
@@ -238,11 +202,7 @@ impl LocalStore {
         if let Some(expected) = &options.sha256
             && !expected.eq_ignore_ascii_case(&sha256)
         {
-            return Err(StoreError::DigestMismatch {
-                key: k.to_owned(),
-                expected: expected.clone(),
-                actual: sha256,
-            });
+            return Err(StoreError::DigestMismatch { key: k.to_owned(), expected: expected.clone(), actual: sha256 });
         }
         Ok((size, sha256))
     }
@@ -265,9 +225,12 @@ impl Store for LocalStore {
 
     async fn get(&self, key: &Key, range: Option<ByteRange>) -> Result<GetObject> {
         let k = key.as_str();
-        let mut file = tokio::fs::File::open(self.path(key))
-            .await
-            .map_err(io_err(k))?;
+        // Symlinks are not objects: never follow one out of the store.
+        let link = tokio::fs::symlink_metadata(self.path(key)).await.map_err(io_err(k))?;
+        if !link.is_file() {
+            return Err(StoreError::NotFound(k.to_owned()));
+        }
+        let mut file = tokio::fs::File::open(self.path(key)).await.map_err(io_err(k))?;
         let fs_meta = file.metadata().await.map_err(io_err(k))?;
         if !fs_meta.is_file() {
             return Err(StoreError::NotFound(k.to_owned()));
@@ -280,39 +243,30 @@ impl Store for LocalStore {
             None => (0, meta.size),
             Some(r) => r
                 .resolve(meta.size)
-                .ok_or_else(|| StoreError::RangeNotSatisfiable {
-                    key: k.to_owned(),
-                    size: meta.size,
-                })?,
+                .ok_or_else(|| StoreError::RangeNotSatisfiable { key: k.to_owned(), size: meta.size })?,
         };
         if start > 0 {
-            file.seek(io::SeekFrom::Start(start))
-                .await
-                .map_err(io_err(k))?;
+            file.seek(io::SeekFrom::Start(start)).await.map_err(io_err(k))?;
         }
         let reader = file.take(end - start);
         let body = tokio_util_stream(reader);
-        Ok(GetObject {
-            meta,
-            range: (start, end),
-            body,
-        })
+        Ok(GetObject { meta, range: (start, end), body })
     }
 
     async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> Result<PutResult> {
         let tmp = self.temp_path();
         let written = self.write_temp(key, &tmp, body, &options).await;
-        let result = match written {
-            Ok((size, sha256)) => {
-                let (this, key, tmp2, sha) =
-                    (self.clone(), key.clone(), tmp.clone(), sha256.clone());
-                let (condition, content_type) = (options.condition, options.content_type);
-                blocking(move || this.commit(&key, &tmp2, &condition, &sha, content_type))
-                    .await
-                    .map(|etag| PutResult { etag, size, sha256 })
-            }
-            Err(e) => Err(e),
-        };
+        let result =
+            match written {
+                Ok((size, sha256)) => {
+                    let (this, key, tmp2, sha) = (self.clone(), key.clone(), tmp.clone(), sha256.clone());
+                    let (condition, content_type) = (options.condition, options.content_type);
+                    blocking(move || this.commit(&key, &tmp2, &condition, &sha, content_type))
+                        .await
+                        .map(|etag| PutResult { etag, size, sha256 })
+                }
+                Err(e) => Err(e),
+            };
         if result.is_err() {
             let _ = tokio::fs::remove_file(&tmp).await;
         }
@@ -367,12 +321,7 @@ impl LocalStore {
         let mut found = Vec::new();
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-            {
+            Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {
                 return Ok(ListPage::default());
             }
             Err(e) => return Err(io_err(prefix)(e)),
@@ -388,16 +337,10 @@ impl LocalStore {
             let file_type = entry.file_type().map_err(io_err(prefix))?;
             let key = format!("{base}{name}");
             if file_type.is_file() {
-                found.push(Found {
-                    key,
-                    is_prefix: false,
-                });
+                found.push(Found { key, is_prefix: false });
             } else if file_type.is_dir() {
                 if options.delimited {
-                    found.push(Found {
-                        key: format!("{key}/"),
-                        is_prefix: true,
-                    });
+                    found.push(Found { key: format!("{key}/"), is_prefix: true });
                 } else {
                     walk(&entry.path(), &key, &mut found).map_err(io_err(prefix))?;
                 }
@@ -407,18 +350,11 @@ impl LocalStore {
         if let Some(after) = &options.start_after {
             found.retain(|f| f.key.as_str() > after.as_str());
         }
-        let limit = options.max_keys.unwrap_or(PAGE_LIMIT).clamp(1, PAGE_LIMIT);
+        let limit = options.max_keys.unwrap_or(crate::DEFAULT_PAGE).clamp(1, crate::MAX_LOCAL_PAGE);
         let more = found.len() > limit;
         found.truncate(limit);
-        let next = if more {
-            found.last().map(|f| f.key.clone())
-        } else {
-            None
-        };
-        let mut page = ListPage {
-            next,
-            ..ListPage::default()
-        };
+        let next = if more { found.last().map(|f| f.key.clone()) } else { None };
+        let mut page = ListPage { next, ..ListPage::default() };
         for f in found {
             if f.is_prefix {
                 page.common_prefixes.push(f.key);
@@ -426,9 +362,7 @@ impl LocalStore {
             }
             let Ok(key) = Key::new(f.key) else { continue };
             match fs::symlink_metadata(self.path(&key)) {
-                Ok(meta) if meta.is_file() => {
-                    page.objects.push(self.object_meta(&key, &meta, false))
-                }
+                Ok(meta) if meta.is_file() => page.objects.push(self.object_meta(&key, &meta, false)),
                 // Deleted since the directory was read: not part of this listing.
                 _ => {}
             }
@@ -446,10 +380,7 @@ fn walk(dir: &Path, key_prefix: &str, found: &mut Vec<Found>) -> io::Result<()> 
         let key = format!("{key_prefix}/{name}");
         let file_type = entry.file_type()?;
         if file_type.is_file() {
-            found.push(Found {
-                key,
-                is_prefix: false,
-            });
+            found.push(Found { key, is_prefix: false });
         } else if file_type.is_dir() {
             walk(&entry.path(), &key, found)?;
         }
@@ -459,15 +390,12 @@ fn walk(dir: &Path, key_prefix: &str, found: &mut Vec<Found>) -> io::Result<()> 
 
 fn tokio_util_stream(reader: impl tokio::io::AsyncRead + Send + 'static) -> ByteStream {
     const CHUNK: usize = 256 * 1024;
-    Box::pin(futures_util::stream::unfold(
-        Box::pin(reader),
-        |mut reader| async move {
-            let mut buf = bytes::BytesMut::with_capacity(CHUNK);
-            match reader.read_buf(&mut buf).await {
-                Ok(0) => None,
-                Ok(_) => Some((Ok(buf.freeze()), reader)),
-                Err(e) => Some((Err(e), reader)),
-            }
-        },
-    ))
+    Box::pin(futures_util::stream::unfold(Box::pin(reader), |mut reader| async move {
+        let mut buf = bytes::BytesMut::with_capacity(CHUNK);
+        match reader.read_buf(&mut buf).await {
+            Ok(0) => None,
+            Ok(_) => Some((Ok(buf.freeze()), reader)),
+            Err(e) => Some((Err(e), reader)),
+        }
+    }))
 }

@@ -8,11 +8,10 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use crate::{
-    ByteRange, ByteStream, Condition, GetObject, Key, ListOptions, ListPage, ObjectMeta,
-    PutOptions, PutResult, Result, Sha256Hex, Store, StoreError, bytes_stream, validate_prefix,
+    ByteRange, ByteStream, Condition, GetObject, Key, ListOptions, ListPage, ObjectMeta, PutOptions, PutResult, Result,
+    Sha256Hex, Store, StoreError, bytes_stream, validate_prefix,
 };
 
-const PAGE_LIMIT: usize = 1000;
 
 #[derive(Debug, Default)]
 pub struct MemoryStore {
@@ -22,9 +21,7 @@ pub struct MemoryStore {
 
 impl MemoryStore {
     fn objects(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, (ObjectMeta, Bytes)>> {
-        self.objects
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.objects.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -35,33 +32,20 @@ impl Store for MemoryStore {
     }
 
     async fn head(&self, key: &Key) -> Result<ObjectMeta> {
-        self.objects()
-            .get(key.as_str())
-            .map(|(m, _)| m.clone())
-            .ok_or_else(|| StoreError::NotFound(key.to_string()))
+        self.objects().get(key.as_str()).map(|(m, _)| m.clone()).ok_or_else(|| StoreError::NotFound(key.to_string()))
     }
 
     async fn get(&self, key: &Key, range: Option<ByteRange>) -> Result<GetObject> {
-        let (meta, data) = self
-            .objects()
-            .get(key.as_str())
-            .cloned()
-            .ok_or_else(|| StoreError::NotFound(key.to_string()))?;
+        let (meta, data) =
+            self.objects().get(key.as_str()).cloned().ok_or_else(|| StoreError::NotFound(key.to_string()))?;
         let (start, end) = match range {
             None => (0, meta.size),
             Some(r) => r
                 .resolve(meta.size)
-                .ok_or_else(|| StoreError::RangeNotSatisfiable {
-                    key: key.to_string(),
-                    size: meta.size,
-                })?,
+                .ok_or_else(|| StoreError::RangeNotSatisfiable { key: key.to_string(), size: meta.size })?,
         };
         let body = bytes_stream(data.slice(start as usize..end as usize));
-        Ok(GetObject {
-            meta,
-            range: (start, end),
-            body,
-        })
+        Ok(GetObject { meta, range: (start, end), body })
     }
 
     async fn put(&self, key: &Key, mut body: ByteStream, options: PutOptions) -> Result<PutResult> {
@@ -69,10 +53,7 @@ impl Store for MemoryStore {
         let mut data = Vec::new();
         let mut hasher = Sha256Hex::default();
         while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|source| StoreError::Body {
-                key: k.clone(),
-                source,
-            })?;
+            let chunk = chunk.map_err(|source| StoreError::Body { key: k.clone(), source })?;
             if let Some(limit) = options.max_size
                 && (data.len() + chunk.len()) as u64 > limit
             {
@@ -85,32 +66,19 @@ impl Store for MemoryStore {
         if let Some(expected) = &options.sha256
             && !expected.eq_ignore_ascii_case(&sha256)
         {
-            return Err(StoreError::DigestMismatch {
-                key: k,
-                expected: expected.clone(),
-                actual: sha256,
-            });
+            return Err(StoreError::DigestMismatch { key: k, expected: expected.clone(), actual: sha256 });
         }
         let mut objects = self.objects();
         let current = objects.get(key.as_str()).map(|(m, _)| m.etag.clone());
         match (&options.condition, current) {
             (Condition::IfNoneMatch, Some(_)) => {
-                return Err(StoreError::Conflict {
-                    key: k,
-                    reason: "the object already exists".into(),
-                });
+                return Err(StoreError::Conflict { key: k, reason: "the object already exists".into() });
             }
             (Condition::IfMatch(_), None) => {
-                return Err(StoreError::Conflict {
-                    key: k,
-                    reason: "the object does not exist".into(),
-                });
+                return Err(StoreError::Conflict { key: k, reason: "the object does not exist".into() });
             }
             (Condition::IfMatch(expected), Some(actual)) if *expected != actual => {
-                return Err(StoreError::Conflict {
-                    key: k,
-                    reason: "the object has changed".into(),
-                });
+                return Err(StoreError::Conflict { key: k, reason: "the object has changed".into() });
             }
             _ => {}
         }
@@ -134,10 +102,8 @@ impl Store for MemoryStore {
         let objects = self.objects();
         // (key or common prefix, metadata for objects)
         let mut items: Vec<(String, Option<ObjectMeta>)> = Vec::new();
-        for (key, (meta, _)) in objects.range::<str, _>((
-            std::ops::Bound::Included(prefix),
-            std::ops::Bound::Unbounded,
-        )) {
+        for (key, (meta, _)) in objects.range::<str, _>((std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded))
+        {
             let Some(rest) = key.strip_prefix(prefix) else {
                 break;
             };
@@ -154,17 +120,11 @@ impl Store for MemoryStore {
         if let Some(after) = &options.start_after {
             items.retain(|(k, _)| k.as_str() > after.as_str());
         }
-        let limit = options.max_keys.unwrap_or(PAGE_LIMIT).clamp(1, PAGE_LIMIT);
+        let limit = options.max_keys.unwrap_or(crate::DEFAULT_PAGE).clamp(1, crate::MAX_LOCAL_PAGE);
         let more = items.len() > limit;
         items.truncate(limit);
-        let mut page = ListPage {
-            next: if more {
-                items.last().map(|(k, _)| k.clone())
-            } else {
-                None
-            },
-            ..ListPage::default()
-        };
+        let mut page =
+            ListPage { next: if more { items.last().map(|(k, _)| k.clone()) } else { None }, ..ListPage::default() };
         for (key, meta) in items {
             match meta {
                 Some(meta) => page.objects.push(meta),

@@ -32,12 +32,7 @@ pub struct WheelSpec {
 
 impl WheelSpec {
     pub fn new(name: &str, version: &str) -> Self {
-        Self {
-            name: name.into(),
-            version: version.into(),
-            requires_python: None,
-            requires_dist: Vec::new(),
-        }
+        Self { name: name.into(), version: version.into(), requires_python: None, requires_dist: Vec::new() }
     }
 
     #[must_use]
@@ -62,10 +57,7 @@ impl WheelSpec {
     }
 
     pub fn metadata(&self) -> String {
-        let mut m = format!(
-            "Metadata-Version: 2.1\nName: {}\nVersion: {}\n",
-            self.name, self.version
-        );
+        let mut m = format!("Metadata-Version: 2.1\nName: {}\nVersion: {}\n", self.name, self.version);
         if let Some(rp) = &self.requires_python {
             m.push_str(&format!("Requires-Python: {rp}\n"));
         }
@@ -116,8 +108,7 @@ pub fn build_zip(members: &[(String, String)], record_dir: Option<&str>) -> Vec<
         }
         if let Some(dir) = record_dir {
             record.push_str(&format!("{dir}/RECORD,,\n"));
-            zip.start_file(format!("{dir}/RECORD"), options)
-                .expect("zip entry");
+            zip.start_file(format!("{dir}/RECORD"), options).expect("zip entry");
             zip.write_all(record.as_bytes()).expect("zip write");
         }
         zip.finish().expect("zip finish");
@@ -131,11 +122,7 @@ mod base64_like {
         const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
         let mut out = String::new();
         for chunk in data.chunks(3) {
-            let b = [
-                chunk[0],
-                *chunk.get(1).unwrap_or(&0),
-                *chunk.get(2).unwrap_or(&0),
-            ];
+            let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
             let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
             for i in 0..=chunk.len() {
                 out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
@@ -181,9 +168,7 @@ impl TestServer {
     async fn serve(dir: tempfile::TempDir, store_dir: PathBuf) -> Self {
         let store: Arc<dyn Store> = Arc::new(LocalStore::open(&store_dir).expect("open store"));
         let state = AppState::new(store, vec![TOKEN.into()]);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind loopback");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let url = format!("http://{}/", listener.local_addr().expect("addr"));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn({
@@ -201,15 +186,7 @@ impl TestServer {
             .timeout(Duration::from_secs(60))
             .build()
             .expect("client");
-        Self {
-            url,
-            state,
-            dir,
-            store_dir,
-            client,
-            shutdown: Some(tx),
-            task: Some(task),
-        }
+        Self { url, state, dir, store_dir, client, shutdown: Some(tx), task: Some(task) }
     }
 
     pub fn store_dir(&self) -> PathBuf {
@@ -235,23 +212,12 @@ impl TestServer {
 
     /// Upload a wheel into [`ROOT`], asserting success.
     pub async fn upload(&self, spec: &WheelSpec) {
-        let (status, body) = self
-            .upload_bytes(&format!("{ROOT}{}", spec.filename()), spec.build())
-            .await;
-        assert!(
-            status == 201 || status == 200,
-            "upload of {} failed: {status} {body}",
-            spec.filename()
-        );
+        let (status, body) = self.upload_bytes(&format!("{ROOT}{}", spec.filename()), spec.build()).await;
+        assert!(status == 201 || status == 200, "upload of {} failed: {status} {body}", spec.filename());
     }
 
     pub async fn get_text(&self, path: &str) -> (u16, String) {
-        let response = self
-            .client
-            .get(format!("{}{path}", self.url))
-            .send()
-            .await
-            .expect("GET");
+        let response = self.client.get(format!("{}{path}", self.url)).send().await.expect("GET");
         let status = response.status().as_u16();
         (status, response.text().await.unwrap_or_default())
     }
@@ -280,9 +246,8 @@ impl Drop for TestServer {
 
 /// The virtualenv holding pip and uv for the suites.
 pub fn venv() -> PathBuf {
-    let path = std::env::var_os("QUARRY_TEST_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".venv"));
+    let path =
+        std::env::var_os("QUARRY_TEST_VENV").map(PathBuf::from).unwrap_or_else(|| workspace_root().join(".venv"));
     for tool in ["python", "pip", "uv"] {
         assert!(
             path.join("bin").join(tool).exists(),
@@ -294,10 +259,7 @@ pub fn venv() -> PathBuf {
 }
 
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
 
 /// The `quarry` binary built beside this test (run `cargo build -p quarry` first).
@@ -305,11 +267,7 @@ pub fn quarry_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
     let bin = dir.join("quarry");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build -p quarry` first (scripts/test does)",
-        bin.display()
-    );
+    assert!(bin.exists(), "{} is missing: run `cargo build -p quarry` first (scripts/test does)", bin.display());
     bin
 }
 
@@ -328,16 +286,10 @@ pub async fn run(mut cmd: tokio::process::Command, limit: Duration) -> Output {
 pub async fn pip_install(args: &[&str], target: &Path) -> Output {
     let venv = venv();
     let mut cmd = tokio::process::Command::new(venv.join("bin/pip"));
-    cmd.args([
-        "install",
-        "--no-cache-dir",
-        "--disable-pip-version-check",
-        "--no-input",
-        "--target",
-    ])
-    .arg(target)
-    .args(args)
-    .env("PIP_CONFIG_FILE", "/dev/null");
+    cmd.args(["install", "--no-cache-dir", "--disable-pip-version-check", "--no-input", "--target"])
+        .arg(target)
+        .args(args)
+        .env("PIP_CONFIG_FILE", "/dev/null");
     run(cmd, Duration::from_secs(180)).await
 }
 
@@ -345,15 +297,11 @@ pub async fn pip_install(args: &[&str], target: &Path) -> Output {
 pub async fn uv_pip(subcommand: &str, args: &[&str], target: Option<&Path>) -> Output {
     let venv = venv();
     let mut cmd = tokio::process::Command::new(venv.join("bin/uv"));
-    cmd.args(["pip", subcommand, "--no-cache", "--python"])
-        .arg(venv.join("bin/python"));
+    cmd.args(["pip", subcommand, "--no-cache", "--python"]).arg(venv.join("bin/python"));
     if let Some(t) = target {
         cmd.arg("--target").arg(t);
     }
-    cmd.args(args)
-        .env("UV_NO_CONFIG", "1")
-        .env_remove("UV_INDEX_URL")
-        .env_remove("UV_EXTRA_INDEX_URL");
+    cmd.args(args).env("UV_NO_CONFIG", "1").env_remove("UV_INDEX_URL").env_remove("UV_EXTRA_INDEX_URL");
     run(cmd, Duration::from_secs(180)).await
 }
 
@@ -393,10 +341,8 @@ pub async fn raw_request(
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let host = base_url.trim_start_matches("http://").trim_end_matches('/');
     let mut stream = tokio::net::TcpStream::connect(host).await.expect("connect");
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
+    let mut request =
+        format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
     for (k, v) in headers {
         request.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -409,25 +355,15 @@ pub async fn raw_request(
         .expect("response in time")
         .expect("read");
     let text = String::from_utf8_lossy(&response).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
     (status, body)
 }
 
 /// Every page of a root, for before/after comparisons.
 pub async fn snapshot_pages(server: &TestServer, projects: &[&str]) -> Vec<(String, String)> {
-    let mut paths = vec![
-        format!("{ROOT}index.html"),
-        format!("{ROOT}simple/index.html"),
-        format!("{ROOT}simple/index.json"),
-    ];
+    let mut paths =
+        vec![format!("{ROOT}index.html"), format!("{ROOT}simple/index.html"), format!("{ROOT}simple/index.json")];
     for p in projects {
         paths.push(format!("{ROOT}simple/{p}/index.html"));
         paths.push(format!("{ROOT}simple/{p}/index.json"));
@@ -448,33 +384,16 @@ pub async fn assert_pages_complete(server: &TestServer, files: &[WheelSpec]) {
     assert_eq!(status, 200);
     let (_, simple_root) = server.get_text(&format!("{ROOT}simple/index.json")).await;
     let simple_root: serde_json::Value = serde_json::from_str(&simple_root).expect("root JSON");
-    let listed: Vec<&str> = simple_root["projects"]
-        .as_array()
-        .expect("projects")
-        .iter()
-        .filter_map(|p| p["name"].as_str())
-        .collect();
+    let listed: Vec<&str> =
+        simple_root["projects"].as_array().expect("projects").iter().filter_map(|p| p["name"].as_str()).collect();
     for spec in files {
         let filename = spec.filename();
-        assert!(
-            find_links.contains(&format!(">{filename}</a>")),
-            "{filename} missing from index.html"
-        );
+        assert!(find_links.contains(&format!(">{filename}</a>")), "{filename} missing from index.html");
         let project = quarry_packaging::PackageName::new(&spec.name).expect("name");
-        assert!(
-            listed.contains(&project.as_str()),
-            "{project} missing from simple/index.json"
-        );
-        let (_, html) = server
-            .get_text(&format!("{ROOT}simple/{project}/index.html"))
-            .await;
-        assert!(
-            html.contains(&format!(">{filename}</a>")),
-            "{filename} missing from simple/{project}/index.html"
-        );
-        let (_, json) = server
-            .get_text(&format!("{ROOT}simple/{project}/index.json"))
-            .await;
+        assert!(listed.contains(&project.as_str()), "{project} missing from simple/index.json");
+        let (_, html) = server.get_text(&format!("{ROOT}simple/{project}/index.html")).await;
+        assert!(html.contains(&format!(">{filename}</a>")), "{filename} missing from simple/{project}/index.html");
+        let (_, json) = server.get_text(&format!("{ROOT}simple/{project}/index.json")).await;
         let json: serde_json::Value = serde_json::from_str(&json).expect("project JSON");
         let file = json["files"]
             .as_array()
@@ -482,18 +401,9 @@ pub async fn assert_pages_complete(server: &TestServer, files: &[WheelSpec]) {
             .iter()
             .find(|f| f["filename"] == filename.as_str())
             .unwrap_or_else(|| panic!("{filename} missing from simple/{project}/index.json"));
-        assert!(
-            file["core-metadata"]["sha256"].is_string(),
-            "{filename} has no core-metadata"
-        );
+        assert!(file["core-metadata"]["sha256"].is_string(), "{filename} has no core-metadata");
         let (status, metadata) = server.get_text(&format!("{ROOT}{filename}.metadata")).await;
-        assert_eq!(
-            status, 200,
-            "{filename}.metadata is advertised but not served"
-        );
-        assert_eq!(
-            sha256_hex(metadata.as_bytes()),
-            file["core-metadata"]["sha256"].as_str().unwrap_or_default()
-        );
+        assert_eq!(status, 200, "{filename}.metadata is advertised but not served");
+        assert_eq!(sha256_hex(metadata.as_bytes()), file["core-metadata"]["sha256"].as_str().unwrap_or_default());
     }
 }

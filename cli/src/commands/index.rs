@@ -16,11 +16,13 @@ pub(crate) struct IndexArgs {
     /// Print the reports as JSON.
     #[arg(long)]
     json: bool,
+    /// Republish every page even where the state says nothing changed.
+    #[arg(long)]
+    force: bool,
 }
 
 pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
-    let inner =
-        quarry_store::open(&args.store).with_context(|| format!("opening store {}", args.store))?;
+    let inner = quarry_store::open(&args.store).with_context(|| format!("opening store {}", args.store))?;
     let store = Arc::new(CountingStore::new(inner));
     let started = std::time::Instant::now();
     let mut roots = discover_roots(store.as_ref(), &args.prefix).await?;
@@ -30,12 +32,7 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
     let indexer = Indexer::new(store.clone());
     let mut reports = Vec::new();
     for root in &roots {
-        reports.push(
-            indexer
-                .reindex(root)
-                .await
-                .with_context(|| format!("reindexing {root}"))?,
-        );
+        reports.push(indexer.reindex_with(root, args.force).await.with_context(|| format!("reindexing {root}"))?);
     }
     let mut out = std::io::stdout().lock();
     if args.json {

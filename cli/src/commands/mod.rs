@@ -33,11 +33,7 @@ pub(crate) fn init_logging(verbose: u8) {
         _ => "debug,tower_http=debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
 }
 
 pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -54,12 +50,7 @@ pub(crate) fn read_tokens(path: Option<&std::path::Path>) -> anyhow::Result<Vec<
     if let Some(path) = path {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read token file {}: {e}", path.display()))?;
-        tokens.extend(
-            text.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(str::to_owned),
-        );
+        tokens.extend(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned));
     }
     if let Ok(t) = std::env::var("QUARRY_TOKEN")
         && !t.trim().is_empty()

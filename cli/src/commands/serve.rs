@@ -36,17 +36,14 @@ fn ensure_token_file(path: &Path) -> anyhow::Result<()> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options
-        .open(path)
-        .with_context(|| format!("creating token file {}", path.display()))?;
+    let mut file = options.open(path).with_context(|| format!("creating token file {}", path.display()))?;
     writeln!(file, "{token}")?;
     tracing::info!(path = %path.display(), "wrote a new upload token");
     Ok(())
 }
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let store =
-        quarry_store::open(&args.store).with_context(|| format!("opening store {}", args.store))?;
+    let store = quarry_store::open(&args.store).with_context(|| format!("opening store {}", args.store))?;
     if let Some(path) = &args.token_file {
         ensure_token_file(path)?;
     }
@@ -58,18 +55,13 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Catch up with files that landed while no server was running.
     let indexer = Indexer::new(store.clone());
     for root in discover_roots(store.as_ref(), "").await? {
-        let report = indexer
-            .reindex(&root)
-            .await
-            .with_context(|| format!("reindexing {root}"))?;
+        let report = indexer.reindex(&root).await.with_context(|| format!("reindexing {root}"))?;
         if report.committed {
             tracing::info!(%root, added = report.added.len(), removed = report.removed.len(), "caught up");
         }
     }
 
-    let listener = tokio::net::TcpListener::bind(args.addr)
-        .await
-        .with_context(|| format!("binding {}", args.addr))?;
+    let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
     let local = listener.local_addr()?;
     let state = AppState::new(store.clone(), tokens).with_max_upload(args.max_upload_bytes);
     tracing::info!(store = %store.describe(), "serving on http://{local}/");
@@ -78,9 +70,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         writeln!(out, "http://{local}/")?;
         out.flush()?;
     }
-    serve(listener, state, shutdown())
-        .await
-        .context("serving")?;
+    serve(listener, state, shutdown()).await.context("serving")?;
     Ok(())
 }
 

@@ -38,11 +38,7 @@ struct Summary {
 const ATTEMPTS: u32 = 3;
 
 pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
-    let to = if args.to.ends_with('/') {
-        args.to.clone()
-    } else {
-        format!("{}/", args.to)
-    };
+    let to = if args.to.ends_with('/') { args.to.clone() } else { format!("{}/", args.to) };
     let base = reqwest::Url::parse(&to).with_context(|| format!("--to {to:?} is not a URL"))?;
     if !matches!(base.scheme(), "http" | "https") {
         bail!("--to must be an http(s) URL of a Quarry server, got {to:?}");
@@ -51,16 +47,13 @@ pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
         .into_iter()
         .next()
         .context("no upload token: pass --token-file or set QUARRY_TOKEN")?;
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(30))
-        .build()?;
+    let client = reqwest::Client::builder().connect_timeout(Duration::from_secs(30)).build()?;
     let bars = MultiProgress::new();
-    let results: Vec<anyhow::Result<serde_json::Value>> =
-        futures_util::stream::iter(args.files.iter())
-            .map(|path| upload_one(&client, &base, &token, path, &bars))
-            .buffered(args.jobs.max(1))
-            .collect()
-            .await;
+    let results: Vec<anyhow::Result<serde_json::Value>> = futures_util::stream::iter(args.files.iter())
+        .map(|path| upload_one(&client, &base, &token, path, &bars))
+        .buffered(args.jobs.max(1))
+        .collect()
+        .await;
     let mut files = Vec::new();
     let mut failed = 0;
     for (path, result) in args.files.iter().zip(results) {
@@ -113,29 +106,20 @@ async fn upload_one(
     let url = base.join(&percent_encode(name))?;
     let mut last_error = None;
     for attempt in 1..=ATTEMPTS {
-        let file = tokio::fs::File::open(path)
-            .await
-            .with_context(|| format!("opening {}", path.display()))?;
+        let file = tokio::fs::File::open(path).await.with_context(|| format!("opening {}", path.display()))?;
         let size = file.metadata().await?.len();
         let bar = bars.add(ProgressBar::new(size));
         bar.set_style(
-            ProgressStyle::with_template(
-                "{msg:40!} {bar:30} {bytes}/{total_bytes} {bytes_per_sec}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template("{msg:40!} {bar:30} {bytes}/{total_bytes} {bytes_per_sec}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.set_message(name.to_owned());
         let hasher = std::sync::Arc::new(std::sync::Mutex::new(Sha256Hex::default()));
         let (bar2, hasher2) = (bar.clone(), hasher.clone());
-        let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024).inspect_ok(
-            move |chunk| {
-                bar2.inc(chunk.len() as u64);
-                hasher2
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .update(chunk);
-            },
-        );
+        let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024).inspect_ok(move |chunk| {
+            bar2.inc(chunk.len() as u64);
+            hasher2.lock().unwrap_or_else(std::sync::PoisonError::into_inner).update(chunk);
+        });
         let response = client
             .put(url.clone())
             .bearer_auth(token)
@@ -147,36 +131,19 @@ async fn upload_one(
         match response {
             Ok(r) if r.status().is_success() => {
                 let body = r.bytes().await.context("reading the server's answer")?;
-                let value: serde_json::Value =
-                    serde_json::from_slice(&body).context("parsing the server's answer")?;
-                let ours = std::mem::take(
-                    &mut *hasher
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner),
-                )
-                .finish();
+                let value: serde_json::Value = serde_json::from_slice(&body).context("parsing the server's answer")?;
+                let ours =
+                    std::mem::take(&mut *hasher.lock().unwrap_or_else(std::sync::PoisonError::into_inner)).finish();
                 if value["sha256"].as_str() != Some(ours.as_str()) {
-                    bail!(
-                        "the server stored sha256 {} but we sent {ours}",
-                        value["sha256"]
-                    );
+                    bail!("the server stored sha256 {} but we sent {ours}", value["sha256"]);
                 }
                 return Ok(value);
             }
             Ok(r) if r.status().is_server_error() => {
-                last_error = Some(anyhow::anyhow!(
-                    "{}: {}",
-                    r.status(),
-                    r.text().await.unwrap_or_default().trim()
-                ));
+                last_error = Some(anyhow::anyhow!("{}: {}", r.status(), r.text().await.unwrap_or_default().trim()));
             }
             Ok(r) => {
-                bail!(
-                    "{} refused: {} {}",
-                    url,
-                    r.status(),
-                    r.text().await.unwrap_or_default().trim()
-                );
+                bail!("{} refused: {} {}", url, r.status(), r.text().await.unwrap_or_default().trim());
             }
             Err(e) => last_error = Some(anyhow::Error::new(e).context(format!("sending {name}"))),
         }
@@ -189,9 +156,7 @@ async fn upload_one(
 fn percent_encode(name: &str) -> String {
     name.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
             _ => format!("%{b:02X}"),
         })
         .collect()
