@@ -27,9 +27,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use quarry_index::Indexer;
-use quarry_store::{CountingStore, Store};
 #[cfg(test)]
 use quarry_store::StoreExt;
+use quarry_store::{CountingStore, Store};
 
 pub use coalesce::Coalescer;
 pub use error::AppError;

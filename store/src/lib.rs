@@ -263,8 +263,9 @@ pub trait StoreExt: Store {
         let mut all = ListPage::default();
         let mut start_after = None;
         loop {
-            let page =
-                self.list(prefix, ListOptions { delimited, start_after: start_after.take(), max_keys: Some(usize::MAX) }).await?;
+            let page = self
+                .list(prefix, ListOptions { delimited, start_after: start_after.take(), max_keys: Some(usize::MAX) })
+                .await?;
             all.objects.extend(page.objects);
             all.common_prefixes.extend(page.common_prefixes);
             match page.next {

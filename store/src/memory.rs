@@ -12,7 +12,6 @@ use crate::{
     Sha256Hex, Store, StoreError, bytes_stream, validate_prefix,
 };
 
-
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     objects: Mutex<BTreeMap<String, (ObjectMeta, Bytes)>>,
