@@ -6,14 +6,16 @@ Measures, each RUNS times (median reported):
   quarry-noop      `quarry index STORE` again with nothing changed
   dumb-pypi        `dumb-pypi --package-list-json` full build (default flags, and with
                    --no-per-release-json), from the precomputed names and hashes
-  pypiserver       server started on the wheel directory: first GET /simple/ (directory scan),
-                   first GET /simple/<project>/ (hashes that project's files), second GET /simple/;
-                   for the simple-dir backend (rescans on every request) and cached-dir (watchdog)
+  pypiserver       server started on the wheel directory: first and second GET /simple/ (directory
+                   scan), first GET /simple/<project>/ (rescan, then hash that project's files), and
+                   a spread sample of other project pages whose mean, times the number of projects,
+                   estimates serving every page once; for the simple-dir backend (rescans on every
+                   request) and cached-dir (watchdog-invalidated cache)
   quarry-upload    `quarry upload` of one new wheel into the indexed root via `quarry serve`:
                    wall time of the command, store-operation deltas from /metrics
   quarry-drop      one new wheel copied into the root, then `quarry index STORE`
   dumb-pypi-incr   dumb-pypi with --previous-package-list-json and one more line
-and pypiserver-cached-dir fetching every project page once (the lazy equivalent of a full index).
+and, with --eatmydata, quarry-scratch again with fsync disabled (to show what durability costs).
 
 Every server is started on 127.0.0.1 on a port chosen at run time, waited for with a bounded
 loop, and killed on exit (also on SIGINT/SIGTERM). WORK/pids always lists the children still
@@ -121,7 +123,10 @@ class Ran:
 def run_timed(argv: list[str], *, env: dict | None = None, check: bool = True,
               timeout: float = 600.0) -> Ran:
     """Run a command to completion; wall time from just before spawn to reaping, and the child's
-    own peak RSS from wait4 (not the maximum over all children)."""
+    own peak RSS from wait4 (not the maximum over all children). Dirty pages left by earlier
+    steps (copies, previous runs) are flushed first, outside the timing, so one run's write-back
+    does not land in the next run's time."""
+    os.sync()
     out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"quarry-bench-{os.getpid()}.out"
     err_path = out_path.with_suffix(".err")
     with out_path.open("w+b") as out, err_path.open("w+b") as err:
@@ -350,6 +355,17 @@ def bench_quarry_scratch(a, res: Results, wheels: Path, expected: list[dict], pr
             problems.add(f"quarry index from scratch printed {ran.stdout.strip()!r}, "
                          f"expected '{len(expected)} added'")
     assert store is not None
+    if a.eatmydata:
+        for r in range(a.runs):
+            other = a.work / f"store-eatmydata-{r}"
+            shutil.rmtree(other, ignore_errors=True)
+            copy_wheels(wheels, other / ROOT)
+            ran = run_timed([str(a.eatmydata), str(a.quarry), "index", str(other)])
+            res.add("quarry-scratch-nofsync", ran.seconds, ops=parse_ops(ran.stderr),
+                    rss_kib=ran.max_rss_kib)
+            print(f"  eatmydata quarry index (scratch, fsync disabled) run {r + 1}: {ran.seconds:.2f}s",
+                  file=sys.stderr)
+            shutil.rmtree(other)
     check_quarry_root(store / ROOT, expected, problems, "after quarry index from scratch")
     root = store / ROOT
     res.meta["quarry_outputs"] = {
@@ -440,44 +456,42 @@ def bench_pypiserver(a, res: Results, wheels: Path, n_projects: int, sample: str
             proc, port = start_pypiserver(a, wheels, backend)
             try:
                 status, body, first = http_get("127.0.0.1", port, "/simple/")
-                links = body.count(b"<a ")
-                if status != 200 or links != n_projects:
-                    problems.add(f"pypiserver {backend} /simple/: status {status}, {links} links "
+                names = [n.decode() for n in re.findall(rb'href="([^"/]+)/"', body)]
+                if status != 200 or len(names) != n_projects:
+                    problems.add(f"pypiserver {backend} /simple/: status {status}, {len(names)} links "
                                  f"(expected {n_projects})")
+                _, _, second = http_get("127.0.0.1", port, "/simple/")
                 status, body, project_first = http_get("127.0.0.1", port, f"/simple/{sample}/")
                 if status != 200 or body.count(b"#sha256=") != a.versions:
                     problems.add(f"pypiserver {backend} /simple/{sample}/: status {status}, "
                                  f"{body.count(b'#sha256=')} hashed links")
-                _, _, second = http_get("127.0.0.1", port, "/simple/")
-                _, _, project_second = http_get("127.0.0.1", port, f"/simple/{sample}/")
                 res.add(f"pypiserver-{backend}-simple-first", first)
-                res.add(f"pypiserver-{backend}-project-first", project_first)
                 res.add(f"pypiserver-{backend}-simple-second", second)
-                res.add(f"pypiserver-{backend}-project-second", project_second)
-                print(f"  pypiserver {backend} run {r + 1}: /simple/ first {first:.3f}s, "
-                      f"/simple/{sample}/ first {project_first:.3f}s, /simple/ second {second:.3f}s, "
-                      f"/simple/{sample}/ second {project_second:.3f}s", file=sys.stderr)
-                if backend == "cached-dir" and a.all_pages:
-                    # Every project page once: pypiserver's lazy equivalent of a full index
-                    # (lists the directory once, hashes every file once).
-                    names = re.findall(rb'href="([^"/]+)/"', body_simple(port))
-                    t0 = time.perf_counter()
-                    for name in names:
-                        st, _, _ = http_get("127.0.0.1", port, f"/simple/{name.decode()}/")
-                        if st != 200:
-                            problems.add(f"pypiserver cached-dir /simple/{name.decode()}/: {st}")
-                            break
-                    res.add("pypiserver-cached-dir-all-pages", time.perf_counter() - t0)
-                    print(f"    all {len(names)} project pages: {time.perf_counter() - t0:.2f}s",
-                          file=sys.stderr)
+                res.add(f"pypiserver-{backend}-project-first", project_first)
+                # A spread sample of other project pages, each requested once: the per-page cost
+                # of pypiserver's lazy equivalent of a full index (list, then hash the project's
+                # files). Fetching all of them would take minutes, so the total is extrapolated.
+                step = max(1, len(names) // a.page_sample)
+                picked = [n for n in names[::step] if n != sample][: a.page_sample]
+                page_times = []
+                for name in picked:
+                    st, page, t = http_get("127.0.0.1", port, f"/simple/{name}/")
+                    if st != 200 or b"#sha256=" not in page:
+                        problems.add(f"pypiserver {backend} /simple/{name}/: status {st}")
+                        break
+                    page_times.append(t)
+                if page_times:
+                    mean = statistics.mean(page_times)
+                    res.add(f"pypiserver-{backend}-page-mean", mean)
+                    res.add(f"pypiserver-{backend}-all-pages-est", mean * n_projects)
                 rss = peak_rss_kib(proc.pid)
                 res.rows[f"pypiserver-{backend}-simple-first"].setdefault("rss_kib", []).append(rss)
+                print(f"  pypiserver {backend} run {r + 1}: /simple/ first {first:.3f}s, second "
+                      f"{second:.3f}s; /simple/{sample}/ first {project_first:.3f}s; "
+                      f"{len(page_times)} other project pages, mean {statistics.mean(page_times or [0]):.3f}s",
+                      file=sys.stderr)
             finally:
                 stop(proc)
-
-
-def body_simple(port: int) -> bytes:
-    return http_get("127.0.0.1", port, "/simple/")[1]
 
 
 def metrics(port: int) -> dict[str, int]:
@@ -618,18 +632,21 @@ def report(a, res: Results, problems: Problems) -> str:
 
     row("quarry-scratch", "quarry index, from scratch",
         "; ".join(filter(None, [ops_note("quarry-scratch"), rss_note("quarry-scratch")])))
+    row("quarry-scratch-nofsync", "quarry index, from scratch, under eatmydata (no fsync)",
+        "not a supported mode: shows the cost of durable writes")
     row("quarry-noop", "quarry index, no-op", ops_note("quarry-noop"))
     row("dumb-pypi", "dumb-pypi, full build (default flags)", rss_note("dumb-pypi"))
     row("dumb-pypi-no-per-release-json", "dumb-pypi, full build, --no-per-release-json",
         rss_note("dumb-pypi-no-per-release-json"))
     for backend in ("simple-dir", "cached-dir"):
         row(f"pypiserver-{backend}-simple-first", f"pypiserver {backend}: first GET /simple/",
-            rss_note(f"pypiserver-{backend}-simple-first") + " (server, after 4 GETs)")
-        row(f"pypiserver-{backend}-project-first", f"pypiserver {backend}: first GET /simple/{a.sample_project}/")
+            rss_note(f"pypiserver-{backend}-simple-first") + " (server, at the end of the run)")
         row(f"pypiserver-{backend}-simple-second", f"pypiserver {backend}: second GET /simple/")
-        row(f"pypiserver-{backend}-project-second", f"pypiserver {backend}: second GET /simple/{a.sample_project}/")
-    row("pypiserver-cached-dir-all-pages", "pypiserver cached-dir: every project page once",
-        "after the timed GETs above; lists once, hashes every file")
+        row(f"pypiserver-{backend}-project-first", f"pypiserver {backend}: first GET /simple/{a.sample_project}/")
+        row(f"pypiserver-{backend}-page-mean", f"pypiserver {backend}: mean GET of another project page",
+            f"{a.page_sample} pages spread over the index, each fetched once")
+        row(f"pypiserver-{backend}-all-pages-est", f"pypiserver {backend}: every project page once (estimate)",
+            f"mean page time x {res.meta['projects']} projects")
     row("quarry-serve-simple-first", "quarry serve: first GET …/simple/ (prebuilt page)")
     row("quarry-serve-project-first", f"quarry serve: first GET …/simple/{a.sample_project}/")
     row("quarry-upload", "quarry upload of 1 new wheel into the indexed root (command wall time)",
@@ -649,14 +666,20 @@ def report(a, res: Results, problems: Problems) -> str:
     ratio("dumb-pypi full build / quarry index from scratch", "dumb-pypi", "quarry-scratch")
     ratio("dumb-pypi --no-per-release-json / quarry index from scratch",
           "dumb-pypi-no-per-release-json", "quarry-scratch")
+    ratio("dumb-pypi full build / quarry index from scratch under eatmydata",
+          "dumb-pypi", "quarry-scratch-nofsync")
     ratio("pypiserver simple-dir first /simple/ / quarry index from scratch",
           "pypiserver-simple-dir-simple-first", "quarry-scratch")
     ratio("pypiserver cached-dir first /simple/ / quarry index from scratch",
           "pypiserver-cached-dir-simple-first", "quarry-scratch")
-    ratio("pypiserver cached-dir every project page / quarry index from scratch",
-          "pypiserver-cached-dir-all-pages", "quarry-scratch")
-    ratio("pypiserver simple-dir first /simple/ / quarry serve first /simple/",
+    ratio("pypiserver simple-dir every project page (est.) / quarry index from scratch",
+          "pypiserver-simple-dir-all-pages-est", "quarry-scratch")
+    ratio("pypiserver cached-dir every project page (est.) / quarry index from scratch",
+          "pypiserver-cached-dir-all-pages-est", "quarry-scratch")
+    ratio("pypiserver simple-dir first /simple/ / quarry serve first /simple/ (prebuilt)",
           "pypiserver-simple-dir-simple-first", "quarry-serve-simple-first")
+    ratio("pypiserver simple-dir project page / quarry serve project page (prebuilt)",
+          "pypiserver-simple-dir-page-mean", "quarry-serve-project-first")
     ratio("dumb-pypi incremental +1 / quarry upload +1", "dumb-pypi-incremental", "quarry-upload")
     ratio("dumb-pypi incremental +1 / quarry drop + index +1", "dumb-pypi-incremental", "quarry-drop")
     w("")
@@ -691,8 +714,10 @@ def main() -> int:
     p.add_argument("--data", type=Path, required=True, help="gen_wheels.py output directory")
     p.add_argument("--work", type=Path, required=True, help="scratch directory")
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--no-all-pages", dest="all_pages", action="store_false",
-                   help="skip fetching every project page from pypiserver")
+    p.add_argument("--page-sample", type=int, default=25,
+                   help="pypiserver project pages fetched per run to estimate the all-pages cost")
+    p.add_argument("--eatmydata", type=Path,
+                   help="also time quarry index from scratch under this eatmydata (fsync disabled)")
     p.add_argument("--results-json", type=Path)
     a = p.parse_args()
 

@@ -12,6 +12,9 @@
 #   RUNS         repetitions per measurement, median reported (default 3)
 #   PYTHON       interpreter used to create the venv (default python3)
 #   SKIP_BUILD=1 use the existing target/release/quarry
+#   EATMYDATA    path to eatmydata (default: found on PATH, if installed); adds a run of
+#                `quarry index` with fsync disabled, to show what durable writes cost. Optional:
+#                `apt-get install eatmydata`.
 #
 # Prints the results table (markdown) on stdout; progress goes to stderr. Writes
 # $BENCH_WORK/results.json and $BENCH_WORK/results.md. Exits non-zero if a check failed.
@@ -111,9 +114,17 @@ log "generating $((projects * versions)) wheels ($projects projects x $versions 
 
 # --- benches ---------------------------------------------------------------------------------
 log "running the benches ($runs runs each)"
+extra_args=()
+eatmydata="${EATMYDATA:-$(command -v eatmydata || true)}"
+if [[ -n "$eatmydata" ]]; then
+    extra_args+=(--eatmydata "$eatmydata")
+else
+    log "eatmydata not found: skipping the fsync-disabled quarry run"
+fi
 set +e
 "$venv/bin/python" "$here/bench.py" --quarry "$quarry" --venv "$venv" --data "$work/data" \
-    --work "$work/run" --runs "$runs" --results-json "$work/results.json" > "$work/results.md" &
+    --work "$work/run" --runs "$runs" --results-json "$work/results.json" "${extra_args[@]}" \
+    > "$work/results.md" &
 harness_pid=$!
 wait "$harness_pid"
 status=$?

@@ -183,6 +183,8 @@ impl TestServer {
         });
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            // No idle keep-alive connections: they would hold up graceful shutdown.
+            .pool_max_idle_per_host(0)
             .timeout(Duration::from_secs(60))
             .build()
             .expect("client");

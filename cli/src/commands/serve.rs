@@ -70,9 +70,27 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         writeln!(out, "http://{local}/")?;
         out.flush()?;
     }
-    serve(listener, state, shutdown()).await.context("serving")?;
+    // Graceful shutdown waits for open connections; idle keep-alive clients could hold it up
+    // forever, so give them a grace period and then stop anyway.
+    let stopping = std::sync::Arc::new(tokio::sync::Notify::new());
+    let signal = {
+        let stopping = stopping.clone();
+        async move {
+            shutdown().await;
+            stopping.notify_waiters();
+        }
+    };
+    tokio::select! {
+        served = serve(listener, state, signal) => served.context("serving")?,
+        () = async {
+            stopping.notified().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; stopping anyway"),
+    }
     Ok(())
 }
+
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn shutdown() {
     let ctrl_c = async {
