@@ -11,6 +11,7 @@ fn repository() -> Vec<WheelSpec> {
         WheelSpec::new("app-top", "1.0").requires("Foo.Bar-baz>=1.0"),
         WheelSpec::new("Other_Pkg", "0.1"),
         WheelSpec::new("Other_Pkg", "0.2"),
+        WheelSpec::new("rocm-sdk-core", "7.10.0rc20251124+rocm7.10"),
     ]
 }
 
@@ -180,5 +181,47 @@ async fn require_hashes_uses_our_hashes_and_catches_tampering() {
     assert!(!out.status.success(), "pip installed a tampered wheel");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("THESE PACKAGES DO NOT MATCH THE HASHES"), "unexpected pip error: {stderr}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn local_versions_and_yanked_files() {
+    let server = serve_repository().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let find_links = format!("{}index.html", server.root_url());
+    let simple = format!("{}simple/", server.root_url());
+
+    // A `+` local version: the href carries %2B, and both clients fetch it.
+    let (_, page) = server.get_text(&format!("{ROOT}index.html")).await;
+    assert!(page.contains("href=\"rocm_sdk_core-7.10.0rc20251124%2Brocm7.10-py3-none-any.whl#sha256="), "{page}");
+    let target = tmp.path().join("pip-local");
+    let out = pip_install(
+        &["--pre", "--no-index", "--find-links", &find_links, "rocm-sdk-core==7.10.0rc20251124+rocm7.10"],
+        &target,
+    )
+    .await;
+    assert_success(&out, "pip install of a local version");
+    assert_eq!(installed(&target), ["rocm_sdk_core-7.10.0rc20251124+rocm7.10.dist-info"]);
+    let target = tmp.path().join("uv-local");
+    let out =
+        uv_pip("install", &["--prerelease", "allow", "--index-url", &simple, "rocm-sdk-core"], Some(&target)).await;
+    assert_success(&out, "uv install of a local version");
+    assert_eq!(installed(&target), ["rocm_sdk_core-7.10.0rc20251124+rocm7.10.dist-info"]);
+
+    // Yank Other_Pkg 0.2 with a marker beside it: pip falls back to 0.1, and an exact pin
+    // still gets 0.2 (PEP 592).
+    let marker = server.store_dir().join(ROOT).join("Other_Pkg-0.2-py3-none-any.whl.yanked");
+    std::fs::write(&marker, "broken build").unwrap();
+    server.upload(&WheelSpec::new("trigger", "1.0")).await;
+    let (_, json) = server.get_text(&format!("{ROOT}simple/other-pkg/index.json")).await;
+    assert!(json.contains("\"yanked\":\"broken build\""), "{json}");
+    let target = tmp.path().join("yanked");
+    let out = pip_install(&["--index-url", &simple, "other-pkg"], &target).await;
+    assert_success(&out, "pip install with a yanked newest version");
+    assert_eq!(installed(&target), ["Other_Pkg-0.1.dist-info"]);
+    let target = tmp.path().join("pinned");
+    let out = pip_install(&["--no-index", "--find-links", &find_links, "other-pkg==0.2"], &target).await;
+    assert_success(&out, "pip install of a pinned yanked version");
+    assert_eq!(installed(&target), ["Other_Pkg-0.2.dist-info"]);
     server.stop().await;
 }
