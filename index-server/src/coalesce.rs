@@ -27,6 +27,10 @@ impl Coalescer {
         Arc::new(Self { indexer, slots: Mutex::new(HashMap::new()) })
     }
 
+    pub fn indexer(&self) -> &Indexer {
+        &self.indexer
+    }
+
     /// Ask for `root` to be reindexed and wait until a run covering this request has finished.
     pub async fn reindex(self: &Arc<Self>, root: RepoRoot) -> Result<(), String> {
         let slot = {

@@ -104,7 +104,7 @@ pub(crate) async fn put_path(
             let meta = store.head(&key).await?;
             // Validate before anything advertises it; a refused file is removed again.
             match inspect(&store, &meta).await {
-                Ok(_) => {}
+                Ok(inspected) => state.coalescer.indexer().remember(&key, inspected),
                 Err(InspectError::Rejected(reason)) => {
                     store.delete(&key).await?;
                     return Err(AppError::BadRequest(format!("{reason}; the upload was discarded")));

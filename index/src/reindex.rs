@@ -3,8 +3,8 @@
 //! A conflict on the commit means another indexer moved the state: start over and republish
 //! everything, so the last successful commit always follows a full publish of its own pages.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -77,11 +77,31 @@ pub struct Indexer {
     store: Arc<dyn Store>,
     concurrency: usize,
     max_attempts: u32,
+    /// Files already inspected by the caller (the upload path), by key; used when the ETag
+    /// still matches, so a fresh upload is not read twice.
+    known: Arc<Mutex<HashMap<String, Inspected>>>,
 }
+
+/// Most remembered inspections kept; beyond it the oldest are simply recomputed.
+const MAX_KNOWN: usize = 4096;
 
 impl Indexer {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Self { store, concurrency: 8, max_attempts: 50 }
+        Self { store, concurrency: 8, max_attempts: 50, known: Arc::default() }
+    }
+
+    /// Remember what the caller learned inspecting `key`, for the next reindex of its root.
+    pub fn remember(&self, key: &Key, inspected: Inspected) {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        if known.len() >= MAX_KNOWN {
+            known.clear();
+        }
+        known.insert(key.to_string(), inspected);
+    }
+
+    fn recall(&self, object: &ObjectMeta) -> Option<Inspected> {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        known.remove(object.key.as_str()).filter(|i| i.entry.etag == object.etag)
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -170,7 +190,10 @@ impl Indexer {
         let store = &self.store;
         let inspected: Vec<(ObjectMeta, Result<Inspected, InspectError>)> = futures_util::stream::iter(todo)
             .map(|object| async move {
-                let result = inspect(store, &object).await;
+                let result = match self.recall(&object) {
+                    Some(known) => Ok(known),
+                    None => inspect(store, &object).await,
+                };
                 (object, result)
             })
             .buffer_unordered(self.concurrency)
