@@ -118,6 +118,16 @@ class Ran:
     stdout: str
     stderr: str
     returncode: int
+    # Average cores kept busy by anything other than the timed command during its run (from
+    # /proc/stat minus the command's own rusage): a check that the machine was quiet.
+    other_cores: float = 0.0
+
+
+def busy_cpu_seconds() -> float:
+    """CPU seconds spent busy on all cores since boot (user+nice+system+irq+softirq+steal)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def run_timed(argv: list[str], *, env: dict | None = None, check: bool = True,
@@ -130,6 +140,7 @@ def run_timed(argv: list[str], *, env: dict | None = None, check: bool = True,
     out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"quarry-bench-{os.getpid()}.out"
     err_path = out_path.with_suffix(".err")
     with out_path.open("w+b") as out, err_path.open("w+b") as err:
+        busy0 = busy_cpu_seconds()
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, start_new_session=True)
         _register(proc)
@@ -143,12 +154,14 @@ def run_timed(argv: list[str], *, env: dict | None = None, check: bool = True,
                 raise RuntimeError(f"timed out after {timeout}s: {' '.join(argv)}")
             time.sleep(0.002)
         seconds = time.perf_counter() - t0
+        own = rusage.ru_utime + rusage.ru_stime
+        other = max(0.0, (busy_cpu_seconds() - busy0 - own) / seconds)
         proc.returncode = os.waitstatus_to_exitcode(status)
         _unregister(proc)
         out.seek(0)
         err.seek(0)
         ran = Ran(seconds, rusage.ru_maxrss, out.read().decode(errors="replace"),
-                  err.read().decode(errors="replace"), proc.returncode)
+                  err.read().decode(errors="replace"), proc.returncode, other)
     out_path.unlink(missing_ok=True)
     err_path.unlink(missing_ok=True)
     if check and ran.returncode != 0:
@@ -185,6 +198,13 @@ def wait_http_ok(host: str, port: int, path: str, proc: subprocess.Popen,
             pass
         time.sleep(0.05)
     raise RuntimeError(f"no 200 from http://{host}:{port}{path} within {deadline_s}s")
+
+
+def background_cores(window: float = 1.0) -> float:
+    """Average cores busy over `window` seconds while this harness runs nothing."""
+    b0, t0 = busy_cpu_seconds(), time.perf_counter()
+    time.sleep(window)
+    return (busy_cpu_seconds() - b0) / (time.perf_counter() - t0)
 
 
 def peak_rss_kib(pid: int) -> int | None:
@@ -329,6 +349,13 @@ class Results:
     meta: dict = field(default_factory=dict)
     rows: dict = field(default_factory=dict)  # name -> dict(samples=[...], ...)
 
+    def quiet_check(self, section: str) -> None:
+        cores = background_cores()
+        self.meta.setdefault("background_cores", {})[section] = round(cores, 2)
+        if cores > 0.25:
+            print(f"  warning: {cores:.2f} cores busy with other work before {section}",
+                  file=sys.stderr)
+
     def add(self, name: str, seconds: float, **extra) -> None:
         row = self.rows.setdefault(name, {"samples": []})
         row["samples"].append(seconds)
@@ -340,6 +367,8 @@ class Results:
 
 
 def bench_quarry_scratch(a, res: Results, wheels: Path, expected: list[dict], problems: Problems) -> Path:
+    """Fresh store per run. With --eatmydata, an fsync-disabled run follows each normal run
+    (interleaved, so both see the same disk conditions)."""
     store = None
     for r in range(a.runs):
         if store is not None:
@@ -348,24 +377,24 @@ def bench_quarry_scratch(a, res: Results, wheels: Path, expected: list[dict], pr
         copy_wheels(wheels, store / ROOT)
         ran = run_timed([str(a.quarry), "index", str(store)])
         ops = parse_ops(ran.stderr)
-        res.add("quarry-scratch", ran.seconds, ops=ops, rss_kib=ran.max_rss_kib, stdout=ran.stdout.strip())
+        res.add("quarry-scratch", ran.seconds, ops=ops, rss_kib=ran.max_rss_kib,
+                other_cores=ran.other_cores)
         print(f"  quarry index (scratch) run {r + 1}: {ran.seconds:.2f}s, {fmt_ops(ops)}, "
               f"peak RSS {ran.max_rss_kib / 1024:.0f} MiB | {ran.stdout.strip()}", file=sys.stderr)
         if f"{len(expected)} added" not in ran.stdout:
             problems.add(f"quarry index from scratch printed {ran.stdout.strip()!r}, "
                          f"expected '{len(expected)} added'")
-    assert store is not None
-    if a.eatmydata:
-        for r in range(a.runs):
+        if a.eatmydata:
             other = a.work / f"store-eatmydata-{r}"
             shutil.rmtree(other, ignore_errors=True)
             copy_wheels(wheels, other / ROOT)
             ran = run_timed([str(a.eatmydata), str(a.quarry), "index", str(other)])
             res.add("quarry-scratch-nofsync", ran.seconds, ops=parse_ops(ran.stderr),
-                    rss_kib=ran.max_rss_kib)
+                    rss_kib=ran.max_rss_kib, other_cores=ran.other_cores)
             print(f"  eatmydata quarry index (scratch, fsync disabled) run {r + 1}: {ran.seconds:.2f}s",
                   file=sys.stderr)
             shutil.rmtree(other)
+    assert store is not None
     check_quarry_root(store / ROOT, expected, problems, "after quarry index from scratch")
     root = store / ROOT
     res.meta["quarry_outputs"] = {
@@ -382,7 +411,7 @@ def bench_quarry_noop(a, res: Results, store: Path, problems: Problems) -> None:
     for r in range(a.runs):
         ran = run_timed([str(a.quarry), "index", str(store)])
         ops = parse_ops(ran.stderr)
-        res.add("quarry-noop", ran.seconds, ops=ops, rss_kib=ran.max_rss_kib)
+        res.add("quarry-noop", ran.seconds, ops=ops, rss_kib=ran.max_rss_kib, other_cores=ran.other_cores)
         print(f"  quarry index (no-op) run {r + 1}: {ran.seconds:.2f}s, {fmt_ops(ops)} | "
               f"{ran.stdout.strip()}", file=sys.stderr)
         if "(unchanged)" not in ran.stdout:
@@ -400,7 +429,7 @@ def bench_dumb_pypi(a, res: Results, package_list: Path, n: int, problems: Probl
             shutil.rmtree(out, ignore_errors=True)
             ran = run_timed([str(a.venv / "bin" / "dumb-pypi"), "--package-list-json", str(package_list),
                              "--output-dir", str(out), "--packages-url", "../../pool/", *flags])
-            res.add(name, ran.seconds, rss_kib=ran.max_rss_kib)
+            res.add(name, ran.seconds, rss_kib=ran.max_rss_kib, other_cores=ran.other_cores)
             print(f"  {name} run {r + 1}: {ran.seconds:.2f}s, peak RSS {ran.max_rss_kib / 1024:.0f} MiB",
                   file=sys.stderr)
             if name == "dumb-pypi" and r == a.runs - 1:
@@ -429,7 +458,7 @@ def bench_dumb_pypi_incremental(a, res: Results, package_list: Path, extra_rows:
         ran = run_timed([str(a.venv / "bin" / "dumb-pypi"), "--package-list-json", str(new_list),
                          "--previous-package-list-json", str(package_list), "--output-dir", str(out),
                          "--packages-url", "../../pool/"])
-        res.add("dumb-pypi-incremental", ran.seconds, rss_kib=ran.max_rss_kib)
+        res.add("dumb-pypi-incremental", ran.seconds, rss_kib=ran.max_rss_kib, other_cores=ran.other_cores)
         print(f"  dumb-pypi incremental (+1 wheel) run {r + 1}: {ran.seconds:.2f}s", file=sys.stderr)
         shutil.rmtree(out)
         new_list.unlink()
@@ -565,7 +594,7 @@ def bench_quarry_upload(a, res: Results, store: Path, extra: list[Path], problem
             m1 = metrics(port)
             delta = {k: m1.get(k, 0) - m0.get(k, 0) for k in OP_KINDS}
             delta["total"] = sum(delta[k] for k in OP_KINDS)
-            res.add("quarry-upload", ran.seconds, ops=delta, rss_kib=ran.max_rss_kib)
+            res.add("quarry-upload", ran.seconds, ops=delta, rss_kib=ran.max_rss_kib, other_cores=ran.other_cores)
             answer = json.loads(ran.stdout)
             status = answer["files"][0].get("status")
             print(f"  quarry upload run {r + 1} ({wheel.name}): {ran.seconds:.3f}s, server store ops "
@@ -590,7 +619,7 @@ def bench_quarry_drop(a, res: Results, store: Path, extra: list[Path], problems:
         shutil.copy2(wheel, root / wheel.name)
         ran = run_timed([str(a.quarry), "index", str(store)])
         ops = parse_ops(ran.stderr)
-        res.add("quarry-drop", ran.seconds, ops=ops, rss_kib=ran.max_rss_kib)
+        res.add("quarry-drop", ran.seconds, ops=ops, rss_kib=ran.max_rss_kib, other_cores=ran.other_cores)
         print(f"  quarry index after dropping {wheel.name}: {ran.seconds:.3f}s, {fmt_ops(ops)} | "
               f"{ran.stdout.strip()}", file=sys.stderr)
         if "1 added" not in ran.stdout:
@@ -618,6 +647,8 @@ def report(a, res: Results, problems: Problems) -> str:
         if name not in res.rows:
             return
         samples = res.rows[name]["samples"]
+        if name != "quarry-upload":  # its "other" load is the quarry server doing the work
+            note = "; ".join(filter(None, [note, load_note(name)]))
         w(f"| {label} | {median(samples):.3f} | {', '.join(f'{s:.3f}' for s in samples)} | {note} |")
 
     def ops_note(name: str) -> str:
@@ -625,6 +656,12 @@ def report(a, res: Results, problems: Problems) -> str:
         if not ops:
             return ""
         return "store ops " + fmt_ops(ops[len(ops) // 2])
+
+    def load_note(name: str) -> str:
+        other = res.rows[name].get("other_cores")
+        if other and max(other) > 0.5:
+            return f"other load up to {max(other):.2f} cores"
+        return ""
 
     def rss_note(name: str) -> str:
         rss = [x for x in res.rows[name].get("rss_kib", []) if x]
@@ -696,6 +733,21 @@ def report(a, res: Results, problems: Problems) -> str:
             mid = sorted(o["total"] for o in ops)[len(ops) // 2]
             w(f"| {label} | {med(name) / q:.4f} | {mid / scratch_ops:.4f} ({mid} / {scratch_ops}) |")
     w("")
+    outs = res.meta.get("quarry_outputs")
+    if outs:
+        w(f"Quarry's outputs after the from-scratch index: state file {outs['state_file_bytes'] / 1e6:.1f} MB, "
+          f"find-links index.html {outs['find_links_bytes'] / 1e6:.1f} MB, simple/ {outs['simple_dir_bytes'] / 1e6:.1f} MB, "
+          f"{outs['metadata_sidecars']} .metadata sidecars. The state file and the find-links page are "
+          "rewritten whole on every change.")
+    if "quarry_serve_startup_seconds" in res.meta:
+        w(f"quarry serve start-up on the indexed store (catch-up reindex, a no-op): "
+          f"{res.meta['quarry_serve_startup_seconds']:.2f} s to the URL line.")
+    w("")
+    bg = res.meta.get("background_cores", {})
+    if bg:
+        w("Background load (cores busy with other work, 1 s sample before each section, out of 2): "
+          + ", ".join(f"{k} {v:.2f}" for k, v in bg.items()) + ".")
+        w("")
     if problems.items:
         w("Problems found:")
         for p in problems.items:
@@ -742,19 +794,26 @@ def main() -> int:
     wheels = a.data / "wheels"
 
     print("== quarry index from scratch", file=sys.stderr)
+    res.quiet_check("quarry index from scratch")
     store = bench_quarry_scratch(a, res, wheels, expected, problems)
     print("== quarry index no-op", file=sys.stderr)
+    res.quiet_check("quarry index no-op")
     bench_quarry_noop(a, res, store, problems)
     print("== dumb-pypi", file=sys.stderr)
+    res.quiet_check("dumb-pypi")
     dumb_out = bench_dumb_pypi(a, res, a.data / "packages.jsonl", len(expected), problems)
     print("== dumb-pypi incremental", file=sys.stderr)
+    res.quiet_check("dumb-pypi incremental")
     bench_dumb_pypi_incremental(a, res, a.data / "packages.jsonl", extra_rows, dumb_out)
     shutil.rmtree(dumb_out)
     print("== pypiserver", file=sys.stderr)
+    res.quiet_check("pypiserver")
     bench_pypiserver(a, res, wheels, manifest["projects"], a.sample_project, problems)
     print("== quarry upload (quarry serve)", file=sys.stderr)
+    res.quiet_check("quarry upload (quarry serve)")
     bench_quarry_upload(a, res, store, extra, problems)
     print("== quarry index after dropping one wheel", file=sys.stderr)
+    res.quiet_check("quarry index after dropping one wheel")
     bench_quarry_drop(a, res, store, extra, problems)
     all_rows = expected + extra_rows[: 2 * a.runs]
     check_quarry_root(store / ROOT, all_rows, problems, "after the uploads and drops")

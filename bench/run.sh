@@ -36,6 +36,7 @@ else
 fi
 harness_pid=""
 
+# shellcheck disable=SC2317  # invoked by the EXIT trap
 cleanup() {
     local status=$?
     # The harness kills its own servers; this is the backstop if it died without doing so.
@@ -83,16 +84,24 @@ for tool in dumb-pypi pypi-server; do
 done
 
 quarry="$repo/target/release/quarry"
+rev_before="$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
     log "building quarry (release)"
     (cd "$repo" && cargo build --release --quiet -p quarry)
 fi
 [[ -x "$quarry" ]] || { echo "no $quarry; build it with cargo build --release -p quarry" >&2; exit 1; }
+# Bench a private copy: a later `cargo build` in the shared target dir must not swap the binary
+# between runs.
+cp "$quarry" "$work/quarry"
+quarry_rev="$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
+[[ "$quarry_rev" == "$rev_before" ]] || quarry_rev="$quarry_rev; HEAD was $rev_before when the build started"
+git -C "$repo" diff --quiet HEAD -- . ':!bench' 2>/dev/null || quarry_rev="$quarry_rev, dirty work tree"
+quarry="$work/quarry"
 
 # --- versions (recorded with the results) -----------------------------------------------------
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "quarry: $("$quarry" --version) (git $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$repo" diff --quiet HEAD -- . ':!bench' 2>/dev/null || echo ', dirty work tree'))"
+    echo "quarry: $("$quarry" --version) (git $quarry_rev; binary sha256 $(sha256sum "$quarry" | cut -c1-16))"
     echo "dumb-pypi: $("$venv/bin/python" -m pip show dumb-pypi 2>/dev/null | sed -n 's/^Version: //p')"
     echo "pypiserver: $("$venv/bin/python" -m pip show pypiserver 2>/dev/null | sed -n 's/^Version: //p')"
     echo "watchdog: $("$venv/bin/python" -m pip show watchdog 2>/dev/null | sed -n 's/^Version: //p')"
@@ -103,6 +112,7 @@ fi
     echo "memory: $(free -h | awk '/^Mem:/ {print $2}')"
     echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
     echo "filesystem: $(df -hT "$work" | awk 'NR==2 {print $2}')"
+    echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$work/versions.txt"
 cat "$work/versions.txt" >&2
 
