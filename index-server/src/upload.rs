@@ -92,6 +92,7 @@ pub(crate) async fn put_path(
                 content_type: None,
                 sha256: declared,
                 max_size: Some(state.max_upload),
+                derived: false,
             };
             let put = match store.put(&key, body_stream(body), options).await {
                 Err(StoreError::Conflict { .. }) => {

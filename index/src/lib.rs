@@ -23,4 +23,4 @@ pub use reindex::{
 pub use render::render;
 pub use root::{RepoRoot, STATE_NAME};
 pub use state::{Entry, Rejected, RepoState, STATE_VERSION, upload_time};
-pub use wheel::{MAX_METADATA_SIZE, WheelError, WheelMetadata, read_wheel_metadata};
+pub use wheel::{MAX_METADATA_SIZE, WheelError, WheelMetadata, read_wheel_metadata, read_wheel_metadata_from_bytes};

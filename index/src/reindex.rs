@@ -16,10 +16,12 @@ use serde::Serialize;
 use crate::render::{self, Page};
 use crate::root::{RepoRoot, STATE_NAME};
 use crate::state::{Entry, Rejected, RepoState, STATE_VERSION, upload_time};
-use crate::wheel::{WheelError, read_wheel_metadata};
+use crate::wheel::{WheelError, read_wheel_metadata, read_wheel_metadata_from_bytes};
 
 /// Largest state object read back (10,000 entries take about 4 MiB).
 const MAX_STATE_SIZE: u64 = 512 * 1024 * 1024;
+/// Files up to this size that must be hashed anyway are also parsed from memory.
+const SMALL_FILE: u64 = 4 * 1024 * 1024;
 /// Largest yank marker read; longer reasons are cut.
 const MAX_YANK_REASON: u64 = 1024;
 /// Suffix of the sidecar holding a wheel's core metadata (PEP 658).
@@ -246,7 +248,7 @@ impl Indexer {
         // Immutable sidecars first, so no page ever advertises a missing `.metadata`.
         for (key, body) in sidecars {
             self.store
-                .put_bytes(&key, body, PutOptions::default().with_content_type("text/plain; charset=utf-8"))
+                .put_bytes(&key, body, PutOptions::derived().with_content_type("text/plain; charset=utf-8"))
                 .await?;
             report.written.push(key.to_string());
         }
@@ -256,7 +258,7 @@ impl Indexer {
                 continue;
             }
             self.store
-                .put_bytes(&key, Bytes::from(body), PutOptions::default().with_content_type(content_type))
+                .put_bytes(&key, Bytes::from(body), PutOptions::derived().with_content_type(content_type))
                 .await?;
             report.written.push(key.to_string());
         }
@@ -313,18 +315,26 @@ pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Insp
     let key = &object.key;
     let dist: DistFilename = key.filename().parse().map_err(|e| InspectError::Rejected(format!("{e}")))?;
     let mut meta = store.head(key).await?;
+    // Without a recorded sha256 the file is read once anyway: a small one is kept in memory
+    // for the METADATA as well, a large one is streamed through the hasher.
+    let mut whole: Option<Bytes> = None;
     let sha256 = match meta.sha256.clone() {
         Some(sha) => sha,
         None => {
             let got = store.get(key, None).await?;
             meta = got.meta;
             let mut hasher = Sha256Hex::default();
+            let mut kept = (meta.size <= SMALL_FILE).then(Vec::new);
             let mut body = got.body;
             while let Some(chunk) =
                 body.try_next().await.map_err(|source| StoreError::Body { key: key.to_string(), source })?
             {
                 hasher.update(&chunk);
+                if let Some(buffer) = kept.as_mut() {
+                    buffer.extend_from_slice(&chunk);
+                }
             }
+            whole = kept.filter(|b| b.len() as u64 == meta.size).map(Bytes::from);
             hasher.finish()
         }
     };
@@ -344,7 +354,11 @@ pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Insp
     let mut core_metadata = None;
     match &dist {
         DistFilename::Wheel(wheel) => {
-            let md = read_wheel_metadata(store.clone(), key.clone(), meta.size).await.map_err(|e| match e {
+            let md = match whole.clone() {
+                Some(data) => read_wheel_metadata_from_bytes(data),
+                None => read_wheel_metadata(store.clone(), key.clone(), meta.size).await,
+            };
+            let md = md.map_err(|e| match e {
                 WheelError::Store(e) => InspectError::Store(e),
                 other => InspectError::Rejected(format!("{}: {other}", key.filename())),
             })?;
@@ -365,7 +379,10 @@ pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Insp
             core_metadata = Some(md.raw);
         }
         DistFilename::Sdist(_) => {
-            let magic = store.get_range(key, 0, meta.size.min(4)).await?;
+            let magic = match &whole {
+                Some(data) => data.slice(..data.len().min(4)),
+                None => store.get_range(key, 0, meta.size.min(4)).await?,
+            };
             let expected: &[u8] = if key.filename().ends_with(".zip") { b"PK\x03\x04" } else { b"\x1f\x8b" };
             if !magic.starts_with(expected) {
                 return Err(InspectError::Rejected(format!(

@@ -72,7 +72,13 @@ pub async fn read_wheel_metadata(store: Arc<dyn Store>, key: Key, size: u64) -> 
     .map_err(|e| WheelError::Store(StoreError::Backend(format!("metadata task failed: {e}"))))?
 }
 
-fn extract(reader: &mut RangeReader) -> Result<WheelMetadata, WheelError> {
+/// Read and validate the METADATA of a wheel already in memory (small files are fetched whole:
+/// one read is cheaper than several ranged ones).
+pub fn read_wheel_metadata_from_bytes(data: Bytes) -> Result<WheelMetadata, WheelError> {
+    extract(std::io::Cursor::new(data))
+}
+
+fn extract(reader: impl Read + Seek) -> Result<WheelMetadata, WheelError> {
     let mut archive = zip::ZipArchive::new(reader).map_err(|e| WheelError::NotAZip(e.to_string()))?;
     if archive.len() > MAX_MEMBERS {
         return Err(WheelError::TooManyMembers);

@@ -129,11 +129,20 @@ pub struct PutOptions {
     pub sha256: Option<String>,
     /// Refuse bodies longer than this.
     pub max_size: Option<u64>,
+    /// A derived output (an index page, a sidecar) that the indexer can always regenerate:
+    /// backends may skip what only matters for originals (the local store does not `fsync` it
+    /// or record its sha256).
+    pub derived: bool,
 }
 
 impl PutOptions {
     pub fn condition(condition: Condition) -> Self {
         Self { condition, ..Self::default() }
+    }
+
+    /// Options for a regenerable output; see [`PutOptions::derived`].
+    pub fn derived() -> Self {
+        Self { derived: true, ..Self::default() }
     }
 
     #[must_use]
@@ -218,7 +227,8 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     async fn head(&self, key: &Key) -> Result<ObjectMeta>;
 
-    /// The object, or one byte range of it.
+    /// The object, or one byte range of it. The metadata returned may omit `sha256` and
+    /// `content_type` (as S3's GET omits what it was not asked for); [`Store::head`] has them.
     async fn get(&self, key: &Key, range: Option<ByteRange>) -> Result<GetObject>;
 
     /// Stream `body` to `key`. The object appears whole or not at all.

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::StreamExt;
-use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::{
     ByteRange, ByteStream, Condition, GetObject, Key, ListOptions, ListPage, ObjectMeta, PutOptions, PutResult, Result,
@@ -25,6 +25,8 @@ use crate::{
 };
 
 const INTERNAL_DIR: &str = ".quarry";
+/// Bodies and ranges up to this size are moved in one blocking call rather than streamed.
+const SMALL_BODY: usize = 256 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct LocalStore {
@@ -134,8 +136,7 @@ impl LocalStore {
         key: &Key,
         tmp: &Path,
         condition: &Condition,
-        sha256: &str,
-        content_type: Option<String>,
+        record: Option<(String, Option<String>)>,
     ) -> Result<String> {
         let k = key.as_str();
         let _guard = self.lock().map_err(io_err(k))?;
@@ -157,16 +158,13 @@ impl LocalStore {
             }
             _ => {}
         }
-        if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent).map_err(io_err(k))?;
-        }
+        ensure_parent(&target).map_err(io_err(k))?;
         fs::rename(tmp, &target).map_err(io_err(k))?;
         let etag = fingerprint(&fs::symlink_metadata(&target).map_err(io_err(k))?);
-        let sidecar = Sidecar { fingerprint: etag.clone(), sha256: sha256.to_owned(), content_type };
+        let Some((sha256, content_type)) = record else { return Ok(etag) };
+        let sidecar = Sidecar { fingerprint: etag.clone(), sha256, content_type };
         let sidecar_path = self.sidecar_path(key);
-        if let Some(parent) = sidecar_path.parent() {
-            fs::create_dir_all(parent).map_err(io_err(k))?;
-        }
+        ensure_parent(&sidecar_path).map_err(io_err(k))?;
         let sidecar_tmp = self.temp_path();
         let body = serde_json::to_vec(&sidecar).map_err(|e| StoreError::Backend(e.to_string()))?;
         fs::write(&sidecar_tmp, body).map_err(io_err(k))?;
@@ -174,37 +172,64 @@ impl LocalStore {
         Ok(etag)
     }
 
+    /// Hash `body` and check its size limit and declared digest. A small body is returned in
+    /// memory (written later, in the same blocking call as the commit); a larger one is streamed
+    /// into `tmp`. Returns the small body, if any, the size and the sha256.
     async fn write_temp(
         &self,
         key: &Key,
         tmp: &Path,
         mut body: ByteStream,
         options: &PutOptions,
-    ) -> Result<(u64, String)> {
+    ) -> Result<(Option<Vec<u8>>, u64, String)> {
         let k = key.as_str();
-        let mut file = tokio::fs::File::create(tmp).await.map_err(io_err(k))?;
         let mut hasher = Sha256Hex::default();
         let mut size = 0u64;
-        while let Some(chunk) = body.next().await {
+        let mut buffered = Vec::new();
+        let mut ended = false;
+        let next = async |body: &mut ByteStream, size: &mut u64, hasher: &mut Sha256Hex| {
+            let Some(chunk) = body.next().await else { return Ok(None) };
             let chunk = chunk.map_err(|source| StoreError::Body { key: k.to_owned(), source })?;
-            size += chunk.len() as u64;
+            *size += chunk.len() as u64;
             if let Some(limit) = options.max_size
-                && size > limit
+                && *size > limit
             {
                 return Err(StoreError::TooLarge { key: k.to_owned(), limit });
             }
             hasher.update(&chunk);
-            file.write_all(&chunk).await.map_err(io_err(k))?;
+            Ok(Some(chunk))
+        };
+        while buffered.len() < SMALL_BODY {
+            match next(&mut body, &mut size, &mut hasher).await? {
+                Some(chunk) => buffered.extend_from_slice(&chunk),
+                None => {
+                    ended = true;
+                    break;
+                }
+            }
         }
-        file.flush().await.map_err(io_err(k))?;
-        file.sync_data().await.map_err(io_err(k))?;
+        let durable = !options.derived;
+        let small = if ended {
+            Some(buffered)
+        } else {
+            let mut file = tokio::fs::File::create(tmp).await.map_err(io_err(k))?;
+            file.write_all(&buffered).await.map_err(io_err(k))?;
+            while let Some(chunk) = next(&mut body, &mut size, &mut hasher).await? {
+                file.write_all(&chunk).await.map_err(io_err(k))?;
+            }
+            file.flush().await.map_err(io_err(k))?;
+            if durable {
+                file.sync_data().await.map_err(io_err(k))?;
+            }
+            None
+        };
         let sha256 = hasher.finish();
         if let Some(expected) = &options.sha256
             && !expected.eq_ignore_ascii_case(&sha256)
         {
             return Err(StoreError::DigestMismatch { key: k.to_owned(), expected: expected.clone(), actual: sha256 });
         }
-        Ok((size, sha256))
+        Ok((small, size, sha256))
     }
 }
 
@@ -224,31 +249,42 @@ impl Store for LocalStore {
     }
 
     async fn get(&self, key: &Key, range: Option<ByteRange>) -> Result<GetObject> {
-        let k = key.as_str();
-        // Symlinks are not objects: never follow one out of the store.
-        let link = tokio::fs::symlink_metadata(self.path(key)).await.map_err(io_err(k))?;
-        if !link.is_file() {
-            return Err(StoreError::NotFound(k.to_owned()));
+        // One trip to the blocking pool: check, open, stat and position the file.
+        let (this, owned) = (self.clone(), key.clone());
+        let (file, small, meta, (start, end)) = blocking(move || {
+            let k = owned.as_str();
+            let path = this.path(&owned);
+            // Symlinks are not objects: never follow one out of the store.
+            if !fs::symlink_metadata(&path).map_err(io_err(k))?.is_file() {
+                return Err(StoreError::NotFound(k.to_owned()));
+            }
+            let mut file = fs::File::open(&path).map_err(io_err(k))?;
+            let fs_meta = file.metadata().map_err(io_err(k))?;
+            let meta = this.object_meta(&owned, &fs_meta, false);
+            let (start, end) = match range {
+                None => (0, meta.size),
+                Some(r) => r
+                    .resolve(meta.size)
+                    .ok_or_else(|| StoreError::RangeNotSatisfiable { key: k.to_owned(), size: meta.size })?,
+            };
+            if start > 0 {
+                io::Seek::seek(&mut file, io::SeekFrom::Start(start)).map_err(io_err(k))?;
+            }
+            let len = end - start;
+            let small = if len <= SMALL_BODY as u64 {
+                let mut data = vec![0; len as usize];
+                io::Read::read_exact(&mut file, &mut data).map_err(io_err(k))?;
+                Some(bytes::Bytes::from(data))
+            } else {
+                None
+            };
+            Ok((file, small, meta, (start, end)))
+        })
+        .await?;
+        if let Some(data) = small {
+            return Ok(GetObject { meta, range: (start, end), body: crate::bytes_stream(data) });
         }
-        let mut file = tokio::fs::File::open(self.path(key)).await.map_err(io_err(k))?;
-        let fs_meta = file.metadata().await.map_err(io_err(k))?;
-        if !fs_meta.is_file() {
-            return Err(StoreError::NotFound(k.to_owned()));
-        }
-        let meta = {
-            let (this, key, fs_meta) = (self.clone(), key.clone(), fs_meta.clone());
-            blocking(move || Ok(this.object_meta(&key, &fs_meta, true))).await?
-        };
-        let (start, end) = match range {
-            None => (0, meta.size),
-            Some(r) => r
-                .resolve(meta.size)
-                .ok_or_else(|| StoreError::RangeNotSatisfiable { key: k.to_owned(), size: meta.size })?,
-        };
-        if start > 0 {
-            file.seek(io::SeekFrom::Start(start)).await.map_err(io_err(k))?;
-        }
-        let reader = file.take(end - start);
+        let reader = tokio::fs::File::from_std(file).take(end - start);
         let body = tokio_util_stream(reader);
         Ok(GetObject { meta, range: (start, end), body })
     }
@@ -256,17 +292,27 @@ impl Store for LocalStore {
     async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> Result<PutResult> {
         let tmp = self.temp_path();
         let written = self.write_temp(key, &tmp, body, &options).await;
-        let result =
-            match written {
-                Ok((size, sha256)) => {
-                    let (this, key, tmp2, sha) = (self.clone(), key.clone(), tmp.clone(), sha256.clone());
-                    let (condition, content_type) = (options.condition, options.content_type);
-                    blocking(move || this.commit(&key, &tmp2, &condition, &sha, content_type))
-                        .await
-                        .map(|etag| PutResult { etag, size, sha256 })
-                }
-                Err(e) => Err(e),
-            };
+        let result = match written {
+            Ok((small, size, sha256)) => {
+                let (this, key, tmp2, sha) = (self.clone(), key.clone(), tmp.clone(), sha256.clone());
+                let durable = !options.derived;
+                let record = durable.then_some((sha, options.content_type));
+                let condition = options.condition;
+                blocking(move || {
+                    if let Some(data) = small {
+                        let mut file = fs::File::create(&tmp2).map_err(io_err(key.as_str()))?;
+                        io::Write::write_all(&mut file, &data).map_err(io_err(key.as_str()))?;
+                        if durable {
+                            file.sync_data().map_err(io_err(key.as_str()))?;
+                        }
+                    }
+                    this.commit(&key, &tmp2, &condition, record)
+                })
+                .await
+                .map(|etag| PutResult { etag, size, sha256 })
+            }
+            Err(e) => Err(e),
+        };
         if result.is_err() {
             let _ = tokio::fs::remove_file(&tmp).await;
         }
@@ -368,6 +414,14 @@ impl LocalStore {
             }
         }
         Ok(page)
+    }
+}
+
+/// Create `path`'s parent directories unless they exist (one `stat` in the common case).
+fn ensure_parent(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(parent) if !parent.is_dir() => fs::create_dir_all(parent),
+        _ => Ok(()),
     }
 }
 
