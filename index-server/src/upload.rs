@@ -102,7 +102,15 @@ pub(crate) async fn put_path(
                 }
                 other => other?,
             };
-            let meta = store.head(&key).await?;
+            // What the put told us is all the validation needs: no HEAD.
+            let meta = ObjectMeta {
+                key: key.clone(),
+                size: put.size,
+                etag: put.etag.clone(),
+                last_modified: jiff::Timestamp::now(),
+                sha256: Some(put.sha256.clone()),
+                content_type: None,
+            };
             // Validate before anything advertises it; a refused file is removed again.
             match inspect(&store, &meta).await {
                 Ok(inspected) => state.coalescer.indexer().remember(&key, inspected),

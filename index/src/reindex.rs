@@ -309,12 +309,13 @@ async fn read_yank_reason(store: &dyn Store, marker: &Key) -> Result<String, Ind
     Ok(String::from_utf8_lossy(&bytes).trim().to_owned())
 }
 
-/// Read what the index needs from one distribution file: its sha256 (from store metadata, or
-/// streamed), and for wheels the validated core metadata (ranged reads only).
+/// Read what the index needs from one distribution file: its sha256 (from `object`, store
+/// metadata, or streamed), and for wheels the validated core metadata (ranged reads only).
 pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Inspected, InspectError> {
     let key = &object.key;
     let dist: DistFilename = key.filename().parse().map_err(|e| InspectError::Rejected(format!("{e}")))?;
-    let mut meta = store.head(key).await?;
+    // A caller that already knows the sha256 (the upload path) saves the HEAD.
+    let mut meta = if object.sha256.is_some() { object.clone() } else { store.head(key).await? };
     // Without a recorded sha256 the file is read once anyway: a small one is kept in memory
     // for the METADATA as well, a large one is streamed through the hasher.
     let mut whole: Option<Bytes> = None;

@@ -113,7 +113,8 @@ impl Store for MemoryStore {
                         items.push((common, None));
                     }
                 }
-                _ => items.push((key.clone(), Some(meta.clone()))),
+                // Listings carry no user metadata, as in S3.
+                _ => items.push((key.clone(), Some(ObjectMeta { sha256: None, content_type: None, ..meta.clone() }))),
             }
         }
         if let Some(after) = &options.start_after {
