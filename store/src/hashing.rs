@@ -18,3 +18,57 @@ impl Sha256Hex {
         hex::encode(self.0.finalize())
     }
 }
+
+/// A body being consumed for a put: hashes and counts every chunk and enforces the size limit.
+pub(crate) struct HashingBody<'a> {
+    body: crate::ByteStream,
+    key: &'a str,
+    limit: Option<u64>,
+    pub(crate) hasher: Sha256Hex,
+    pub(crate) size: u64,
+}
+
+impl<'a> HashingBody<'a> {
+    pub(crate) fn new(body: crate::ByteStream, key: &'a str, limit: Option<u64>) -> Self {
+        Self { body, key, limit, hasher: Sha256Hex::default(), size: 0 }
+    }
+
+    /// The next chunk, already hashed and counted; `None` at the end of the body.
+    pub(crate) async fn next(&mut self) -> crate::Result<Option<bytes::Bytes>> {
+        use futures_util::StreamExt;
+        let Some(chunk) = self.body.next().await else { return Ok(None) };
+        let chunk = chunk.map_err(|source| crate::StoreError::Body { key: self.key.to_owned(), source })?;
+        self.size += chunk.len() as u64;
+        if let Some(limit) = self.limit
+            && self.size > limit
+        {
+            return Err(crate::StoreError::TooLarge { key: self.key.to_owned(), limit });
+        }
+        self.hasher.update(&chunk);
+        Ok(Some(chunk))
+    }
+
+    /// Read into `buffer` until it holds `target` bytes or the body ends; true at the end.
+    pub(crate) async fn fill(&mut self, buffer: &mut Vec<u8>, target: usize) -> crate::Result<bool> {
+        while buffer.len() < target {
+            match self.next().await? {
+                Some(chunk) => buffer.extend_from_slice(&chunk),
+                None => return Ok(true),
+            }
+        }
+        Ok(false)
+    }
+
+    /// The sha256, checked against a declared digest.
+    pub(crate) fn finish(self, declared: Option<&str>) -> crate::Result<(u64, String)> {
+        let actual = self.hasher.finish();
+        match declared {
+            Some(expected) if !expected.eq_ignore_ascii_case(&actual) => Err(crate::StoreError::DigestMismatch {
+                key: self.key.to_owned(),
+                expected: expected.to_owned(),
+                actual,
+            }),
+            _ => Ok((self.size, actual)),
+        }
+    }
+}

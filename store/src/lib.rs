@@ -16,6 +16,8 @@ mod hashing;
 mod key;
 mod local;
 mod memory;
+#[cfg(feature = "s3")]
+mod s3;
 
 use std::fmt;
 use std::io;
@@ -30,6 +32,8 @@ pub use hashing::{Sha256Hex, sha256_hex};
 pub use key::{Key, KeyError, MAX_KEY_LEN, validate_prefix};
 pub use local::LocalStore;
 pub use memory::MemoryStore;
+#[cfg(feature = "s3")]
+pub use s3::{PART_SIZE, PARTS_IN_FLIGHT, S3Store, SHA256_METADATA};
 
 /// Default page size of a listing, as S3's.
 pub const DEFAULT_PAGE: usize = 1000;
@@ -165,7 +169,8 @@ pub struct ListPage {
     pub objects: Vec<ObjectMeta>,
     /// With a delimiter: the "directories" directly below the prefix, each ending in `/`.
     pub common_prefixes: Vec<String>,
-    /// Pass as `start_after` to get the next page.
+    /// Pass as [`ListOptions::continuation`] to get the next page (opaque; the local and memory
+    /// stores use the last key listed, S3 its continuation token).
     pub next: Option<String>,
 }
 
@@ -173,8 +178,8 @@ pub struct ListPage {
 pub struct ListOptions {
     /// Group keys by the next `/` after the prefix, as S3's `delimiter=/`.
     pub delimited: bool,
-    /// Only keys (and prefixes) sorting after this.
-    pub start_after: Option<String>,
+    /// Where to resume: the opaque `next` of the previous page.
+    pub continuation: Option<String>,
     /// Page size: 1000 when unset (as S3). Backends cap it at their own maximum (S3: 1000;
     /// local and memory: 100,000).
     pub max_keys: Option<usize>,
@@ -271,15 +276,15 @@ pub trait StoreExt: Store {
     /// Every object under `prefix`, following pagination.
     async fn list_all(&self, prefix: &str, delimited: bool) -> Result<ListPage> {
         let mut all = ListPage::default();
-        let mut start_after = None;
+        let mut continuation = None;
         loop {
             let page = self
-                .list(prefix, ListOptions { delimited, start_after: start_after.take(), max_keys: Some(usize::MAX) })
+                .list(prefix, ListOptions { delimited, continuation: continuation.take(), max_keys: Some(usize::MAX) })
                 .await?;
             all.objects.extend(page.objects);
             all.common_prefixes.extend(page.common_prefixes);
             match page.next {
-                Some(next) => start_after = Some(next),
+                Some(next) => continuation = Some(next),
                 None => return Ok(all),
             }
         }
@@ -288,23 +293,28 @@ pub trait StoreExt: Store {
 
 impl<T: Store + ?Sized> StoreExt for T {}
 
-/// Open a store from a URL: a path or `file://` URL (local directory) or `memory://`.
-pub fn open(url: &str) -> Result<Arc<dyn Store>> {
+/// Open a store from a URL: a path or `file://` URL (local directory), `s3://bucket/prefix`
+/// (with the S3 backend), or `memory://`.
+pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
     if url == "memory://" {
         return Ok(Arc::new(MemoryStore::default()));
     }
-    if let Some(rest) = url.strip_prefix("s3://") {
-        return Err(StoreError::Backend(format!(
-            "s3://{rest}: this build has no S3 backend yet; use a local directory"
-        )));
+    if url.starts_with("s3://") {
+        #[cfg(feature = "s3")]
+        return Ok(Arc::new(S3Store::open(url).await?));
+        #[cfg(not(feature = "s3"))]
+        return Err(StoreError::Backend(format!("{url}: this build has no S3 backend (feature \"s3\")")));
     }
     if let Some((scheme, _)) = url.split_once("://")
         && scheme != "file"
     {
         return Err(StoreError::Backend(format!("unsupported store URL scheme {scheme:?} in {url:?}")));
     }
-    let path = url.strip_prefix("file://").unwrap_or(url);
-    Ok(Arc::new(LocalStore::open(path)?))
+    let path = url.strip_prefix("file://").unwrap_or(url).to_owned();
+    let store = tokio::task::spawn_blocking(move || LocalStore::open(path))
+        .await
+        .map_err(|e| StoreError::Backend(format!("opening the store failed: {e}")))??;
+    Ok(Arc::new(store))
 }
 
 #[cfg(test)]

@@ -16,12 +16,12 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::hashing::HashingBody;
 use crate::{
     ByteRange, ByteStream, Condition, GetObject, Key, ListOptions, ListPage, ObjectMeta, PutOptions, PutResult, Result,
-    Sha256Hex, Store, StoreError, validate_prefix,
+    Store, StoreError, validate_prefix,
 };
 
 const INTERNAL_DIR: &str = ".quarry";
@@ -179,56 +179,27 @@ impl LocalStore {
         &self,
         key: &Key,
         tmp: &Path,
-        mut body: ByteStream,
+        body: ByteStream,
         options: &PutOptions,
     ) -> Result<(Option<Vec<u8>>, u64, String)> {
         let k = key.as_str();
-        let mut hasher = Sha256Hex::default();
-        let mut size = 0u64;
+        let mut body = HashingBody::new(body, k, options.max_size);
         let mut buffered = Vec::new();
-        let mut ended = false;
-        let next = async |body: &mut ByteStream, size: &mut u64, hasher: &mut Sha256Hex| {
-            let Some(chunk) = body.next().await else { return Ok(None) };
-            let chunk = chunk.map_err(|source| StoreError::Body { key: k.to_owned(), source })?;
-            *size += chunk.len() as u64;
-            if let Some(limit) = options.max_size
-                && *size > limit
-            {
-                return Err(StoreError::TooLarge { key: k.to_owned(), limit });
-            }
-            hasher.update(&chunk);
-            Ok(Some(chunk))
-        };
-        while buffered.len() < SMALL_BODY {
-            match next(&mut body, &mut size, &mut hasher).await? {
-                Some(chunk) => buffered.extend_from_slice(&chunk),
-                None => {
-                    ended = true;
-                    break;
-                }
-            }
-        }
-        let durable = !options.derived;
-        let small = if ended {
+        let small = if body.fill(&mut buffered, SMALL_BODY).await? {
             Some(buffered)
         } else {
             let mut file = tokio::fs::File::create(tmp).await.map_err(io_err(k))?;
             file.write_all(&buffered).await.map_err(io_err(k))?;
-            while let Some(chunk) = next(&mut body, &mut size, &mut hasher).await? {
+            while let Some(chunk) = body.next().await? {
                 file.write_all(&chunk).await.map_err(io_err(k))?;
             }
             file.flush().await.map_err(io_err(k))?;
-            if durable {
+            if !options.derived {
                 file.sync_data().await.map_err(io_err(k))?;
             }
             None
         };
-        let sha256 = hasher.finish();
-        if let Some(expected) = &options.sha256
-            && !expected.eq_ignore_ascii_case(&sha256)
-        {
-            return Err(StoreError::DigestMismatch { key: k.to_owned(), expected: expected.clone(), actual: sha256 });
-        }
+        let (size, sha256) = body.finish(options.sha256.as_deref())?;
         Ok((small, size, sha256))
     }
 }
@@ -393,7 +364,7 @@ impl LocalStore {
             }
         }
         found.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-        if let Some(after) = &options.start_after {
+        if let Some(after) = &options.continuation {
             found.retain(|f| f.key.as_str() > after.as_str());
         }
         let limit = options.max_keys.unwrap_or(crate::DEFAULT_PAGE).clamp(1, crate::MAX_LOCAL_PAGE);

@@ -5,11 +5,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use futures_util::StreamExt;
 
+use crate::hashing::HashingBody;
 use crate::{
     ByteRange, ByteStream, Condition, GetObject, Key, ListOptions, ListPage, ObjectMeta, PutOptions, PutResult, Result,
-    Sha256Hex, Store, StoreError, bytes_stream, validate_prefix,
+    Store, StoreError, bytes_stream, validate_prefix,
 };
 
 #[derive(Debug, Default)]
@@ -47,26 +47,12 @@ impl Store for MemoryStore {
         Ok(GetObject { meta, range: (start, end), body })
     }
 
-    async fn put(&self, key: &Key, mut body: ByteStream, options: PutOptions) -> Result<PutResult> {
+    async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> Result<PutResult> {
         let k = key.to_string();
+        let mut body = HashingBody::new(body, key.as_str(), options.max_size);
         let mut data = Vec::new();
-        let mut hasher = Sha256Hex::default();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|source| StoreError::Body { key: k.clone(), source })?;
-            if let Some(limit) = options.max_size
-                && (data.len() + chunk.len()) as u64 > limit
-            {
-                return Err(StoreError::TooLarge { key: k, limit });
-            }
-            hasher.update(&chunk);
-            data.extend_from_slice(&chunk);
-        }
-        let sha256 = hasher.finish();
-        if let Some(expected) = &options.sha256
-            && !expected.eq_ignore_ascii_case(&sha256)
-        {
-            return Err(StoreError::DigestMismatch { key: k, expected: expected.clone(), actual: sha256 });
-        }
+        body.fill(&mut data, usize::MAX).await?;
+        let (_, sha256) = body.finish(options.sha256.as_deref())?;
         let mut objects = self.objects();
         let current = objects.get(key.as_str()).map(|(m, _)| m.etag.clone());
         match (&options.condition, current) {
@@ -117,7 +103,7 @@ impl Store for MemoryStore {
                 _ => items.push((key.clone(), Some(ObjectMeta { sha256: None, content_type: None, ..meta.clone() }))),
             }
         }
-        if let Some(after) = &options.start_after {
+        if let Some(after) = &options.continuation {
             items.retain(|(k, _)| k.as_str() > after.as_str());
         }
         let limit = options.max_keys.unwrap_or(crate::DEFAULT_PAGE).clamp(1, crate::MAX_LOCAL_PAGE);

@@ -18,6 +18,8 @@ use quarry_store::{LocalStore, Store};
 use sha2::{Digest, Sha256};
 use zip::write::SimpleFileOptions;
 
+pub mod s3;
+
 pub const TOKEN: &str = "test-token-0123456789";
 pub const ROOT: &str = "12345678901-linux/python/";
 

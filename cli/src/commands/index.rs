@@ -22,7 +22,7 @@ pub(crate) struct IndexArgs {
 }
 
 pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
-    let inner = quarry_store::open(&args.store).with_context(|| format!("opening store {}", args.store))?;
+    let inner = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
     let store = Arc::new(CountingStore::new(inner));
     let started = std::time::Instant::now();
     let mut roots = discover_roots(store.as_ref(), &args.prefix).await?;

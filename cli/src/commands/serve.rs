@@ -43,7 +43,7 @@ fn ensure_token_file(path: &Path) -> anyhow::Result<()> {
 }
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let store = quarry_store::open(&args.store).with_context(|| format!("opening store {}", args.store))?;
+    let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
     if let Some(path) = &args.token_file {
         ensure_token_file(path)?;
     }
