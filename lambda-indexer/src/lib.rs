@@ -1,0 +1,297 @@
+//! The Lambda that keeps a bucket's indexes current, as a library: the handler is generic over
+//! where stores come from, so tests feed it real event JSON against any [`Store`].
+//!
+//! Accepted events: S3 notifications delivered directly, S3 notifications wrapped in SQS
+//! messages (batch; failures reported per message), and EventBridge "Object Created" /
+//! "Object Deleted". Keys are URL-decoded (`+` is a space there). Each key is classified into
+//! the repo root it belongs to; keys the indexer writes itself (pages, sidecars, state) and
+//! anything else that is no package are ignored, so the Lambda never triggers itself. All
+//! records of one invocation are coalesced: each root is reindexed once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use aws_lambda_events::event::s3::S3Event;
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use futures_util::StreamExt;
+use quarry_index::{IndexError, Indexer, RepoRoot, YANK_SUFFIX};
+use quarry_store::{Key, Store};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// Roots reindexed at once within one invocation.
+const CONCURRENT_ROOTS: usize = 4;
+
+/// Where the handler finds the store for a bucket.
+pub trait Stores: Send + Sync {
+    fn for_bucket(&self, bucket: &str) -> Arc<dyn Store>;
+}
+
+/// Why an invocation failed as a whole.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    #[error("not an event this function handles: {0}")]
+    UnknownEvent(String),
+    #[error("reindexing failed for {failed} root(s): {first}")]
+    Reindex { failed: usize, first: String },
+}
+
+impl HandlerError {
+    /// Whether invoking again may succeed (S3 and EventBridge retry failed async invocations).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Reindex { .. })
+    }
+}
+
+/// One object change, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectChange {
+    pub bucket: String,
+    pub key: String,
+}
+
+/// The root a change affects, if any: distribution files and yank markers.
+pub fn classify(key: &str) -> Result<Option<RepoRoot>, String> {
+    let key = Key::new(key).map_err(|e| e.to_string())?;
+    if let Some(root) = RepoRoot::for_key(&key) {
+        return Ok(Some(root));
+    }
+    if let Some(target) = key.as_str().strip_suffix(YANK_SUFFIX)
+        && let Ok(target) = Key::new(target)
+    {
+        return Ok(RepoRoot::for_key(&target));
+    }
+    Ok(None)
+}
+
+/// Decode an object key as S3 notifications carry it (form-encoded: `+` for space, `%XX`).
+pub fn decode_key(raw: &str) -> String {
+    let spaced = raw.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced).decode_utf8_lossy().into_owned()
+}
+
+#[derive(Debug, Deserialize)]
+struct EventBridgeS3 {
+    #[serde(rename = "detail-type")]
+    detail_type: String,
+    source: String,
+    detail: EventBridgeDetail,
+}
+
+#[derive(Debug, Deserialize)]
+struct EventBridgeDetail {
+    bucket: EventBridgeBucket,
+    object: EventBridgeObject,
+}
+
+#[derive(Debug, Deserialize)]
+struct EventBridgeBucket {
+    name: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct EventBridgeObject {
+    key: String,
+}
+
+fn s3_changes(event: &S3Event) -> Vec<ObjectChange> {
+    event
+        .records
+        .iter()
+        .filter_map(|r| {
+            let bucket = r.s3.bucket.name.clone()?;
+            let key = r.s3.object.key.as_deref().map(decode_key)?;
+            Some(ObjectChange { bucket, key })
+        })
+        .collect()
+}
+
+/// The changes in an SQS message body: an S3 notification (or its `s3:TestEvent`, which has
+/// none). `None` when the body is not an S3 notification at all.
+fn sqs_body_changes(body: &str) -> Option<Vec<ObjectChange>> {
+    let value: Value = serde_json::from_str(body).ok()?;
+    if value.get("Event").and_then(Value::as_str) == Some("s3:TestEvent") {
+        return Some(Vec::new());
+    }
+    // An S3 notification sent through SNS first arrives wrapped once more.
+    if let Some(inner) = value.get("Message").and_then(Value::as_str) {
+        return sqs_body_changes(inner);
+    }
+    let event: S3Event = serde_json::from_value(value).ok()?;
+    Some(s3_changes(&event))
+}
+
+pub struct Handler<S> {
+    stores: S,
+}
+
+/// What an invocation did, for the log and for direct invocations' answers.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Summary {
+    pub reindexed: Vec<String>,
+    pub ignored: usize,
+    pub skipped: Vec<String>,
+    pub failed: BTreeMap<String, String>,
+}
+
+impl<S: Stores> Handler<S> {
+    pub fn new(stores: S) -> Self {
+        Self { stores }
+    }
+
+    pub fn stores(&self) -> &S {
+        &self.stores
+    }
+
+    /// Handle one invocation's payload. Returns the function's answer: for SQS, the partial
+    /// batch response; otherwise a summary.
+    pub async fn handle(&self, payload: Value) -> Result<Value, HandlerError> {
+        let records = payload.get("Records").and_then(Value::as_array);
+        let source =
+            records.and_then(|r| r.first()).and_then(|r| r.get("eventSource").or_else(|| r.get("EventSource")));
+        match source.and_then(Value::as_str) {
+            Some("aws:sqs") => {
+                let event: SqsEvent = serde_json::from_value(payload)
+                    .map_err(|e| HandlerError::UnknownEvent(format!("malformed SQS event: {e}")))?;
+                Ok(self.handle_sqs(&event).await)
+            }
+            Some("aws:s3") => {
+                let event: S3Event = serde_json::from_value(payload)
+                    .map_err(|e| HandlerError::UnknownEvent(format!("malformed S3 event: {e}")))?;
+                let summary = self.reindex_changes(&s3_changes(&event)).await;
+                Self::finish(summary)
+            }
+            _ if payload.get("detail-type").is_some() => {
+                let event: EventBridgeS3 = serde_json::from_value(payload)
+                    .map_err(|e| HandlerError::UnknownEvent(format!("malformed EventBridge event: {e}")))?;
+                if event.source != "aws.s3" || !event.detail_type.starts_with("Object ") {
+                    return Err(HandlerError::UnknownEvent(format!("{} from {}", event.detail_type, event.source)));
+                }
+                let change = ObjectChange { bucket: event.detail.bucket.name, key: event.detail.object.key };
+                Self::finish(self.reindex_changes(&[change]).await)
+            }
+            _ => Err(HandlerError::UnknownEvent(
+                "expected S3 notification Records, SQS Records or an EventBridge event".into(),
+            )),
+        }
+    }
+
+    fn finish(summary: Summary) -> Result<Value, HandlerError> {
+        if let Some((root, error)) = summary.failed.iter().next() {
+            return Err(HandlerError::Reindex { failed: summary.failed.len(), first: format!("{root}: {error}") });
+        }
+        Ok(serde_json::to_value(&summary).unwrap_or(Value::Null))
+    }
+
+    async fn handle_sqs(&self, event: &SqsEvent) -> Value {
+        let mut per_message: Vec<(String, Vec<ObjectChange>)> = Vec::new();
+        for message in &event.records {
+            let id = message.message_id.clone().unwrap_or_default();
+            match message.body.as_deref().and_then(sqs_body_changes) {
+                Some(changes) => per_message.push((id, changes)),
+                // A body that is no S3 notification will never become one: retrying it would
+                // only loop, so it is logged and dropped, not failed.
+                None => tracing::warn!(message_id = %id, "SQS message is not an S3 notification; dropped"),
+            }
+        }
+        let all: Vec<ObjectChange> = per_message.iter().flat_map(|(_, c)| c.iter().cloned()).collect();
+        let summary = self.reindex_changes(&all).await;
+        let mut failures = Vec::new();
+        for (id, changes) in &per_message {
+            let failed = changes.iter().any(|c| {
+                classify(&c.key)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|root| summary.failed.contains_key(&format!("{}/{root}", c.bucket)))
+            });
+            if failed {
+                let mut failure = BatchItemFailure::default();
+                failure.item_identifier = id.clone();
+                failures.push(failure);
+            }
+        }
+        tracing::info!(reindexed = summary.reindexed.len(), failed = failures.len(), "SQS batch handled");
+        let mut response = SqsBatchResponse::default();
+        response.batch_item_failures = failures;
+        serde_json::to_value(response).unwrap_or_else(|_| json!({"batchItemFailures": []}))
+    }
+
+    /// Reindex every root the changes touch, once each.
+    pub async fn reindex_changes(&self, changes: &[ObjectChange]) -> Summary {
+        let mut summary = Summary::default();
+        let mut roots: BTreeSet<(String, RepoRoot)> = BTreeSet::new();
+        for change in changes {
+            match classify(&change.key) {
+                Ok(Some(root)) => {
+                    roots.insert((change.bucket.clone(), root));
+                }
+                Ok(None) => summary.ignored += 1,
+                Err(reason) => {
+                    tracing::warn!(bucket = %change.bucket, key = %change.key, %reason, "skipped");
+                    summary.skipped.push(format!("{}/{}: {reason}", change.bucket, change.key));
+                }
+            }
+        }
+        let results: Vec<(String, Result<quarry_index::ReindexReport, IndexError>)> = futures_util::stream::iter(roots)
+            .map(|(bucket, root)| async move {
+                let indexer = Indexer::new(self.stores.for_bucket(&bucket));
+                (format!("{bucket}/{root}"), indexer.reindex(&root).await)
+            })
+            .buffer_unordered(CONCURRENT_ROOTS)
+            .collect()
+            .await;
+        for (name, result) in results {
+            match result {
+                Ok(report) => {
+                    tracing::info!(
+                        root = %name,
+                        added = report.added.len(),
+                        removed = report.removed.len(),
+                        written = report.written.len(),
+                        attempts = report.attempts,
+                        "reindexed"
+                    );
+                    summary.reindexed.push(name);
+                }
+                Err(e) => {
+                    tracing::error!(root = %name, error = %e, "reindex failed");
+                    summary.failed.insert(name, e.to_string());
+                }
+            }
+        }
+        summary.reindexed.sort();
+        summary
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_decode_like_s3_notifications() {
+        assert_eq!(
+            decode_key("a+b/torch-2.9.1%2Brocm7.10-py3-none-any.whl"),
+            "a b/torch-2.9.1+rocm7.10-py3-none-any.whl"
+        );
+        assert_eq!(decode_key("plain/key.whl"), "plain/key.whl");
+    }
+
+    #[test]
+    fn classification_ignores_our_own_outputs() {
+        let root = |k: &str| classify(k).unwrap().map(|r| r.to_string());
+        assert_eq!(root("1-linux/python/a-1.0-py3-none-any.whl").as_deref(), Some("1-linux/python/"));
+        assert_eq!(root("1-linux/python/a-1.0-py3-none-any.whl.yanked").as_deref(), Some("1-linux/python/"));
+        for own in [
+            "1-linux/python/index.html",
+            "1-linux/python/a-1.0-py3-none-any.whl.metadata",
+            "1-linux/python/simple/a/index.json",
+            "1-linux/python/.quarry-index.json",
+            "1-linux/blas_lib_gfx942.tar.zst",
+        ] {
+            assert_eq!(root(own), None, "{own}");
+        }
+        assert!(classify("1-linux/python/../x.whl").is_err());
+        assert!(classify("").is_err());
+    }
+}

@@ -1,0 +1,172 @@
+//! The handler fed real event JSON (S3 notifications direct, through SQS and SNS, and from
+//! EventBridge) against in-memory stores: what lands is indexed, what is not a package is left
+//! alone, and one bad record never fails the batch.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use quarry_lambda_indexer::{Handler, Stores};
+use quarry_store::{
+    ByteRange, ByteStream, GetObject, Key, ListOptions, ListPage, MemoryStore, ObjectMeta, PutOptions, PutResult,
+    Store, StoreExt,
+};
+use quarry_tests::WheelSpec;
+use serde_json::Value;
+
+/// One in-memory store per bucket; the bucket `unsafe-bucket` cannot do conditional writes.
+#[derive(Default)]
+struct Buckets(Mutex<HashMap<String, Arc<dyn Store>>>);
+
+impl Stores for Buckets {
+    fn for_bucket(&self, bucket: &str) -> Arc<dyn Store> {
+        let mut map = self.0.lock().unwrap();
+        map.entry(bucket.to_owned())
+            .or_insert_with(|| {
+                if bucket == "unsafe-bucket" {
+                    Arc::new(NoConditionalWrites(MemoryStore::default())) as Arc<dyn Store>
+                } else {
+                    Arc::new(MemoryStore::default())
+                }
+            })
+            .clone()
+    }
+}
+
+#[derive(Debug)]
+struct NoConditionalWrites(MemoryStore);
+
+#[async_trait::async_trait]
+impl Store for NoConditionalWrites {
+    fn describe(&self) -> String {
+        "garage-like".into()
+    }
+    fn supports_conditional_put(&self) -> bool {
+        false
+    }
+    async fn head(&self, key: &Key) -> quarry_store::Result<ObjectMeta> {
+        self.0.head(key).await
+    }
+    async fn get(&self, key: &Key, range: Option<ByteRange>) -> quarry_store::Result<GetObject> {
+        self.0.get(key, range).await
+    }
+    async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> quarry_store::Result<PutResult> {
+        self.0.put(key, body, options).await
+    }
+    async fn list(&self, prefix: &str, options: ListOptions) -> quarry_store::Result<ListPage> {
+        self.0.list(prefix, options).await
+    }
+    async fn delete(&self, key: &Key) -> quarry_store::Result<()> {
+        self.0.delete(key).await
+    }
+}
+
+fn event(name: &str) -> Value {
+    let path = format!("{}/tests/events/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+async fn land(store: &dyn Store, root: &str, spec: &WheelSpec) {
+    let key = Key::new(format!("{root}{}", spec.filename())).unwrap();
+    store.put_bytes(&key, spec.build().into(), PutOptions::default()).await.unwrap();
+}
+
+async fn page(store: &dyn Store, key: &str) -> String {
+    let (_, body) = store.get_bytes(&Key::new(key).unwrap(), 1 << 24).await.unwrap();
+    String::from_utf8(body.to_vec()).unwrap()
+}
+
+#[tokio::test]
+async fn s3_notifications_index_what_landed() {
+    let handler = Handler::new(Buckets::default());
+    let store = handler_store(&handler, "therock-ci-artifacts");
+    land(store.as_ref(), "12345678901-linux/python/", &WheelSpec::new("rocm-sdk-core", "7.10.0rc20251124+rocm7.10"))
+        .await;
+    land(store.as_ref(), "python/gfx94X-dcgpu/", &WheelSpec::new("legacy-pkg", "1.0")).await;
+
+    let answer = handler.handle(event("s3-put.json")).await.unwrap();
+    assert_eq!(
+        answer["reindexed"],
+        serde_json::json!([
+            "therock-ci-artifacts/12345678901-linux/python/",
+            "therock-ci-artifacts/python/gfx94X-dcgpu/"
+        ])
+    );
+    assert_eq!(answer["ignored"], 3, "{answer}");
+    assert_eq!(answer["skipped"].as_array().unwrap().len(), 1, "{answer}");
+    let find_links = page(store.as_ref(), "12345678901-linux/python/index.html").await;
+    assert!(find_links.contains("rocm_sdk_core-7.10.0rc20251124%2Brocm7.10-py3-none-any.whl#sha256="), "{find_links}");
+    assert!(page(store.as_ref(), "python/gfx94X-dcgpu/simple/legacy-pkg/index.json").await.contains("legacy_pkg-1.0"));
+
+    // Delivered again (at-least-once), nothing changes.
+    let before = page(store.as_ref(), "12345678901-linux/python/.quarry-index.json").await;
+    handler.handle(event("s3-put.json")).await.unwrap();
+    assert_eq!(page(store.as_ref(), "12345678901-linux/python/.quarry-index.json").await, before);
+}
+
+#[tokio::test]
+async fn deletions_remove_files_from_the_pages() {
+    let handler = Handler::new(Buckets::default());
+    let store = handler_store(&handler, "therock-ci-artifacts");
+    let gone = WheelSpec::new("legacy-gone", "1.0");
+    land(store.as_ref(), "12345678901-linux/python/", &gone).await;
+    land(store.as_ref(), "12345678901-linux/python/", &WheelSpec::new("kept", "1.0")).await;
+    handler.handle(event("s3-put.json")).await.unwrap();
+    assert!(page(store.as_ref(), "12345678901-linux/python/index.html").await.contains(&gone.filename()));
+
+    store.delete(&Key::new(format!("12345678901-linux/python/{}", gone.filename())).unwrap()).await.unwrap();
+    handler.handle(event("s3-delete.json")).await.unwrap();
+    let find_links = page(store.as_ref(), "12345678901-linux/python/index.html").await;
+    assert!(!find_links.contains(&gone.filename()));
+    assert!(find_links.contains("kept-1.0"));
+    assert!(store.head(&Key::new("12345678901-linux/python/simple/legacy-gone/index.html").unwrap()).await.is_err());
+}
+
+#[tokio::test]
+async fn sqs_batches_report_only_the_failed_messages() {
+    let handler = Handler::new(Buckets::default());
+    let store = handler_store(&handler, "therock-ci-artifacts");
+    land(store.as_ref(), "777-linux/python/", &WheelSpec::new("queued-pkg", "1.0")).await;
+    land(store.as_ref(), "777-linux/python/", &WheelSpec::new("via-sns", "2.0")).await;
+    let unsafe_store = handler_store(&handler, "unsafe-bucket");
+    land(unsafe_store.as_ref(), "777-linux/python/", &WheelSpec::new("queued-pkg", "1.0")).await;
+
+    let answer = handler.handle(event("sqs-batch.json")).await.unwrap();
+    // Only message 4 (a bucket whose store cannot do conditional writes) failed; the test
+    // event and the garbage body are not retried.
+    assert_eq!(
+        answer,
+        serde_json::json!({"batchItemFailures": [{"itemIdentifier": "059f36b4-87a3-44ab-83d2-661970000004"}]})
+    );
+    let find_links = page(store.as_ref(), "777-linux/python/index.html").await;
+    assert!(find_links.contains("queued_pkg-1.0") && find_links.contains("via_sns-2.0"), "{find_links}");
+}
+
+#[tokio::test]
+async fn eventbridge_object_created() {
+    let handler = Handler::new(Buckets::default());
+    let store = handler_store(&handler, "therock-ci-artifacts");
+    land(store.as_ref(), "888-linux/python/", &WheelSpec::new("bridged", "1.0")).await;
+    let answer = handler.handle(event("eventbridge-created.json")).await.unwrap();
+    assert_eq!(answer["reindexed"], serde_json::json!(["therock-ci-artifacts/888-linux/python/"]));
+    assert!(page(store.as_ref(), "888-linux/python/simple/bridged/index.html").await.contains("bridged-1.0"));
+}
+
+#[tokio::test]
+async fn unknown_events_are_refused_and_failures_are_retryable() {
+    let handler = Handler::new(Buckets::default());
+    let err = handler.handle(serde_json::json!({"hello": "world"})).await.unwrap_err();
+    assert!(!err.is_retryable(), "{err}");
+    let unsafe_store = handler_store(&handler, "unsafe-bucket");
+    land(unsafe_store.as_ref(), "1-linux/python/", &WheelSpec::new("x", "1.0")).await;
+    let mut put = event("eventbridge-created.json");
+    put["detail"]["bucket"]["name"] = "unsafe-bucket".into();
+    put["detail"]["object"]["key"] = "1-linux/python/x-1.0-py3-none-any.whl".into();
+    let err = handler.handle(put).await.unwrap_err();
+    assert!(err.is_retryable());
+    assert!(err.to_string().contains("cannot do conditional writes"), "{err}");
+}
+
+fn handler_store(handler: &Handler<Buckets>, bucket: &str) -> Arc<dyn Store> {
+    // The same store the handler will be given for that bucket.
+    handler.stores().for_bucket(bucket)
+}
