@@ -29,15 +29,17 @@ async fn quarry_index_publishes_into_a_bucket_that_pip_installs_from() {
     }
 
     let keys = server.clone_credentials();
-    let mut index = tokio::process::Command::new(quarry_bin());
-    index
-        .args(["index", "s3://artifacts/ci/"])
-        .env("AWS_ENDPOINT_URL", &server.endpoint)
-        .env("AWS_ACCESS_KEY_ID", &keys.access_key)
-        .env("AWS_SECRET_ACCESS_KEY", &keys.secret_key)
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_EC2_METADATA_DISABLED", "true");
-    let out = run(index, Duration::from_secs(120)).await;
+    let index = || {
+        let mut cmd = tokio::process::Command::new(quarry_bin());
+        cmd.args(["index", "s3://artifacts/ci/"])
+            .env("AWS_ENDPOINT_URL", &server.endpoint)
+            .env("AWS_ACCESS_KEY_ID", &keys.access_key)
+            .env("AWS_SECRET_ACCESS_KEY", &keys.secret_key)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_EC2_METADATA_DISABLED", "true");
+        run(cmd, Duration::from_secs(120))
+    };
+    let out = index().await;
     assert_success(&out, "quarry index s3://");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).lines().next(),
@@ -60,15 +62,7 @@ async fn quarry_index_publishes_into_a_bucket_that_pip_installs_from() {
     assert_eq!(installed(&target), ["s3_demo-1.0.dist-info", "torch-2.9.1+rocm7.10.dist-info"]);
 
     // Indexing again changes nothing.
-    let mut again = tokio::process::Command::new(quarry_bin());
-    again
-        .args(["index", "s3://artifacts/ci/"])
-        .env("AWS_ENDPOINT_URL", &server.endpoint)
-        .env("AWS_ACCESS_KEY_ID", &keys.access_key)
-        .env("AWS_SECRET_ACCESS_KEY", &keys.secret_key)
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_EC2_METADATA_DISABLED", "true");
-    let out = run(again, Duration::from_secs(120)).await;
+    let out = index().await;
     assert_success(&out, "second quarry index");
     assert!(String::from_utf8_lossy(&out.stdout).contains("(unchanged)"));
     server.stop().await;

@@ -590,37 +590,9 @@ mod tests {
         assert!(!text(store.as_ref(), "index.html").await.contains(&gone));
     }
 
-    #[derive(Debug)]
-    struct NoCas(MemoryStore);
-
-    #[async_trait::async_trait]
-    impl Store for NoCas {
-        fn describe(&self) -> String {
-            "no-cas".into()
-        }
-        fn supports_conditional_put(&self) -> bool {
-            false
-        }
-        async fn head(&self, key: &Key) -> quarry_store::Result<ObjectMeta> {
-            self.0.head(key).await
-        }
-        async fn get(&self, key: &Key, range: Option<ByteRange>) -> quarry_store::Result<GetObject> {
-            self.0.get(key, range).await
-        }
-        async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> quarry_store::Result<PutResult> {
-            self.0.put(key, body, options).await
-        }
-        async fn list(&self, prefix: &str, options: ListOptions) -> quarry_store::Result<ListPage> {
-            self.0.list(prefix, options).await
-        }
-        async fn delete(&self, key: &Key) -> quarry_store::Result<()> {
-            self.0.delete(key).await
-        }
-    }
-
     #[tokio::test]
     async fn stores_without_conditional_puts_are_refused() {
-        let indexer = Indexer::new(Arc::new(NoCas(MemoryStore::default())));
+        let indexer = Indexer::new(Arc::new(quarry_store::conformance::NoConditionalWrites::default()));
         let err = indexer.reindex(&RepoRoot::new(ROOT).unwrap()).await.unwrap_err();
         assert!(matches!(err, IndexError::UnsafeStore(_)), "{err}");
     }

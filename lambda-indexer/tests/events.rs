@@ -6,10 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use quarry_lambda_indexer::{Handler, Stores};
-use quarry_store::{
-    ByteRange, ByteStream, GetObject, Key, ListOptions, ListPage, MemoryStore, ObjectMeta, PutOptions, PutResult,
-    Store, StoreExt,
-};
+use quarry_store::conformance::NoConditionalWrites;
+use quarry_store::{Key, MemoryStore, PutOptions, Store, StoreExt};
 use quarry_tests::WheelSpec;
 use serde_json::Value;
 
@@ -23,40 +21,12 @@ impl Stores for Buckets {
         map.entry(bucket.to_owned())
             .or_insert_with(|| {
                 if bucket == "unsafe-bucket" {
-                    Arc::new(NoConditionalWrites(MemoryStore::default())) as Arc<dyn Store>
+                    Arc::new(NoConditionalWrites::default()) as Arc<dyn Store>
                 } else {
                     Arc::new(MemoryStore::default())
                 }
             })
             .clone()
-    }
-}
-
-#[derive(Debug)]
-struct NoConditionalWrites(MemoryStore);
-
-#[async_trait::async_trait]
-impl Store for NoConditionalWrites {
-    fn describe(&self) -> String {
-        "garage-like".into()
-    }
-    fn supports_conditional_put(&self) -> bool {
-        false
-    }
-    async fn head(&self, key: &Key) -> quarry_store::Result<ObjectMeta> {
-        self.0.head(key).await
-    }
-    async fn get(&self, key: &Key, range: Option<ByteRange>) -> quarry_store::Result<GetObject> {
-        self.0.get(key, range).await
-    }
-    async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> quarry_store::Result<PutResult> {
-        self.0.put(key, body, options).await
-    }
-    async fn list(&self, prefix: &str, options: ListOptions) -> quarry_store::Result<ListPage> {
-        self.0.list(prefix, options).await
-    }
-    async fn delete(&self, key: &Key) -> quarry_store::Result<()> {
-        self.0.delete(key).await
     }
 }
 

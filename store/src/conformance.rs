@@ -193,6 +193,36 @@ pub async fn contended_increments(store: Arc<dyn Store>, writers: u64, increment
     (writers * increments, std::str::from_utf8(&data).unwrap().parse().unwrap())
 }
 
+/// A memory store that declares it cannot do conditional writes (as Garage, which ignores
+/// `If-None-Match`), for testing that such stores are refused.
+#[derive(Debug, Default)]
+pub struct NoConditionalWrites(pub crate::MemoryStore);
+
+#[async_trait::async_trait]
+impl Store for NoConditionalWrites {
+    fn describe(&self) -> String {
+        "memory without conditional writes".into()
+    }
+    fn supports_conditional_put(&self) -> bool {
+        false
+    }
+    async fn head(&self, key: &Key) -> crate::Result<crate::ObjectMeta> {
+        self.0.head(key).await
+    }
+    async fn get(&self, key: &Key, range: Option<ByteRange>) -> crate::Result<crate::GetObject> {
+        self.0.get(key, range).await
+    }
+    async fn put(&self, key: &Key, body: crate::ByteStream, options: PutOptions) -> crate::Result<crate::PutResult> {
+        self.0.put(key, body, options).await
+    }
+    async fn list(&self, prefix: &str, options: ListOptions) -> crate::Result<crate::ListPage> {
+        self.0.list(prefix, options).await
+    }
+    async fn delete(&self, key: &Key) -> crate::Result<()> {
+        self.0.delete(key).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
