@@ -14,10 +14,12 @@ pub mod conformance;
 mod counting;
 mod hashing;
 mod key;
+pub mod layout;
 mod local;
 mod memory;
 #[cfg(feature = "s3")]
 mod s3;
+mod upload;
 
 use std::fmt;
 use std::io;
@@ -34,6 +36,7 @@ pub use local::LocalStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "s3")]
 pub use s3::{PART_SIZE, PARTS_IN_FLIGHT, S3Store, SHA256_METADATA};
+pub use upload::{Uploaded, hash_file, upload_file};
 
 /// Default page size of a listing, as S3's.
 pub const DEFAULT_PAGE: usize = 1000;

@@ -1,6 +1,7 @@
 mod index;
 mod serve;
 mod upload;
+mod upload_store;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;

@@ -11,12 +11,29 @@ use serde::Serialize;
 
 #[derive(Debug, Args)]
 pub(crate) struct UploadArgs {
-    /// Distribution files to upload.
+    /// Files or directories to upload (a directory's files keep their relative paths).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// Destination: the pip root URL on a Quarry server, e.g. http://127.0.0.1:8470/RUN-linux/python/
+    /// Destination: a Quarry server's pip root URL (http://HOST/RUN-linux/python/), or a store
+    /// prefix (s3://bucket/RUN-linux/python/, or a local directory). Without it, the S3 key is
+    /// computed from --run-id, --platform and --kind, and the bucket as TheRock chooses it.
     #[arg(long)]
-    to: String,
+    to: Option<String>,
+    /// Run id for the computed destination (`{run}-{platform}/…`).
+    #[arg(long, env = "GITHUB_RUN_ID")]
+    run_id: Option<String>,
+    /// Platform for the computed destination.
+    #[arg(long, default_value = "linux")]
+    platform: String,
+    /// What is uploaded: python, deb, rpm or artifacts (decides the key prefix under the run).
+    #[arg(long, default_value = "python", value_parser = ["python", "deb", "rpm", "artifacts"])]
+    kind: String,
+    /// Bucket for the computed destination (default: from RELEASE_TYPE and GITHUB_REPOSITORY).
+    #[arg(long)]
+    bucket: Option<String>,
+    /// The run is a pull request from a fork (uses the external bucket).
+    #[arg(long)]
+    fork: bool,
     /// File holding the upload token (else `QUARRY_TOKEN`).
     #[arg(long)]
     token_file: Option<PathBuf>,
@@ -38,7 +55,15 @@ struct Summary {
 const ATTEMPTS: u32 = 3;
 
 pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
-    let to = if args.to.ends_with('/') { args.to.clone() } else { format!("{}/", args.to) };
+    let to = match &args.to {
+        Some(to) if to.starts_with("http://") || to.starts_with("https://") => to.clone(),
+        Some(to) => return super::upload_store::run(&args, to.clone(), None).await,
+        None => {
+            let (to, bucket) = computed_destination(&args)?;
+            return super::upload_store::run(&args, to, Some(bucket)).await;
+        }
+    };
+    let to = if to.ends_with('/') { to } else { format!("{to}/") };
     let base = reqwest::Url::parse(&to).with_context(|| format!("--to {to:?} is not a URL"))?;
     if !matches!(base.scheme(), "http" | "https") {
         bail!("--to must be an http(s) URL of a Quarry server, got {to:?}");
@@ -160,4 +185,41 @@ fn percent_encode(name: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// `s3://{bucket}/{run prefix}{kind}` from the flags and the CI environment.
+fn computed_destination(args: &UploadArgs) -> anyhow::Result<(String, String)> {
+    let run_id = args.run_id.as_deref().context("pass --to, or --run-id (GITHUB_RUN_ID) to compute it")?;
+    let repository = std::env::var("GITHUB_REPOSITORY").unwrap_or_default();
+    let bucket = match &args.bucket {
+        Some(b) => b.clone(),
+        None => {
+            let release_type = std::env::var("RELEASE_TYPE").unwrap_or_default();
+            quarry_store::layout::artifact_bucket(&release_type, &repository, args.fork)?.to_owned()
+        }
+    };
+    let prefix = quarry_store::layout::run_prefix(&bucket, &repository, run_id, &args.platform)?;
+    Ok((format!("s3://{bucket}/{prefix}{}", kind(args).subdir()), bucket))
+}
+
+pub(crate) fn kind(args: &UploadArgs) -> quarry_store::layout::Kind {
+    use quarry_store::layout::Kind;
+    match args.kind.as_str() {
+        "deb" => Kind::Deb,
+        "rpm" => Kind::Rpm,
+        "artifacts" => Kind::Artifacts,
+        _ => Kind::Python,
+    }
+}
+
+impl UploadArgs {
+    pub(crate) fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+    pub(crate) fn jobs(&self) -> usize {
+        self.jobs.max(1)
+    }
+    pub(crate) fn json(&self) -> bool {
+        self.json
+    }
 }

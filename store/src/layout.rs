@@ -1,0 +1,106 @@
+//! TheRock's key layout and bucket choice (spec §5): where a run's artifacts and packages go.
+
+/// What is being uploaded, which decides the key prefix under the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Wheels and sdists: `{run}-{platform}/python/`.
+    Python,
+    /// Debian packages: `{run}-{platform}/packages/deb/pool/main/`.
+    Deb,
+    /// RPMs: `{run}-{platform}/packages/rpm/x86_64/`.
+    Rpm,
+    /// Stage artifacts (`*.tar.zst` + `.sha256sum`): the run prefix itself.
+    Artifacts,
+}
+
+impl Kind {
+    pub fn subdir(self) -> &'static str {
+        match self {
+            Self::Python => "python/",
+            Self::Deb => "packages/deb/pool/main/",
+            Self::Rpm => "packages/rpm/x86_64/",
+            Self::Artifacts => "",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error("unknown RELEASE_TYPE {0:?}: expected ci, dev, dev-bkc, nightly, nightly-bkc or prerelease")]
+    ReleaseType(String),
+    #[error("{what} {value:?} must be non-empty and contain no '/'")]
+    BadPart { what: &'static str, value: String },
+}
+
+/// The bucket holding a run's artifacts, from `RELEASE_TYPE` (default `ci`), the repository
+/// (`GITHUB_REPOSITORY`, `owner/name`) and whether the run is a pull request from a fork.
+pub fn artifact_bucket(release_type: &str, repository: &str, is_fork: bool) -> Result<&'static str, LayoutError> {
+    Ok(match release_type {
+        "" | "ci" if repository == "ROCm/TheRock" && !is_fork => "therock-ci-artifacts",
+        "" | "ci" => "therock-ci-artifacts-external",
+        "dev" | "dev-bkc" => "therock-dev-artifacts",
+        "nightly" | "nightly-bkc" => "therock-nightly-artifacts",
+        "prerelease" => "therock-prerelease-artifacts",
+        other => return Err(LayoutError::ReleaseType(other.to_owned())),
+    })
+}
+
+/// The run prefix `{external_repo}{run_id}-{platform}/`; the external bucket keys runs under
+/// `{owner}-{repo}/` (case kept).
+pub fn run_prefix(bucket: &str, repository: &str, run_id: &str, platform: &str) -> Result<String, LayoutError> {
+    for (what, value) in [("run id", run_id), ("platform", platform)] {
+        if value.is_empty() || value.contains('/') {
+            return Err(LayoutError::BadPart { what, value: value.to_owned() });
+        }
+    }
+    let external = if bucket == "therock-ci-artifacts-external" {
+        let owner_repo = repository.replace('/', "-");
+        if owner_repo.is_empty() {
+            return Err(LayoutError::BadPart { what: "repository", value: repository.to_owned() });
+        }
+        format!("{owner_repo}/")
+    } else {
+        String::new()
+    };
+    Ok(format!("{external}{run_id}-{platform}/"))
+}
+
+/// The public https form of a key (`https://{bucket}.s3.amazonaws.com/{key}`, no region).
+pub fn public_url(bucket: &str, key: &str) -> String {
+    format!("https://{bucket}.s3.amazonaws.com/{key}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_follow_therock() {
+        assert_eq!(artifact_bucket("ci", "ROCm/TheRock", false), Ok("therock-ci-artifacts"));
+        assert_eq!(artifact_bucket("", "ROCm/TheRock", false), Ok("therock-ci-artifacts"));
+        assert_eq!(artifact_bucket("ci", "ROCm/TheRock", true), Ok("therock-ci-artifacts-external"));
+        assert_eq!(artifact_bucket("ci", "ROCm/rocm-libraries", false), Ok("therock-ci-artifacts-external"));
+        assert_eq!(artifact_bucket("dev-bkc", "ROCm/TheRock", false), Ok("therock-dev-artifacts"));
+        assert_eq!(artifact_bucket("nightly", "ROCm/TheRock", false), Ok("therock-nightly-artifacts"));
+        assert_eq!(artifact_bucket("prerelease", "x/y", false), Ok("therock-prerelease-artifacts"));
+        assert_eq!(artifact_bucket("release", "ROCm/TheRock", false), Err(LayoutError::ReleaseType("release".into())));
+    }
+
+    #[test]
+    fn prefixes_follow_therock() {
+        assert_eq!(
+            run_prefix("therock-ci-artifacts", "ROCm/TheRock", "12345678901", "linux").unwrap(),
+            "12345678901-linux/"
+        );
+        assert_eq!(
+            run_prefix("therock-ci-artifacts-external", "ROCm/rocm-libraries", "12345", "linux").unwrap(),
+            "ROCm-rocm-libraries/12345-linux/"
+        );
+        assert!(run_prefix("b", "r", "1/2", "linux").is_err());
+        assert_eq!(Kind::Deb.subdir(), "packages/deb/pool/main/");
+        assert_eq!(
+            public_url("therock-ci-artifacts", "1-linux/python/index.html"),
+            "https://therock-ci-artifacts.s3.amazonaws.com/1-linux/python/index.html"
+        );
+    }
+}
