@@ -72,14 +72,7 @@ impl Coalescer {
                     Some("the reindex panicked; see the server log".to_owned())
                 }
                 Ok(Ok(report)) => {
-                    tracing::info!(
-                        root = %root,
-                        added = report.added.len(),
-                        removed = report.removed.len(),
-                        written = report.written.len(),
-                        attempts = report.attempts,
-                        "reindexed"
-                    );
+                    tracing::info!(attempts = report.attempts, "reindexed {report}");
                     None
                 }
                 Ok(Err(e)) => {

@@ -74,6 +74,23 @@ pub struct ReindexReport {
     pub committed: bool,
 }
 
+impl std::fmt::Display for ReindexReport {
+    /// One line: `ROOT: N added, N removed, N rejected, N written, N deleted[ (unchanged)]`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} added, {} removed, {} rejected, {} written, {} deleted{}",
+            self.root,
+            self.added.len(),
+            self.removed.len(),
+            self.rejected.len(),
+            self.written.len(),
+            self.deleted.len(),
+            if self.committed { "" } else { " (unchanged)" }
+        )
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Indexer {
     store: Arc<dyn Store>,

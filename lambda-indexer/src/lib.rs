@@ -243,14 +243,7 @@ impl<S: Stores> Handler<S> {
         for (name, result) in results {
             match result {
                 Ok(report) => {
-                    tracing::info!(
-                        root = %name,
-                        added = report.added.len(),
-                        removed = report.removed.len(),
-                        written = report.written.len(),
-                        attempts = report.attempts,
-                        "reindexed"
-                    );
+                    tracing::info!(bucket_root = %name, attempts = report.attempts, "reindexed {report}");
                     summary.reindexed.push(name);
                 }
                 Err(e) => {

@@ -40,17 +40,7 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
         writeln!(out)?;
     } else {
         for r in &reports {
-            writeln!(
-                out,
-                "{}: {} added, {} removed, {} rejected, {} written, {} deleted{}",
-                r.root,
-                r.added.len(),
-                r.removed.len(),
-                r.rejected.len(),
-                r.written.len(),
-                r.deleted.len(),
-                if r.committed { "" } else { " (unchanged)" }
-            )?;
+            writeln!(out, "{r}")?;
             for (file, reason) in &r.rejected {
                 writeln!(out, "  rejected {file}: {reason}")?;
             }
