@@ -607,6 +607,165 @@ mod tests {
         assert!(!text(store.as_ref(), "index.html").await.contains(&gone));
     }
 
+    /// A store that fails the operations a rule picks, as a flaky S3 would (5xx, throttling,
+    /// timeouts) or as a crash would cut a reindex short.
+    type FaultRule = Box<dyn FnMut(&str, &Key) -> bool + Send>;
+
+    struct Faulty {
+        inner: MemoryStore,
+        rule: Mutex<FaultRule>,
+    }
+
+    impl std::fmt::Debug for Faulty {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Faulty")
+        }
+    }
+
+    impl Faulty {
+        fn new(rule: impl FnMut(&str, &Key) -> bool + Send + 'static) -> Self {
+            Self { inner: MemoryStore::default(), rule: Mutex::new(Box::new(rule)) }
+        }
+        fn set(&self, rule: impl FnMut(&str, &Key) -> bool + Send + 'static) {
+            *self.rule.lock().unwrap() = Box::new(rule);
+        }
+        fn check(&self, op: &str, key: &Key) -> quarry_store::Result<()> {
+            if (self.rule.lock().unwrap())(op, key) {
+                return Err(StoreError::Backend(format!("injected fault: {op} {key} (503 SlowDown)")));
+            }
+            Ok(())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Store for Faulty {
+        fn describe(&self) -> String {
+            "faulty".into()
+        }
+        async fn head(&self, key: &Key) -> quarry_store::Result<ObjectMeta> {
+            self.check("head", key)?;
+            self.inner.head(key).await
+        }
+        async fn get(&self, key: &Key, range: Option<ByteRange>) -> quarry_store::Result<GetObject> {
+            self.check("get", key)?;
+            self.inner.get(key, range).await
+        }
+        async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> quarry_store::Result<PutResult> {
+            self.check("put", key)?;
+            self.inner.put(key, body, options).await
+        }
+        async fn list(&self, prefix: &str, options: ListOptions) -> quarry_store::Result<ListPage> {
+            self.check("list", &Key::new(format!("{prefix}x")).unwrap())?;
+            self.inner.list(prefix, options).await
+        }
+        async fn delete(&self, key: &Key) -> quarry_store::Result<()> {
+            self.check("delete", key)?;
+            self.inner.delete(key).await
+        }
+    }
+
+    /// No published page may point at a missing object: every href of the find-links page and
+    /// of every project page, and every advertised `.metadata`.
+    async fn assert_no_dangling_links(store: &MemoryStore) {
+        let pages = store.list_all(ROOT, false).await.unwrap();
+        for page in pages.objects.iter().filter(|o| o.key.as_str().ends_with("index.html")) {
+            let (_, html) = store.get_bytes(&page.key, 1 << 24).await.unwrap();
+            let html = String::from_utf8(html.to_vec()).unwrap();
+            let base = page.key.parent_prefix();
+            for link in html.split("<a href=\"").skip(1) {
+                let href = link.split(['"', '#']).next().unwrap();
+                if href.ends_with('/') {
+                    continue; // a project page link on the simple root
+                }
+                let file =
+                    percent_encoding::percent_decode_str(href.trim_start_matches("../../")).decode_utf8().unwrap();
+                let file_key = Key::new(format!("{ROOT}{file}")).unwrap();
+                assert!(store.head(&file_key).await.is_ok(), "{base}index.html links to missing {file_key}");
+                if link.contains("data-core-metadata") {
+                    let meta = Key::new(format!("{file_key}{METADATA_SUFFIX}")).unwrap();
+                    assert!(store.head(&meta).await.is_ok(), "{base}index.html advertises missing {meta}");
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_crash_before_the_commit_converges_later() {
+        let faulty = Arc::new(Faulty::new(|op, key| op == "put" && key.filename() == crate::STATE_NAME));
+        for v in ["1.0", "2.0"] {
+            let (name, data) = wheel("crashy", v, 100);
+            faulty
+                .inner
+                .put_bytes(&Key::new(format!("{ROOT}{name}")).unwrap(), Bytes::from(data), PutOptions::default())
+                .await
+                .unwrap();
+        }
+        let store: Arc<dyn Store> = faulty.clone();
+        let root = RepoRoot::new(ROOT).unwrap();
+        let err = Indexer::new(store.clone()).reindex(&root).await.unwrap_err();
+        assert!(err.to_string().contains("injected fault"), "{err}");
+        // Outputs were published, the state was not: nothing dangles.
+        assert_no_dangling_links(&faulty.inner).await;
+        assert!(faulty.inner.head(&root.state_key()).await.is_err());
+
+        faulty.set(|_, _| false);
+        let report = Indexer::new(store).reindex(&root).await.unwrap();
+        assert!(report.committed);
+        assert_eq!(report.added.len(), 2);
+        assert_no_dangling_links(&faulty.inner).await;
+        assert!(text(&faulty.inner, "index.html").await.contains("crashy-2.0"));
+    }
+
+    #[tokio::test]
+    async fn transient_faults_never_leave_dangling_links() {
+        // Every third store operation fails, deterministically.
+        let mut n = 0u32;
+        let faulty = Arc::new(Faulty::new(move |_, _| {
+            n += 1;
+            n.is_multiple_of(3)
+        }));
+        let store: Arc<dyn Store> = faulty.clone();
+        let root = RepoRoot::new(ROOT).unwrap();
+        let mut failures = 0;
+        for round in 0..6 {
+            let (name, data) = wheel(&format!("flaky-{round}"), "1.0", 100);
+            faulty
+                .inner
+                .put_bytes(&Key::new(format!("{ROOT}{name}")).unwrap(), Bytes::from(data), PutOptions::default())
+                .await
+                .unwrap();
+            // Events are retried until one succeeds; after every failed one the pages hold.
+            for _ in 0..50 {
+                match Indexer::new(store.clone()).reindex(&root).await {
+                    Ok(_) => break,
+                    Err(e) => {
+                        assert!(e.to_string().contains("injected fault"), "{e}");
+                        failures += 1;
+                        assert_no_dangling_links(&faulty.inner).await;
+                    }
+                }
+            }
+        }
+        // A deletion, indexed through the same faults.
+        let (gone, _) = wheel("flaky-0", "1.0", 100);
+        faulty.inner.delete(&Key::new(format!("{ROOT}{gone}")).unwrap()).await.unwrap();
+        for _ in 0..50 {
+            if Indexer::new(store.clone()).reindex(&root).await.is_ok() {
+                break;
+            }
+            failures += 1;
+        }
+        assert!(failures > 0, "the faults never hit");
+        faulty.set(|_, _| false);
+        Indexer::new(store).reindex(&root).await.unwrap();
+        assert_no_dangling_links(&faulty.inner).await;
+        let index = text(&faulty.inner, "index.html").await;
+        for round in 1..6 {
+            assert!(index.contains(&format!("flaky_{round}-1.0")), "flaky-{round} missing");
+        }
+        assert!(!index.contains("flaky_0-1.0"));
+    }
+
     #[tokio::test]
     async fn stores_without_conditional_puts_are_refused() {
         let indexer = Indexer::new(Arc::new(quarry_store::conformance::NoConditionalWrites::default()));
