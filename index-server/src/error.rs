@@ -26,6 +26,12 @@ pub enum AppError {
     Internal(String),
 }
 
+impl From<quarry_store::KeyError> for AppError {
+    fn from(e: quarry_store::KeyError) -> Self {
+        Self::BadRequest(e.to_string())
+    }
+}
+
 impl From<StoreError> for AppError {
     fn from(e: StoreError) -> Self {
         match e {

@@ -56,17 +56,17 @@ pub(crate) async fn get_path(
         return Ok(response);
     }
     if path.is_empty() || path.ends_with('/') {
-        let key = Key::new(format!("{path}index.html")).map_err(|e| AppError::BadRequest(e.to_string()))?;
+        let key = Key::new(format!("{path}index.html"))?;
         return match reader.object(&key, presentation_for(&key)).await {
             Err(AppError::NotFound(_)) => Err(AppError::NotFound(format!("nothing at /{path}"))),
             other => other,
         };
     }
-    let key = Key::new(path.clone()).map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let key = Key::new(path.clone())?;
     match reader.object(&key, presentation_for(&key)).await {
         Err(AppError::NotFound(_)) => {
             // A directory with an index: redirect to its slashed URL.
-            let index = Key::new(format!("{path}/index.html")).map_err(|e| AppError::BadRequest(e.to_string()))?;
+            let index = Key::new(format!("{path}/index.html"))?;
             match state.store.head(&index).await {
                 Ok(_) => Ok(Redirect::permanent(&encode_path(&format!("{path}/"))).into_response()),
                 Err(e) if e.is_not_found() => Err(AppError::NotFound(format!("nothing at /{path}"))),
@@ -124,7 +124,7 @@ impl Reader<'_> {
         let format =
             negotiate(self.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok())).ok_or(AppError::NotAcceptable)?;
         let file = if format.is_json() { "index.json" } else { "index.html" };
-        let key = Key::new(format!("{dir}{file}")).map_err(|e| AppError::BadRequest(e.to_string()))?;
+        let key = Key::new(format!("{dir}{file}"))?;
         let presentation = Presentation {
             content_type: format.content_type(),
             cache_control: PAGE_CACHE,

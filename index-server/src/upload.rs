@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::TryStreamExt;
 use quarry_index::{InspectError, RepoRoot, inspect};
 use quarry_packaging::DistFilename;
-use quarry_store::{ByteStream, Condition, Key, ObjectMeta, PutOptions, Sha256Hex, StoreError};
+use quarry_store::{ByteStream, Condition, Key, ObjectMeta, PutOptions, StoreError, hash_stream, stored_sha256};
 use serde::Serialize;
 
 use crate::{AppError, AppState, decode_path, encode_path};
@@ -65,7 +65,7 @@ pub(crate) async fn put_path(
 ) -> Result<Response, AppError> {
     authorize(&state, &headers)?;
     let path = decode_path(uri.path())?;
-    let key = Key::new(path).map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let key = Key::new(path)?;
     let _: DistFilename = key.filename().parse().map_err(|e| AppError::BadRequest(format!("{e}")))?;
     let root = RepoRoot::for_key(&key).ok_or_else(|| {
         AppError::BadRequest(format!(
@@ -82,7 +82,7 @@ pub(crate) async fn put_path(
     let store = state.store.clone();
     let (status, size, sha256) = match store.head(&key).await {
         Ok(existing) => {
-            let (size, sha256) = hash_body(body_stream(body), state.max_upload).await?;
+            let (size, sha256) = hash_stream(key.as_str(), body_stream(body), Some(state.max_upload)).await?;
             same_or_refuse(&state, &existing, &sha256).await?;
             (("exists", StatusCode::OK), size, sha256)
         }
@@ -142,31 +142,10 @@ pub(crate) async fn put_path(
     Ok((status.1, Json(body)).into_response())
 }
 
-async fn hash_body(mut body: ByteStream, limit: u64) -> Result<(u64, String), AppError> {
-    let mut hasher = Sha256Hex::default();
-    let mut size = 0u64;
-    while let Some(chunk) =
-        body.try_next().await.map_err(|e| AppError::BadRequest(format!("upload interrupted: {e}")))?
-    {
-        size += chunk.len() as u64;
-        if size > limit {
-            return Err(AppError::TooLarge(format!("upload exceeds the limit of {limit} bytes")));
-        }
-        hasher.update(&chunk);
-    }
-    Ok((size, hasher.finish()))
-}
-
 /// Identical bytes at an existing key are fine; different bytes are refused (package files are
 /// immutable: pip and apt cache them by name and hash).
 async fn same_or_refuse(state: &AppState, existing: &ObjectMeta, sha256: &str) -> Result<(), AppError> {
-    let existing_sha = match &existing.sha256 {
-        Some(s) => s.clone(),
-        None => {
-            let got = state.store.get(&existing.key, None).await?;
-            hash_body(got.body, u64::MAX).await?.1
-        }
-    };
+    let existing_sha = stored_sha256(state.store.as_ref(), &existing.key, existing.sha256.clone()).await?;
     if existing_sha == sha256 {
         Ok(())
     } else {

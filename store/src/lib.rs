@@ -36,7 +36,7 @@ pub use local::LocalStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "s3")]
 pub use s3::{PART_SIZE, PARTS_IN_FLIGHT, S3Store, SHA256_METADATA};
-pub use upload::{Uploaded, hash_file, upload_file};
+pub use upload::{Uploaded, hash_file, hash_stream, stored_sha256, upload_file};
 
 /// Default page size of a listing, as S3's.
 pub const DEFAULT_PAGE: usize = 1000;

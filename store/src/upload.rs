@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use futures_util::TryStreamExt;
+use futures_util::TryStreamExt as _;
 use tokio::io::AsyncReadExt;
 
 use crate::{ByteStream, Condition, Key, PutOptions, Result, Sha256Hex, Store, StoreError};
@@ -69,21 +69,23 @@ pub async fn upload_file(
     }
 }
 
+/// Hash a whole body (at most `limit` bytes), returning its size and sha256.
+pub async fn hash_stream(key: &str, body: ByteStream, limit: Option<u64>) -> Result<(u64, String)> {
+    let mut body = crate::hashing::HashingBody::new(body, key, limit);
+    while body.next().await?.is_some() {}
+    body.finish(None)
+}
+
+/// The sha256 of a stored object: recorded at upload, or computed by reading it once.
+pub async fn stored_sha256(store: &dyn Store, key: &Key, recorded: Option<String>) -> Result<String> {
+    match recorded {
+        Some(sha) => Ok(sha),
+        None => Ok(hash_stream(key.as_str(), store.get(key, None).await?.body, None).await?.1),
+    }
+}
+
 async fn same_or_refuse(store: &dyn Store, key: &Key, existing: Option<String>, ours: &str) -> Result<()> {
-    let existing = match existing {
-        Some(sha) => sha,
-        None => {
-            let got = store.get(key, None).await?;
-            let mut hasher = Sha256Hex::default();
-            let mut body = got.body;
-            while let Some(chunk) =
-                body.try_next().await.map_err(|source| StoreError::Body { key: key.to_string(), source })?
-            {
-                hasher.update(&chunk);
-            }
-            hasher.finish()
-        }
-    };
+    let existing = stored_sha256(store, key, existing).await?;
     if existing.eq_ignore_ascii_case(ours) {
         Ok(())
     } else {
