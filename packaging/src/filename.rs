@@ -180,10 +180,6 @@ impl DistFilename {
             Self::Sdist(s) => s.as_str(),
         }
     }
-
-    pub fn is_wheel(&self) -> bool {
-        matches!(self, Self::Wheel(_))
-    }
 }
 
 impl fmt::Display for WheelFilename {
