@@ -95,8 +95,21 @@ async fn serve_upload_index_and_install() {
     assert_eq!(reports[0]["root"], "4242-linux/python/");
     assert_eq!(reports[0]["committed"], false);
 
-    // A file copied in by hand is picked up by the next `quarry index`.
+    // A file copied in by hand: `--check` reports it missing from the pages and fails…
     WheelSpec::new("cli-demo", "2.0").write_to(&store.join("4242-linux/python"));
+    let check = |store: &std::path::Path| {
+        let mut c = tokio::process::Command::new(quarry_bin());
+        c.args(["index", "--check"]).arg(store);
+        c
+    };
+    let out = run(check(&store), Duration::from_secs(60)).await;
+    assert!(!out.status.success(), "--check passed with an unindexed file");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("cli_demo-2.0-py3-none-any.whl is in the listing but not in the committed state"),
+        "{stdout}"
+    );
+    // …and the next `quarry index` picks it up.
     let mut index = tokio::process::Command::new(quarry_bin());
     index.arg("index").arg(&store);
     let out = run(index, Duration::from_secs(60)).await;
@@ -105,4 +118,7 @@ async fn serve_upload_index_and_install() {
         String::from_utf8_lossy(&out.stdout).lines().next(),
         Some("4242-linux/python/: 1 added, 0 removed, 0 rejected, 4 written, 0 deleted")
     );
+    let out = run(check(&store), Duration::from_secs(60)).await;
+    assert_success(&out, "quarry index --check");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("4242-linux/python/: 3 files, 3 pages, 0 problems"));
 }

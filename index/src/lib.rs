@@ -9,6 +9,7 @@
 //!
 //! Nothing here knows HTTP or Lambda.
 
+pub mod check;
 mod metadata;
 mod reindex;
 pub mod render;
@@ -16,6 +17,7 @@ mod root;
 mod state;
 mod wheel;
 
+pub use check::{CheckReport, check};
 pub use metadata::{CoreMetadata, MetadataError};
 pub use reindex::{
     IndexError, Indexer, InspectError, Inspected, METADATA_SUFFIX, ReindexReport, YANK_SUFFIX, discover_roots, inspect,

@@ -10,7 +10,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use quarry_packaging::{DistFilename, PackageName, Version};
-use quarry_store::{Condition, Key, ObjectMeta, PutOptions, Sha256Hex, Store, StoreError, StoreExt, sha256_hex};
+use quarry_store::{
+    Condition, ConditionalWrites, Key, ObjectMeta, PutOptions, Sha256Hex, Store, StoreError, StoreExt, sha256_hex,
+};
 use serde::Serialize;
 
 use crate::render::{self, Page};
@@ -134,20 +136,35 @@ impl Indexer {
 
     /// Like [`Indexer::reindex`]; with `force`, every page is republished even when the state
     /// says nothing changed (repairs pages damaged or deleted behind the indexer's back).
+    ///
+    /// A lost commit race is retried; the retry republishes every page this call wrote before,
+    /// since those may have overwritten the winner's newer pages. On a store whose conditional
+    /// writes are not atomic ([`ConditionalWrites::Verify`]) a commit is read back: if another
+    /// writer's state replaced it, or the listing holds files it lacks, the loop goes on.
     #[tracing::instrument(skip_all, fields(root = %root, force))]
-    pub async fn reindex_with(&self, root: &RepoRoot, mut force: bool) -> Result<ReindexReport, IndexError> {
-        if !self.store.supports_conditional_put() {
+    pub async fn reindex_with(&self, root: &RepoRoot, force: bool) -> Result<ReindexReport, IndexError> {
+        let mode = self.store.conditional_writes();
+        if mode == ConditionalWrites::Unsupported {
             return Err(IndexError::UnsafeStore(self.store.describe()));
         }
+        let mut pass = Pass { force_all: force, dirty: BTreeSet::new(), expect: None };
+        let mut total = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
         for attempt in 1..=self.max_attempts {
-            match self.attempt(root, force).await {
-                Ok(mut report) => {
-                    report.attempts = attempt;
-                    return Ok(report);
+            total.attempts = attempt;
+            match self.attempt(root, &mut pass).await {
+                Ok(report) => {
+                    let committed = report.committed;
+                    total.absorb(report);
+                    if !committed || mode == ConditionalWrites::Atomic {
+                        return Ok(total);
+                    }
+                    // Read back what was committed on the next pass.
+                    tracing::debug!(attempt, "verifying the commit");
+                    pass.force_all = false;
                 }
                 Err(IndexError::Store(e)) if e.is_conflict() => {
                     tracing::debug!(attempt, "state moved under us; retrying");
-                    force = true;
+                    pass.expect = None;
                     tokio::time::sleep(backoff(attempt)).await;
                 }
                 Err(e) => return Err(e),
@@ -177,8 +194,16 @@ impl Indexer {
         }
     }
 
-    async fn attempt(&self, root: &RepoRoot, force: bool) -> Result<ReindexReport, IndexError> {
+    async fn attempt(&self, root: &RepoRoot, pass: &mut Pass) -> Result<ReindexReport, IndexError> {
         let (old, state_etag) = self.load_state(root).await?;
+        // Verifying a commit: another state in its place means racing writers both passed the
+        // precondition, and this call's pages may be the stale ones.
+        let replaced =
+            pass.expect.take().is_some_and(|mine| state_etag.as_deref().map(etag_value) != Some(etag_value(&mine)));
+        if replaced {
+            tracing::info!("another indexer's state replaced this commit; republishing this call's pages");
+        }
+        let force = pass.force_all;
         let listing = self.store.list_all(root.as_str(), true).await?;
 
         let mut files = BTreeMap::new();
@@ -258,7 +283,7 @@ impl Indexer {
             }
         }
 
-        if !force && state_etag.is_some() && new == old {
+        if !force && !replaced && state_etag.is_some() && new == old {
             return Ok(report);
         }
 
@@ -271,9 +296,13 @@ impl Indexer {
         }
         for Page { path, body, content_type } in pages {
             let key = root.key(&path)?;
-            if !force && old.outputs.get(key.as_str()) == new.outputs.get(key.as_str()) {
+            if !force
+                && !pass.dirty.contains(key.as_str())
+                && old.outputs.get(key.as_str()) == new.outputs.get(key.as_str())
+            {
                 continue;
             }
+            pass.dirty.insert(key.to_string());
             self.store
                 .put_bytes(&key, Bytes::from(body), PutOptions::derived().with_content_type(content_type))
                 .await?;
@@ -285,7 +314,8 @@ impl Indexer {
             None => Condition::IfNoneMatch,
         };
         let state_bytes = serde_json::to_vec(&new).map_err(|e| StoreError::Backend(e.to_string()))?;
-        self.store
+        let put = self
+            .store
             .put_bytes(
                 &root.state_key(),
                 Bytes::from(state_bytes),
@@ -293,6 +323,7 @@ impl Indexer {
             )
             .await?;
         report.committed = true;
+        pass.expect = Some(put.etag);
 
         // Outputs the committed state no longer lists (removed projects, removed wheels'
         // sidecars). Best effort: an orphan is harmless, a failure here must not fail the commit.
@@ -307,6 +338,39 @@ impl Indexer {
         }
         Ok(report)
     }
+}
+
+/// What carries from one attempt of a reindex to the next.
+struct Pass {
+    /// Republish every page.
+    force_all: bool,
+    /// Pages written by earlier attempts of this call: republished by every later one.
+    dirty: BTreeSet<String>,
+    /// The ETag of the state this call just committed, to read back.
+    expect: Option<String>,
+}
+
+impl ReindexReport {
+    /// Fold a later pass of the same reindex into this report.
+    fn absorb(&mut self, later: ReindexReport) {
+        for (list, more) in [(&mut self.added, later.added), (&mut self.removed, later.removed)] {
+            for name in more {
+                if !list.contains(&name) {
+                    list.push(name);
+                }
+            }
+            list.sort();
+        }
+        self.rejected.extend(later.rejected);
+        self.written.extend(later.written);
+        self.deleted.extend(later.deleted);
+        self.committed |= later.committed;
+    }
+}
+
+/// An ETag without quotes or a weak prefix, for comparing what a put and a later read return.
+fn etag_value(etag: &str) -> &str {
+    etag.trim_start_matches("W/").trim_matches('"')
 }
 
 fn backoff(attempt: u32) -> Duration {
@@ -436,6 +500,7 @@ mod tests {
     use std::io::Write;
     use std::sync::Mutex;
 
+    use quarry_store::faults::{Fault, FaultyStore, NonAtomicConditions, Op};
     use quarry_store::{
         ByteRange, ByteStream, CountingStore, GetObject, ListOptions, ListPage, MemoryStore, PutResult,
     };
@@ -609,131 +674,60 @@ mod tests {
 
     /// A store that fails the operations a rule picks, as a flaky S3 would (5xx, throttling,
     /// timeouts) or as a crash would cut a reindex short.
-    type FaultRule = Box<dyn FnMut(&str, &Key) -> bool + Send>;
-
-    struct Faulty {
-        inner: MemoryStore,
-        rule: Mutex<FaultRule>,
+    async fn assert_consistent(store: &dyn Store) {
+        let report = crate::check(store, &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+        assert!(report.is_clean(), "{report}");
     }
 
-    impl std::fmt::Debug for Faulty {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("Faulty")
-        }
-    }
-
-    impl Faulty {
-        fn new(rule: impl FnMut(&str, &Key) -> bool + Send + 'static) -> Self {
-            Self { inner: MemoryStore::default(), rule: Mutex::new(Box::new(rule)) }
-        }
-        fn set(&self, rule: impl FnMut(&str, &Key) -> bool + Send + 'static) {
-            *self.rule.lock().unwrap() = Box::new(rule);
-        }
-        fn check(&self, op: &str, key: &Key) -> quarry_store::Result<()> {
-            if (self.rule.lock().unwrap())(op, key) {
-                return Err(StoreError::Backend(format!("injected fault: {op} {key} (503 SlowDown)")));
-            }
-            Ok(())
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl Store for Faulty {
-        fn describe(&self) -> String {
-            "faulty".into()
-        }
-        async fn head(&self, key: &Key) -> quarry_store::Result<ObjectMeta> {
-            self.check("head", key)?;
-            self.inner.head(key).await
-        }
-        async fn get(&self, key: &Key, range: Option<ByteRange>) -> quarry_store::Result<GetObject> {
-            self.check("get", key)?;
-            self.inner.get(key, range).await
-        }
-        async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> quarry_store::Result<PutResult> {
-            self.check("put", key)?;
-            self.inner.put(key, body, options).await
-        }
-        async fn list(&self, prefix: &str, options: ListOptions) -> quarry_store::Result<ListPage> {
-            self.check("list", &Key::new(format!("{prefix}x")).unwrap())?;
-            self.inner.list(prefix, options).await
-        }
-        async fn delete(&self, key: &Key) -> quarry_store::Result<()> {
-            self.check("delete", key)?;
-            self.inner.delete(key).await
-        }
-    }
-
-    /// No published page may point at a missing object: every href of the find-links page and
-    /// of every project page, and every advertised `.metadata`.
-    async fn assert_no_dangling_links(store: &MemoryStore) {
-        let pages = store.list_all(ROOT, false).await.unwrap();
-        for page in pages.objects.iter().filter(|o| o.key.as_str().ends_with("index.html")) {
-            let (_, html) = store.get_bytes(&page.key, 1 << 24).await.unwrap();
-            let html = String::from_utf8(html.to_vec()).unwrap();
-            let base = page.key.parent_prefix();
-            for link in html.split("<a href=\"").skip(1) {
-                let href = link.split(['"', '#']).next().unwrap();
-                if href.ends_with('/') {
-                    continue; // a project page link on the simple root
-                }
-                let file =
-                    percent_encoding::percent_decode_str(href.trim_start_matches("../../")).decode_utf8().unwrap();
-                let file_key = Key::new(format!("{ROOT}{file}")).unwrap();
-                assert!(store.head(&file_key).await.is_ok(), "{base}index.html links to missing {file_key}");
-                if link.contains("data-core-metadata") {
-                    let meta = Key::new(format!("{file_key}{METADATA_SUFFIX}")).unwrap();
-                    assert!(store.head(&meta).await.is_ok(), "{base}index.html advertises missing {meta}");
-                }
-            }
-        }
+    /// No published page may point at a missing object (the state may lag behind the listing).
+    async fn assert_no_dangling_links(store: &dyn Store) {
+        let report = crate::check(store, &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+        let dangling: Vec<_> = report
+            .problems
+            .iter()
+            .filter(|p| p.contains("links to missing") || p.contains("advertises missing"))
+            .collect();
+        assert!(dangling.is_empty(), "{report}");
     }
 
     #[tokio::test]
     async fn a_crash_before_the_commit_converges_later() {
-        let faulty = Arc::new(Faulty::new(|op, key| op == "put" && key.filename() == crate::STATE_NAME));
+        let memory = Arc::new(MemoryStore::default());
+        let faulty = Arc::new(FaultyStore::new(memory.clone(), |op, key| {
+            (op == Op::Put && key.ends_with(crate::STATE_NAME)).then_some(Fault::Crash)
+        }));
         for v in ["1.0", "2.0"] {
             let (name, data) = wheel("crashy", v, 100);
-            faulty
-                .inner
-                .put_bytes(&Key::new(format!("{ROOT}{name}")).unwrap(), Bytes::from(data), PutOptions::default())
-                .await
-                .unwrap();
+            put(memory.as_ref(), &name, data).await;
         }
         let store: Arc<dyn Store> = faulty.clone();
         let root = RepoRoot::new(ROOT).unwrap();
         let err = Indexer::new(store.clone()).reindex(&root).await.unwrap_err();
         assert!(err.to_string().contains("injected fault"), "{err}");
         // Outputs were published, the state was not: nothing dangles.
-        assert_no_dangling_links(&faulty.inner).await;
-        assert!(faulty.inner.head(&root.state_key()).await.is_err());
+        assert_no_dangling_links(memory.as_ref()).await;
+        assert!(memory.head(&root.state_key()).await.is_err());
 
-        faulty.set(|_, _| false);
+        faulty.heal();
         let report = Indexer::new(store).reindex(&root).await.unwrap();
         assert!(report.committed);
         assert_eq!(report.added.len(), 2);
-        assert_no_dangling_links(&faulty.inner).await;
-        assert!(text(&faulty.inner, "index.html").await.contains("crashy-2.0"));
+        assert_consistent(memory.as_ref()).await;
+        assert!(text(memory.as_ref(), "index.html").await.contains("crashy-2.0"));
     }
 
     #[tokio::test]
     async fn transient_faults_never_leave_dangling_links() {
-        // Every third store operation fails, deterministically.
-        let mut n = 0u32;
-        let faulty = Arc::new(Faulty::new(move |_, _| {
-            n += 1;
-            n.is_multiple_of(3)
-        }));
+        // Every third store operation fails, cycling through the failures S3 produces.
+        let memory = Arc::new(MemoryStore::default());
+        let faults = vec![Fault::ServerError, Fault::Throttled, Fault::Timeout(Duration::from_millis(5))];
+        let faulty = Arc::new(FaultyStore::every(memory.clone(), 3, faults));
         let store: Arc<dyn Store> = faulty.clone();
         let root = RepoRoot::new(ROOT).unwrap();
         let mut failures = 0;
         for round in 0..6 {
             let (name, data) = wheel(&format!("flaky-{round}"), "1.0", 100);
-            faulty
-                .inner
-                .put_bytes(&Key::new(format!("{ROOT}{name}")).unwrap(), Bytes::from(data), PutOptions::default())
-                .await
-                .unwrap();
+            put(memory.as_ref(), &name, data).await;
             // Events are retried until one succeeds; after every failed one the pages hold.
             for _ in 0..50 {
                 match Indexer::new(store.clone()).reindex(&root).await {
@@ -741,14 +735,14 @@ mod tests {
                     Err(e) => {
                         assert!(e.to_string().contains("injected fault"), "{e}");
                         failures += 1;
-                        assert_no_dangling_links(&faulty.inner).await;
+                        assert_no_dangling_links(memory.as_ref()).await;
                     }
                 }
             }
         }
         // A deletion, indexed through the same faults.
         let (gone, _) = wheel("flaky-0", "1.0", 100);
-        faulty.inner.delete(&Key::new(format!("{ROOT}{gone}")).unwrap()).await.unwrap();
+        memory.delete(&Key::new(format!("{ROOT}{gone}")).unwrap()).await.unwrap();
         for _ in 0..50 {
             if Indexer::new(store.clone()).reindex(&root).await.is_ok() {
                 break;
@@ -756,14 +750,81 @@ mod tests {
             failures += 1;
         }
         assert!(failures > 0, "the faults never hit");
-        faulty.set(|_, _| false);
+        let kinds: BTreeSet<String> = faulty.injected().iter().map(|(_, _, f)| format!("{f:?}")).collect();
+        assert_eq!(kinds.len(), 3, "{kinds:?}");
+        faulty.heal();
         Indexer::new(store).reindex(&root).await.unwrap();
-        assert_no_dangling_links(&faulty.inner).await;
-        let index = text(&faulty.inner, "index.html").await;
+        assert_consistent(memory.as_ref()).await;
+        let index = text(memory.as_ref(), "index.html").await;
         for round in 1..6 {
             assert!(index.contains(&format!("flaky_{round}-1.0")), "flaky-{round} missing");
         }
         assert!(!index.contains("flaky_0-1.0"));
+    }
+
+    /// Uploads racing into one root, each followed by its own indexer, on a store whose
+    /// conditional puts let racing writers both pass.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn racing_indexers_converge_where_conditional_puts_are_not_atomic() {
+        for _ in 0..3 {
+            let memory = Arc::new(MemoryStore::default());
+            let store: Arc<dyn Store> = Arc::new(NonAtomicConditions::new(memory.clone(), Duration::from_millis(5)));
+            let root = RepoRoot::new(ROOT).unwrap();
+            let tasks: Vec<_> = (0..16)
+                .map(|i| {
+                    let (store, root) = (store.clone(), root.clone());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis((i * 7) % 16)).await;
+                        let (name, data) = wheel(&format!("racer-{i}"), "1.0", 64);
+                        put(store.as_ref(), &name, data).await;
+                        Indexer::new(store).reindex(&root).await.unwrap();
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            let report = crate::check(memory.as_ref(), &root).await.unwrap();
+            assert!(report.is_clean(), "{report}");
+            assert_eq!(report.files, 16);
+        }
+    }
+
+    /// The lost update such a store allows, made deterministic: a slow indexer reads the
+    /// state, lists one file, passes its precondition check; a fast one indexes a second file
+    /// and commits; then the slow one's write lands on top.
+    async fn lost_update(declared: ConditionalWrites) -> crate::CheckReport {
+        let memory = Arc::new(MemoryStore::default());
+        let slow: Arc<dyn Store> =
+            Arc::new(NonAtomicConditions::new(memory.clone(), Duration::from_millis(300)).declaring(declared));
+        let fast: Arc<dyn Store> =
+            Arc::new(NonAtomicConditions::new(memory.clone(), Duration::from_millis(1)).declaring(declared));
+        let root = RepoRoot::new(ROOT).unwrap();
+        let (first, data) = wheel("first", "1.0", 64);
+        put(memory.as_ref(), &first, data).await;
+        let slow_run = tokio::spawn({
+            let root = root.clone();
+            async move { Indexer::new(slow).reindex(&root).await.unwrap() }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (second, data) = wheel("second", "1.0", 64);
+        put(memory.as_ref(), &second, data).await;
+        Indexer::new(fast).reindex(&root).await.unwrap();
+        let slow_report = slow_run.await.unwrap();
+        assert!(slow_report.committed);
+        crate::check(memory.as_ref(), &root).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn verified_commits_repair_a_lost_update() {
+        let trusting = lost_update(ConditionalWrites::Atomic).await;
+        assert!(
+            trusting.problems.iter().any(|p| p.contains("second-1.0") && p.contains("not in the committed state")),
+            "the scenario no longer loses an update: {trusting}"
+        );
+        let verifying = lost_update(ConditionalWrites::Verify).await;
+        assert!(verifying.is_clean(), "{verifying}");
+        assert_eq!(verifying.files, 2);
     }
 
     #[tokio::test]

@@ -203,8 +203,8 @@ impl Store for NoConditionalWrites {
     fn describe(&self) -> String {
         "memory without conditional writes".into()
     }
-    fn supports_conditional_put(&self) -> bool {
-        false
+    fn conditional_writes(&self) -> crate::ConditionalWrites {
+        crate::ConditionalWrites::Unsupported
     }
     async fn head(&self, key: &Key) -> crate::Result<crate::ObjectMeta> {
         self.0.head(key).await

@@ -76,8 +76,8 @@ impl Store for CountingStore {
     fn describe(&self) -> String {
         self.inner.describe()
     }
-    fn supports_conditional_put(&self) -> bool {
-        self.inner.supports_conditional_put()
+    fn conditional_writes(&self) -> crate::ConditionalWrites {
+        self.inner.conditional_writes()
     }
     async fn head(&self, key: &Key) -> Result<ObjectMeta> {
         self.head.fetch_add(1, Ordering::Relaxed);

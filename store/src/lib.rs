@@ -12,6 +12,8 @@
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 mod counting;
+#[cfg(any(test, feature = "conformance"))]
+pub mod faults;
 mod hashing;
 mod key;
 pub mod layout;
@@ -220,6 +222,32 @@ impl StoreError {
     }
 }
 
+/// What a backend promises about `If-Match` / `If-None-Match` puts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConditionalWrites {
+    /// Checked and applied as one step: of two racing writers with the same precondition,
+    /// exactly one wins (local directories, memory, Amazon S3).
+    Atomic,
+    /// Honoured one request at a time, but two racing writers may both pass (S3-compatible
+    /// servers such as moto and s3s-fs). Writers must read back what they committed.
+    Verify,
+    /// Ignored: the server overwrites.
+    Unsupported,
+}
+
+impl std::str::FromStr for ConditionalWrites {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "atomic" | "1" | "true" | "yes" | "on" => Ok(Self::Atomic),
+            "verify" => Ok(Self::Verify),
+            "unsupported" | "none" | "0" | "false" | "no" | "off" => Ok(Self::Unsupported),
+            other => Err(format!("{other:?} is not one of atomic, verify, unsupported")),
+        }
+    }
+}
+
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// The object store interface. Implementations are cheap to share (`Arc<dyn Store>`).
@@ -228,9 +256,10 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// A short human description (`local:/srv/quarry`, `s3://bucket/prefix`).
     fn describe(&self) -> String;
 
-    /// Whether conditional puts are honoured atomically. The indexer refuses to run without it.
-    fn supports_conditional_put(&self) -> bool {
-        true
+    /// How far conditional puts can be trusted. The indexer refuses to run without them and
+    /// verifies each commit where they are not known to be atomic.
+    fn conditional_writes(&self) -> ConditionalWrites {
+        ConditionalWrites::Atomic
     }
 
     async fn head(&self, key: &Key) -> Result<ObjectMeta>;

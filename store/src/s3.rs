@@ -4,9 +4,10 @@
 //!   `AWS_ENDPOINT_URL_S3`) points at an S3-compatible server and switches to path-style
 //!   addressing; `QUARRY_S3_UNSIGNED=1` reads public buckets without credentials.
 //! - Conditional puts use `If-Match` / `If-None-Match: *` on `PutObject` and
-//!   `CompleteMultipartUpload`; 412 and 409 answers become [`StoreError::Conflict`]. A server
-//!   known to ignore them is declared with `QUARRY_S3_CONDITIONAL_WRITES=false`, and the
-//!   indexer then refuses to run on it.
+//!   `CompleteMultipartUpload`; 412 and 409 answers become [`StoreError::Conflict`]. Amazon S3
+//!   applies them atomically; S3-compatible servers (an `AWS_ENDPOINT_URL`) are assumed to
+//!   check them one request at a time ([`ConditionalWrites::Verify`]: the indexer reads back
+//!   each commit). `QUARRY_S3_CONDITIONAL_WRITES=atomic|verify|unsupported` overrides that.
 //! - Bodies up to [`PART_SIZE`] go in one `PutObject`; larger ones stream as a multipart upload
 //!   with up to [`PARTS_IN_FLIGHT`] parts at once (a single PUT stops at 5 GiB).
 //! - The sha256 of the content is stored as `x-amz-meta-sha256` whenever it is known before
@@ -23,8 +24,8 @@ use futures_util::stream::FuturesOrdered;
 
 use crate::hashing::HashingBody;
 use crate::{
-    ByteRange, ByteStream, Condition, GetObject, Key, ListOptions, ListPage, ObjectMeta, PutOptions, PutResult, Result,
-    Store, StoreError, validate_prefix,
+    ByteRange, ByteStream, Condition, ConditionalWrites, GetObject, Key, ListOptions, ListPage, ObjectMeta, PutOptions,
+    PutResult, Result, Store, StoreError, validate_prefix,
 };
 
 /// Part size of multipart uploads (and the largest body sent as one `PutObject`).
@@ -34,6 +35,7 @@ pub const PARTS_IN_FLIGHT: usize = 4;
 /// The user metadata key holding the content's sha256 (`x-amz-meta-sha256`).
 pub const SHA256_METADATA: &str = "sha256";
 const S3_PAGE: usize = 1000;
+const CONDITIONAL_WRITES_ENV: &str = "QUARRY_S3_CONDITIONAL_WRITES";
 
 #[derive(Debug, Clone)]
 pub struct S3Store {
@@ -41,7 +43,7 @@ pub struct S3Store {
     bucket: String,
     /// Key prefix inside the bucket: empty or ending in `/`.
     prefix: String,
-    conditional_writes: bool,
+    conditional_writes: ConditionalWrites,
 }
 
 fn env_flag(name: &str) -> Option<bool> {
@@ -80,7 +82,11 @@ impl S3Store {
             .request_checksum_calculation(aws_sdk_s3::config::RequestChecksumCalculation::WhenRequired)
             .response_checksum_validation(aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired);
         let client = Client::from_conf(config.build());
-        Ok(Self::from_client(client, bucket, prefix))
+        let mut store = Self::from_client(client, bucket, prefix);
+        if custom_endpoint && std::env::var_os(CONDITIONAL_WRITES_ENV).is_none() {
+            store.conditional_writes = ConditionalWrites::Verify;
+        }
+        Ok(store)
     }
 
     /// A store over an already configured client.
@@ -90,13 +96,16 @@ impl S3Store {
             client,
             bucket: bucket.to_owned(),
             prefix,
-            conditional_writes: env_flag("QUARRY_S3_CONDITIONAL_WRITES").unwrap_or(true),
+            conditional_writes: std::env::var(CONDITIONAL_WRITES_ENV)
+                .ok()
+                .and_then(|v| v.parse().map_err(|e| tracing::warn!("ignoring {CONDITIONAL_WRITES_ENV}: {e}")).ok())
+                .unwrap_or(ConditionalWrites::Atomic),
         }
     }
 
-    /// Declare whether the server honours conditional writes.
+    /// Declare what the server promises about conditional writes.
     #[must_use]
-    pub fn with_conditional_writes(mut self, honoured: bool) -> Self {
+    pub fn with_conditional_writes(mut self, honoured: ConditionalWrites) -> Self {
         self.conditional_writes = honoured;
         self
     }
@@ -160,7 +169,7 @@ impl Store for S3Store {
         format!("s3://{}/{}", self.bucket, self.prefix)
     }
 
-    fn supports_conditional_put(&self) -> bool {
+    fn conditional_writes(&self) -> ConditionalWrites {
         self.conditional_writes
     }
 

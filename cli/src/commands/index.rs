@@ -8,7 +8,7 @@ use quarry_store::CountingStore;
 
 #[derive(Debug, Args)]
 pub(crate) struct IndexArgs {
-    /// The store: a directory path or file:// URL.
+    /// The store: a directory, file:// or s3://bucket/prefix URL.
     store: String,
     /// Only roots under this key prefix (e.g. `12345-linux/`).
     #[arg(long, default_value = "")]
@@ -19,6 +19,11 @@ pub(crate) struct IndexArgs {
     /// Republish every page even where the state says nothing changed.
     #[arg(long)]
     force: bool,
+    /// Change nothing: audit each root as a client sees it (every link resolves, every
+    /// advertised `.metadata` exists, every file in the listing is on the pages) and exit
+    /// non-zero on any problem.
+    #[arg(long, conflicts_with = "force")]
+    check: bool,
 }
 
 pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
@@ -28,6 +33,9 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
     let mut roots = discover_roots(store.as_ref(), &args.prefix).await?;
     if let Ok(root) = RepoRoot::new(&args.prefix) {
         roots.insert(root);
+    }
+    if args.check {
+        return check(&args, store.as_ref(), &roots).await;
     }
     let indexer = Indexer::new(store.clone());
     let mut reports = Vec::new();
@@ -55,5 +63,30 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
         "store operations: {}",
         store.counts()
     );
+    Ok(())
+}
+
+async fn check(
+    args: &IndexArgs,
+    store: &dyn quarry_store::Store,
+    roots: &std::collections::BTreeSet<RepoRoot>,
+) -> anyhow::Result<()> {
+    let mut reports = Vec::new();
+    for root in roots {
+        reports.push(quarry_index::check(store, root).await.with_context(|| format!("checking {root}"))?);
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &reports)?;
+        writeln!(out)?;
+    } else {
+        for r in &reports {
+            writeln!(out, "{r}")?;
+        }
+    }
+    let problems: usize = reports.iter().map(|r| r.problems.len()).sum();
+    if problems > 0 {
+        anyhow::bail!("{problems} problems in {} roots; `quarry index --force` republishes every page", reports.len());
+    }
     Ok(())
 }

@@ -1,0 +1,224 @@
+//! Audit a published root from the outside, as a client sees it: every link on every page
+//! resolves, every advertised `.metadata` exists, hashes agree with the committed state, and
+//! every distribution file in the listing is on the pages (or was refused, with a reason).
+//! `quarry index --check` runs it; the race and fault suites assert it comes back clean.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use quarry_packaging::DistFilename;
+use quarry_store::{Store, StoreError, StoreExt};
+use serde::Serialize;
+
+use crate::reindex::{METADATA_SUFFIX, YANK_SUFFIX};
+use crate::root::RepoRoot;
+use crate::state::RepoState;
+
+/// Largest page read.
+const MAX_PAGE: u64 = 256 * 1024 * 1024;
+
+/// What [`check`] found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CheckReport {
+    pub root: String,
+    /// Distribution files in the listing.
+    pub files: usize,
+    /// HTML pages read.
+    pub pages: usize,
+    /// One line per problem; empty when the root is consistent.
+    pub problems: Vec<String>,
+}
+
+impl CheckReport {
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+impl std::fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} files, {} pages, {} problems", self.root, self.files, self.pages, self.problems.len())?;
+        for p in &self.problems {
+            write!(f, "\n  {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One `<a>` of a page: its decoded href (without fragment), the `sha256=` fragment, and
+/// whether it advertises core metadata.
+#[derive(Debug, PartialEq, Eq)]
+struct Anchor {
+    href: String,
+    sha256: Option<String>,
+    core_metadata: bool,
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#x27;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// The anchors of an HTML page Quarry (or any PEP 503 producer quoting its attributes) wrote.
+fn anchors(html: &str) -> Vec<Anchor> {
+    let mut out = Vec::new();
+    for tag in html.split("<a ").skip(1) {
+        let tag = tag.split('>').next().unwrap_or("");
+        let attr = |name: &str| {
+            let start = tag.find(&format!("{name}=\""))? + name.len() + 2;
+            let end = tag[start..].find('"')? + start;
+            Some(unescape(&tag[start..end]))
+        };
+        let Some(href) = attr("href") else { continue };
+        let (path, fragment) = href.split_once('#').unwrap_or((&href, ""));
+        let path = percent_encoding::percent_decode_str(path).decode_utf8_lossy().into_owned();
+        out.push(Anchor {
+            href: path,
+            sha256: fragment.strip_prefix("sha256=").map(str::to_owned),
+            core_metadata: attr("data-core-metadata").is_some() || attr("data-dist-info-metadata").is_some(),
+        });
+    }
+    out
+}
+
+/// Audit `root` on `store`.
+pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, StoreError> {
+    let mut report = CheckReport { root: root.to_string(), ..CheckReport::default() };
+    let listing = store.list_all(root.as_str(), true).await?;
+    let present: BTreeSet<String> =
+        listing.objects.iter().map(|o| o.key.as_str()[root.as_str().len()..].to_owned()).collect();
+    let files: BTreeSet<&String> = present
+        .iter()
+        .filter(|n| DistFilename::has_dist_extension(n) && !n.ends_with(METADATA_SUFFIX) && !n.ends_with(YANK_SUFFIX))
+        .collect();
+    report.files = files.len();
+
+    let state: Option<RepoState> = match store.get_bytes(&root.state_key(), MAX_PAGE).await {
+        Ok((_, bytes)) => serde_json::from_slice(&bytes).ok(),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(e),
+    };
+    let Some(state) = state else {
+        if !files.is_empty() {
+            report.problems.push(format!("{} files but no readable state: never indexed", files.len()));
+        }
+        return Ok(report);
+    };
+
+    // The find-links page: every link resolves, and every indexed file is on it.
+    let mut page_for_project: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let find_links = read_page(store, root, "index.html", &mut report).await?;
+    let mut on_find_links = BTreeSet::new();
+    for a in anchors(&find_links) {
+        check_file_link(&a, &a.href, "index.html", &present, &state, &mut report);
+        on_find_links.insert(a.href.clone());
+    }
+
+    // The simple index and each project page.
+    let simple = read_page(store, root, "simple/index.html", &mut report).await?;
+    for a in anchors(&simple) {
+        let Some(project) = a.href.strip_suffix('/') else {
+            report.problems.push(format!("simple/index.html: link {:?} is not a project directory", a.href));
+            continue;
+        };
+        let page_path = format!("simple/{project}/index.html");
+        let page = read_page(store, root, &page_path, &mut report).await?;
+        let linked = page_for_project.entry(project.to_owned()).or_default();
+        for a in anchors(&page) {
+            let Some(file) = a.href.strip_prefix("../../") else {
+                report.problems.push(format!("{page_path}: link {:?} leaves the root's files", a.href));
+                continue;
+            };
+            check_file_link(&a, file, &page_path, &present, &state, &mut report);
+            linked.insert(file.to_owned());
+        }
+    }
+
+    // Coverage: every file in the listing is on the pages, or was refused with a reason.
+    for file in files {
+        if state.rejected.contains_key(file.as_str()) {
+            continue;
+        }
+        if !state.entries.contains_key(file.as_str()) {
+            report.problems.push(format!("{file} is in the listing but not in the committed state"));
+            continue;
+        }
+        if !on_find_links.contains(file.as_str()) {
+            report.problems.push(format!("{file} is missing from index.html"));
+        }
+        let project = file.parse::<DistFilename>().ok().map(|d| d.name().as_str().to_owned());
+        let listed = project.as_ref().and_then(|p| page_for_project.get(p)).is_some_and(|l| l.contains(file.as_str()));
+        if !listed {
+            report.problems.push(format!("{file} is missing from its simple project page"));
+        }
+    }
+    Ok(report)
+}
+
+async fn read_page(
+    store: &dyn Store,
+    root: &RepoRoot,
+    path: &str,
+    report: &mut CheckReport,
+) -> Result<String, StoreError> {
+    let key = root.key(path)?;
+    match store.get_bytes(&key, MAX_PAGE).await {
+        Ok((_, bytes)) => {
+            report.pages += 1;
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        }
+        Err(e) if e.is_not_found() => {
+            report.problems.push(format!("{path} is missing"));
+            Ok(String::new())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn check_file_link(
+    a: &Anchor,
+    file: &str,
+    page: &str,
+    present: &BTreeSet<String>,
+    state: &RepoState,
+    report: &mut CheckReport,
+) {
+    if !present.contains(file) {
+        report.problems.push(format!("{page} links to missing {file}"));
+    }
+    if a.core_metadata && !present.contains(&format!("{file}{METADATA_SUFFIX}")) {
+        report.problems.push(format!("{page} advertises missing {file}{METADATA_SUFFIX}"));
+    }
+    match (state.entries.get(file), &a.sha256) {
+        (Some(entry), Some(sha)) if &entry.sha256 != sha => {
+            report.problems.push(format!("{page} gives {file} sha256 {sha}, the state {}", entry.sha256));
+        }
+        (None, _) => report.problems.push(format!("{page} links to {file}, which the state does not hold")),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anchors_are_decoded() {
+        let html = r#"<a href="../../a%2Bb-1.0-py3-none-any.whl#sha256=ab" data-core-metadata="sha256=cd">x</a><br/>
+            <a href="p/">p</a>"#;
+        assert_eq!(
+            anchors(html),
+            [
+                Anchor {
+                    href: "../../a+b-1.0-py3-none-any.whl".into(),
+                    sha256: Some("ab".into()),
+                    core_metadata: true
+                },
+                Anchor { href: "p/".into(), sha256: None, core_metadata: false },
+            ]
+        );
+    }
+}
