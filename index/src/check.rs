@@ -112,8 +112,9 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
     let mut page_for_project: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let find_links = read_page(store, root, "index.html", &mut report).await?;
     let mut on_find_links = BTreeSet::new();
+    let ctx = Ctx { store, root, present: &present, state: &state };
     for a in anchors(&find_links) {
-        check_file_link(&a, &a.href, "index.html", &present, &state, &mut report);
+        check_file_link(&ctx, &a, &a.href, "index.html", &mut report).await?;
         on_find_links.insert(a.href.clone());
     }
 
@@ -132,7 +133,7 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
                 report.problems.push(format!("{page_path}: link {:?} leaves the root's files", a.href));
                 continue;
             };
-            check_file_link(&a, file, &page_path, &present, &state, &mut report);
+            check_file_link(&ctx, &a, file, &page_path, &mut report).await?;
             linked.insert(file.to_owned());
         }
     }
@@ -178,18 +179,42 @@ async fn read_page(
     }
 }
 
-fn check_file_link(
+/// Whether `name` exists in the root: in the listing, or (created since) by a HEAD.
+async fn exists(
+    store: &dyn Store,
+    root: &RepoRoot,
+    present: &BTreeSet<String>,
+    name: &str,
+) -> Result<bool, StoreError> {
+    if present.contains(name) {
+        return Ok(true);
+    }
+    match store.head(&root.key(name)?).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+struct Ctx<'a> {
+    store: &'a dyn Store,
+    root: &'a RepoRoot,
+    present: &'a BTreeSet<String>,
+    state: &'a RepoState,
+}
+
+async fn check_file_link(
+    ctx: &Ctx<'_>,
     a: &Anchor,
     file: &str,
     page: &str,
-    present: &BTreeSet<String>,
-    state: &RepoState,
     report: &mut CheckReport,
-) {
-    if !present.contains(file) {
+) -> Result<(), StoreError> {
+    let Ctx { store, root, present, state } = *ctx;
+    if !exists(store, root, present, file).await? {
         report.problems.push(format!("{page} links to missing {file}"));
     }
-    if a.core_metadata && !present.contains(&format!("{file}{METADATA_SUFFIX}")) {
+    if a.core_metadata && !exists(store, root, present, &format!("{file}{METADATA_SUFFIX}")).await? {
         report.problems.push(format!("{page} advertises missing {file}{METADATA_SUFFIX}"));
     }
     match (state.entries.get(file), &a.sha256) {
@@ -199,6 +224,7 @@ fn check_file_link(
         (None, _) => report.problems.push(format!("{page} links to {file}, which the state does not hold")),
         _ => {}
     }
+    Ok(())
 }
 
 #[cfg(test)]

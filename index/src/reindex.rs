@@ -287,13 +287,13 @@ impl Indexer {
             return Ok(report);
         }
 
-        // Immutable sidecars first, so no page ever advertises a missing `.metadata`.
-        for (key, body) in sidecars {
-            self.store
-                .put_bytes(&key, body, PutOptions::derived().with_content_type("text/plain; charset=utf-8"))
-                .await?;
-            report.written.push(key.to_string());
-        }
+        // Immutable sidecars first, so no page ever advertises a missing `.metadata`; then the
+        // project pages, then the pages linking to them. Each stage is written concurrently.
+        let sidecars: Vec<(Key, Bytes, &'static str)> =
+            sidecars.into_iter().map(|(key, body)| (key, body, "text/plain; charset=utf-8")).collect();
+        report.written.extend(self.publish(sidecars).await?);
+        let mut project_pages = Vec::new();
+        let mut root_pages = Vec::new();
         for Page { path, body, content_type } in pages {
             let key = root.key(&path)?;
             if !force
@@ -303,11 +303,11 @@ impl Indexer {
                 continue;
             }
             pass.dirty.insert(key.to_string());
-            self.store
-                .put_bytes(&key, Bytes::from(body), PutOptions::derived().with_content_type(content_type))
-                .await?;
-            report.written.push(key.to_string());
+            let stage = if path.matches('/').count() >= 2 { &mut project_pages } else { &mut root_pages };
+            stage.push((key, Bytes::from(body), content_type));
         }
+        report.written.extend(self.publish(project_pages).await?);
+        report.written.extend(self.publish(root_pages).await?);
 
         let condition = match state_etag {
             Some(etag) => Condition::IfMatch(etag),
@@ -339,6 +339,40 @@ impl Indexer {
         Ok(report)
     }
 }
+
+impl Indexer {
+    /// Write derived outputs concurrently; the keys written, in order.
+    async fn publish(&self, outputs: Vec<(Key, Bytes, &'static str)>) -> Result<Vec<String>, IndexError> {
+        let mut pending = outputs.into_iter();
+        let mut in_flight = futures_util::stream::FuturesUnordered::new();
+        let mut written = Vec::new();
+        loop {
+            while in_flight.len() < PUBLISH_CONCURRENCY {
+                let Some((key, body, content_type)) = pending.next() else { break };
+                in_flight.push(put_output(self.store.clone(), key, body, content_type));
+            }
+            match in_flight.next().await {
+                Some(result) => written.push(result?),
+                None => break,
+            }
+        }
+        written.sort();
+        Ok(written)
+    }
+}
+
+async fn put_output(
+    store: Arc<dyn Store>,
+    key: Key,
+    body: Bytes,
+    content_type: &'static str,
+) -> Result<String, IndexError> {
+    store.put_bytes(&key, body, PutOptions::derived().with_content_type(content_type)).await?;
+    Ok(key.to_string())
+}
+
+/// Outputs written at once.
+const PUBLISH_CONCURRENCY: usize = 16;
 
 /// What carries from one attempt of a reindex to the next.
 struct Pass {

@@ -11,7 +11,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use aws_lambda_events::event::s3::S3Event;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use futures_util::StreamExt;
 use quarry_index::{IndexError, Indexer, RepoRoot, YANK_SUFFIX};
@@ -94,15 +93,42 @@ struct EventBridgeObject {
     key: String,
 }
 
-fn s3_changes(event: &S3Event) -> Vec<ObjectChange> {
+/// The parts of an S3 notification the indexer reads. Parsed leniently, not as
+/// `aws_lambda_events`' `S3Event`: that type needs every timestamp with a zone and every record
+/// field S3 sends, and a notification from an S3-compatible server that omits one (moto writes
+/// `eventTime` without a zone) must not lose the package it announces.
+#[derive(Debug, Deserialize)]
+struct S3Notification {
+    #[serde(rename = "Records")]
+    records: Vec<S3Record>,
+}
+
+#[derive(Debug, Deserialize)]
+struct S3Record {
+    s3: S3Entity,
+}
+
+#[derive(Debug, Deserialize)]
+struct S3Entity {
+    bucket: S3Bucket,
+    object: S3Object,
+}
+
+#[derive(Debug, Deserialize)]
+struct S3Bucket {
+    name: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct S3Object {
+    key: String,
+}
+
+fn s3_changes(event: &S3Notification) -> Vec<ObjectChange> {
     event
         .records
         .iter()
-        .filter_map(|r| {
-            let bucket = r.s3.bucket.name.clone()?;
-            let key = r.s3.object.key.as_deref().map(decode_key)?;
-            Some(ObjectChange { bucket, key })
-        })
+        .map(|r| ObjectChange { bucket: r.s3.bucket.name.clone(), key: decode_key(&r.s3.object.key) })
         .collect()
 }
 
@@ -117,7 +143,7 @@ fn sqs_body_changes(body: &str) -> Option<Vec<ObjectChange>> {
     if let Some(inner) = value.get("Message").and_then(Value::as_str) {
         return sqs_body_changes(inner);
     }
-    let event: S3Event = serde_json::from_value(value).ok()?;
+    let event: S3Notification = serde_json::from_value(value).ok()?;
     Some(s3_changes(&event))
 }
 
@@ -156,7 +182,7 @@ impl<S: Stores> Handler<S> {
                 Ok(self.handle_sqs(&event).await)
             }
             Some("aws:s3") => {
-                let event: S3Event = serde_json::from_value(payload)
+                let event: S3Notification = serde_json::from_value(payload)
                     .map_err(|e| HandlerError::UnknownEvent(format!("malformed S3 event: {e}")))?;
                 let summary = self.reindex_changes(&s3_changes(&event)).await;
                 Self::finish(summary)

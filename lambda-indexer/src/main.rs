@@ -31,14 +31,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .with_writer(std::io::stderr)
         .with_current_span(false)
         .init();
-    let shared = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-    let mut config = aws_sdk_s3::config::Builder::from(&shared)
-        .request_checksum_calculation(aws_sdk_s3::config::RequestChecksumCalculation::WhenRequired)
-        .response_checksum_validation(aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired);
-    if std::env::var_os("AWS_ENDPOINT_URL").is_some() || std::env::var_os("AWS_ENDPOINT_URL_S3").is_some() {
-        config = config.force_path_style(true);
-    }
-    let client = aws_sdk_s3::Client::from_conf(config.build());
+    let client = quarry_store::client_from_env().await;
     let prefix = std::env::var("QUARRY_KEY_PREFIX").unwrap_or_default();
     let handler = Arc::new(Handler::new(Buckets { client, prefix }));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {

@@ -50,6 +50,49 @@ fn env_flag(name: &str) -> Option<bool> {
     std::env::var(name).ok().map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
 }
 
+fn custom_endpoint() -> bool {
+    std::env::var_os("AWS_ENDPOINT_URL_S3").is_some() || std::env::var_os("AWS_ENDPOINT_URL").is_some()
+}
+
+/// An S3 client configured from the environment: the default credential chain and region
+/// (us-east-1 when none), `AWS_ENDPOINT_URL[_S3]` with path-style addressing,
+/// `QUARRY_S3_UNSIGNED=1` for public buckets, five attempts with backoff and jitter, and
+/// flexible checksums only where S3 requires them.
+pub async fn client_from_env() -> Client {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    if env_flag("QUARRY_S3_UNSIGNED") == Some(true) {
+        loader = loader.no_credentials();
+    }
+    let shared = loader.load().await;
+    let mut config = aws_sdk_s3::config::Builder::from(&shared);
+    if shared.region().is_none() {
+        config = config.region(aws_sdk_s3::config::Region::new("us-east-1"));
+    }
+    if custom_endpoint() || env_flag("QUARRY_S3_PATH_STYLE") == Some(true) {
+        config = config.force_path_style(true);
+    }
+    config = config.retry_config(aws_sdk_s3::config::retry::RetryConfig::standard().with_max_attempts(5));
+    // Integrity is the sha256 Quarry records and checks itself, and S3-compatible servers vary
+    // in how they keep CRCs (s3s-fs served a CRC from another version of an object being
+    // rewritten concurrently).
+    config = config
+        .request_checksum_calculation(aws_sdk_s3::config::RequestChecksumCalculation::WhenRequired)
+        .response_checksum_validation(aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired);
+    Client::from_conf(config.build())
+}
+
+/// `QUARRY_S3_CONDITIONAL_WRITES` when set; otherwise [`ConditionalWrites::Verify`] for an
+/// S3-compatible server (`AWS_ENDPOINT_URL[_S3]`) and [`ConditionalWrites::Atomic`] for S3.
+pub fn conditional_writes_from_env() -> ConditionalWrites {
+    if let Ok(value) = std::env::var(CONDITIONAL_WRITES_ENV) {
+        match value.parse() {
+            Ok(declared) => return declared,
+            Err(e) => tracing::warn!("ignoring {CONDITIONAL_WRITES_ENV}: {e}"),
+        }
+    }
+    if custom_endpoint() { ConditionalWrites::Verify } else { ConditionalWrites::Atomic }
+}
+
 impl S3Store {
     /// Open `s3://bucket[/prefix]` with configuration from the environment.
     pub async fn open(url: &str) -> Result<Self> {
@@ -60,47 +103,14 @@ impl S3Store {
             return Err(StoreError::Backend(format!("{url:?} names no bucket")));
         }
         validate_prefix(prefix)?;
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-        if env_flag("QUARRY_S3_UNSIGNED") == Some(true) {
-            loader = loader.no_credentials();
-        }
-        let shared = loader.load().await;
-        let mut config = aws_sdk_s3::config::Builder::from(&shared);
-        if shared.region().is_none() {
-            config = config.region(aws_sdk_s3::config::Region::new("us-east-1"));
-        }
-        let custom_endpoint =
-            std::env::var_os("AWS_ENDPOINT_URL_S3").is_some() || std::env::var_os("AWS_ENDPOINT_URL").is_some();
-        if custom_endpoint || env_flag("QUARRY_S3_PATH_STYLE") == Some(true) {
-            config = config.force_path_style(true);
-        }
-        config = config.retry_config(aws_sdk_s3::config::retry::RetryConfig::standard().with_max_attempts(5));
-        // Flexible checksums only where S3 requires them: integrity is the sha256 Quarry records
-        // and checks itself, and S3-compatible servers vary in how they keep CRCs (s3s-fs served
-        // a CRC from another version of an object being rewritten concurrently).
-        config = config
-            .request_checksum_calculation(aws_sdk_s3::config::RequestChecksumCalculation::WhenRequired)
-            .response_checksum_validation(aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired);
-        let client = Client::from_conf(config.build());
-        let mut store = Self::from_client(client, bucket, prefix);
-        if custom_endpoint && std::env::var_os(CONDITIONAL_WRITES_ENV).is_none() {
-            store.conditional_writes = ConditionalWrites::Verify;
-        }
-        Ok(store)
+        Ok(Self::from_client(client_from_env().await, bucket, prefix))
     }
 
-    /// A store over an already configured client.
+    /// A store over an already configured client. What the server promises about conditional
+    /// writes comes from the environment (see [`conditional_writes_from_env`]).
     pub fn from_client(client: Client, bucket: &str, prefix: &str) -> Self {
         let prefix = if prefix.is_empty() || prefix.ends_with('/') { prefix.to_owned() } else { format!("{prefix}/") };
-        Self {
-            client,
-            bucket: bucket.to_owned(),
-            prefix,
-            conditional_writes: std::env::var(CONDITIONAL_WRITES_ENV)
-                .ok()
-                .and_then(|v| v.parse().map_err(|e| tracing::warn!("ignoring {CONDITIONAL_WRITES_ENV}: {e}")).ok())
-                .unwrap_or(ConditionalWrites::Atomic),
-        }
+        Self { client, bucket: bucket.to_owned(), prefix, conditional_writes: conditional_writes_from_env() }
     }
 
     /// Declare what the server promises about conditional writes.

@@ -106,3 +106,152 @@ pub fn client_with(endpoint: &str, keys: &Keys) -> aws_sdk_s3::Client {
         .build();
     aws_sdk_s3::Client::from_conf(config)
 }
+
+/// One SQS message as received.
+#[derive(Debug, Clone)]
+pub struct SqsMessage {
+    pub message_id: String,
+    pub receipt_handle: String,
+    pub body: String,
+}
+
+/// An SQS queue on a `moto_server`, spoken to in SQS's JSON protocol (moto routes by the
+/// credential scope and does not check signatures).
+pub struct SqsQueue {
+    http: reqwest::Client,
+    endpoint: String,
+    pub url: String,
+    pub arn: String,
+}
+
+impl SqsQueue {
+    async fn call(http: &reqwest::Client, endpoint: &str, action: &str, body: serde_json::Value) -> serde_json::Value {
+        let response = http
+            .post(format!("{endpoint}/"))
+            .header("X-Amz-Target", format!("AmazonSQS.{action}"))
+            .header("Content-Type", "application/x-amz-json-1.0")
+            .header(
+                "Authorization",
+                "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=0",
+            )
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("SQS {action}: {e}"));
+        let status = response.status();
+        let text = response.text().await.expect("SQS answer");
+        assert!(status.is_success(), "SQS {action}: {status} {text}");
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Create queue `name` on `server` (moto).
+    pub async fn create(server: &S3Server, name: &str) -> Self {
+        let http = reqwest::Client::new();
+        let endpoint = server.endpoint.clone();
+        let created = Self::call(&http, &endpoint, "CreateQueue", serde_json::json!({"QueueName": name})).await;
+        let url = created["QueueUrl"].as_str().expect("QueueUrl").to_owned();
+        let attrs = Self::call(
+            &http,
+            &endpoint,
+            "GetQueueAttributes",
+            serde_json::json!({"QueueUrl": url, "AttributeNames": ["QueueArn"]}),
+        )
+        .await;
+        let arn = attrs["Attributes"]["QueueArn"].as_str().expect("QueueArn").to_owned();
+        Self { http, endpoint, url, arn }
+    }
+
+    /// Up to ten messages, waiting at most `wait_seconds` for the first.
+    pub async fn receive(&self, wait_seconds: u32) -> Vec<SqsMessage> {
+        let answer = Self::call(
+            &self.http,
+            &self.endpoint,
+            "ReceiveMessage",
+            serde_json::json!({"QueueUrl": self.url, "MaxNumberOfMessages": 10, "WaitTimeSeconds": wait_seconds}),
+        )
+        .await;
+        answer["Messages"]
+            .as_array()
+            .map(|messages| {
+                messages
+                    .iter()
+                    .map(|m| SqsMessage {
+                        message_id: m["MessageId"].as_str().unwrap_or_default().to_owned(),
+                        receipt_handle: m["ReceiptHandle"].as_str().unwrap_or_default().to_owned(),
+                        body: m["Body"].as_str().unwrap_or_default().to_owned(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub async fn delete(&self, message: &SqsMessage) {
+        Self::call(
+            &self.http,
+            &self.endpoint,
+            "DeleteMessage",
+            serde_json::json!({"QueueUrl": self.url, "ReceiptHandle": message.receipt_handle}),
+        )
+        .await;
+    }
+
+    /// The Lambda service's view of a batch: the SQS event it invokes the function with.
+    pub fn lambda_event(&self, batch: &[SqsMessage]) -> serde_json::Value {
+        let records: Vec<serde_json::Value> = batch
+            .iter()
+            .map(|m| {
+                serde_json::json!({
+                    "messageId": m.message_id,
+                    "receiptHandle": m.receipt_handle,
+                    "body": m.body,
+                    "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1763800000000"},
+                    "messageAttributes": {},
+                    "md5OfBody": "",
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": self.arn,
+                    "awsRegion": "us-east-1",
+                })
+            })
+            .collect();
+        serde_json::json!({ "Records": records })
+    }
+}
+
+/// Point `bucket`'s ObjectCreated / ObjectRemoved notifications at `queue`: one configuration
+/// per key suffix (S3 allows one suffix rule per configuration), or every key when `suffixes`
+/// is empty.
+pub async fn notify_queue(client: &aws_sdk_s3::Client, bucket: &str, queue: &SqsQueue, suffixes: &[&str]) {
+    use aws_sdk_s3::types::{
+        Event, FilterRule, FilterRuleName, NotificationConfiguration, NotificationConfigurationFilter,
+        QueueConfiguration, S3KeyFilter,
+    };
+    let configuration = |suffix: Option<&str>| {
+        let mut q = QueueConfiguration::builder()
+            .queue_arn(&queue.arn)
+            .events(Event::from("s3:ObjectCreated:*"))
+            .events(Event::from("s3:ObjectRemoved:*"));
+        if let Some(suffix) = suffix {
+            let rule = FilterRule::builder().name(FilterRuleName::Suffix).value(suffix).build();
+            q = q.id(format!("quarry{suffix}")).filter(
+                NotificationConfigurationFilter::builder()
+                    .key(S3KeyFilter::builder().filter_rules(rule).build())
+                    .build(),
+            );
+        }
+        q.build().expect("queue configuration")
+    };
+    let mut config = NotificationConfiguration::builder();
+    if suffixes.is_empty() {
+        config = config.queue_configurations(configuration(None));
+    }
+    for suffix in suffixes {
+        config = config.queue_configurations(configuration(Some(suffix)));
+    }
+    client
+        .put_bucket_notification_configuration()
+        .bucket(bucket)
+        .notification_configuration(config.build())
+        .send()
+        .await
+        .expect("put bucket notification configuration");
+}
