@@ -3,6 +3,7 @@
 //! Lambda service, drains the queue and invokes the real handler with those messages → pip
 //! installs from the pages the handler wrote into the bucket. Then the race: 64 uploads into one
 //! root, every event delivered twice in shuffled order to 8 concurrent invocations, 20 trials.
+#![allow(clippy::print_stderr)] // per-trial figures for the test log
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -20,19 +21,19 @@ const BUCKET: &str = "therock-ci-artifacts";
 /// The bucket as the Lambda sees it. moto checks preconditions but not atomically, which the
 /// store declares, so every commit is read back.
 /// Counts the handler's requests.
-struct Moto(aws_sdk_s3::Client, Arc<CountingStore>);
+struct Moto(Arc<CountingStore>);
 
 impl Moto {
     fn new(client: aws_sdk_s3::Client) -> Self {
-        let store = S3Store::from_client(client.clone(), BUCKET, "").with_conditional_writes(ConditionalWrites::Verify);
-        Self(client, Arc::new(CountingStore::new(Arc::new(store))))
+        let store = S3Store::from_client(client, BUCKET, "").with_conditional_writes(ConditionalWrites::Verify);
+        Self(Arc::new(CountingStore::new(Arc::new(store))))
     }
 }
 
 impl Stores for Moto {
     fn for_bucket(&self, bucket: &str) -> Arc<dyn Store> {
         assert_eq!(bucket, BUCKET);
-        self.1.clone()
+        self.0.clone()
     }
 }
 
@@ -246,9 +247,9 @@ async fn race_trial(s: &Setup, trial: u64) -> usize {
         invocations
     };
     let started = std::time::Instant::now();
-    let before = s.handler.stores().1.counts();
+    let before = s.handler.stores().0.counts();
     let (invocations, audits) = tokio::join!(work, watch);
-    let after = s.handler.stores().1.counts();
+    let after = s.handler.stores().0.counts();
     eprintln!(
         "trial {trial}: {invocations} invocations, {audits} audits, {:.1} s, {} store requests",
         started.elapsed().as_secs_f64(),
