@@ -10,6 +10,7 @@
 //! Nothing here knows HTTP or Lambda.
 
 pub mod check;
+pub mod listing;
 mod metadata;
 mod reindex;
 pub mod render;
@@ -18,6 +19,7 @@ mod state;
 mod wheel;
 
 pub use check::{CheckReport, check};
+pub use listing::{ListingDir, ListingReport, update_listing};
 pub use metadata::{CoreMetadata, MetadataError};
 pub use reindex::{
     IndexError, Indexer, InspectError, Inspected, METADATA_SUFFIX, ReindexReport, YANK_SUFFIX, discover_roots, inspect,

@@ -198,10 +198,13 @@ impl Indexer {
         let (old, state_etag) = self.load_state(root).await?;
         // Verifying a commit: another state in its place means racing writers both passed the
         // precondition, and this call's pages may be the stale ones.
-        let replaced =
-            pass.expect.take().is_some_and(|mine| state_etag.as_deref().map(etag_value) != Some(etag_value(&mine)));
-        if replaced {
-            tracing::info!("another indexer's state replaced this commit; republishing this call's pages");
+        if let Some(mine) = pass.expect.take() {
+            if state_etag.as_deref().map(etag_value) == Some(etag_value(&mine)) {
+                // Still this call's state: its pages went out before it, nothing to redo.
+                pass.dirty.clear();
+            } else {
+                tracing::info!("another indexer's state replaced this commit; republishing this call's pages");
+            }
         }
         let force = pass.force_all;
         let listing = self.store.list_all(root.as_str(), true).await?;
@@ -283,7 +286,9 @@ impl Indexer {
             }
         }
 
-        if !force && !replaced && state_etag.is_some() && new == old {
+        // Pages this call wrote in an attempt that lost (or was overwritten) are rewritten
+        // even when the state already holds everything: they may be the stale ones.
+        if !force && pass.dirty.is_empty() && state_etag.is_some() && new == old {
             return Ok(report);
         }
 
@@ -378,7 +383,8 @@ const PUBLISH_CONCURRENCY: usize = 16;
 struct Pass {
     /// Republish every page.
     force_all: bool,
-    /// Pages written by earlier attempts of this call: republished by every later one.
+    /// Pages written by earlier attempts of this call whose state did not stay committed:
+    /// republished by the next attempt.
     dirty: BTreeSet<String>,
     /// The ETag of the state this call just committed, to read back.
     expect: Option<String>,

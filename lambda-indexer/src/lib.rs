@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use futures_util::StreamExt;
-use quarry_index::{IndexError, Indexer, RepoRoot, YANK_SUFFIX};
+use quarry_index::listing::LISTING_PAGE;
+use quarry_index::{IndexError, Indexer, ListingDir, RepoRoot, YANK_SUFFIX};
 use quarry_store::{Key, Store};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -49,18 +50,40 @@ pub struct ObjectChange {
     pub key: String,
 }
 
-/// The root a change affects, if any: distribution files and yank markers.
-pub fn classify(key: &str) -> Result<Option<RepoRoot>, String> {
+/// What one object change makes stale.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Target {
+    /// A pip repo root (a distribution file or yank marker changed).
+    Pip(RepoRoot),
+    /// A run directory's artifact listing (an artifact, log or checksum changed).
+    Listing(ListingDir),
+}
+
+impl std::fmt::Display for Target {
+    /// `12345-linux/python/` for a pip root, `12345-linux/index.html` for a listing.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Pip(root) => write!(f, "{root}"),
+            Self::Listing(dir) => write!(f, "{dir}{LISTING_PAGE}"),
+        }
+    }
+}
+
+/// What a change at `key` makes stale, if anything: distribution files and yank markers their
+/// pip root; other objects in a run directory its listing. The indexer's own outputs (pages,
+/// sidecars, state) are in neither, so its writes never trigger it.
+pub fn classify(key: &str) -> Result<Option<Target>, String> {
     let key = Key::new(key).map_err(|e| e.to_string())?;
     if let Some(root) = RepoRoot::for_key(&key) {
-        return Ok(Some(root));
+        return Ok(Some(Target::Pip(root)));
     }
     if let Some(target) = key.as_str().strip_suffix(YANK_SUFFIX)
         && let Ok(target) = Key::new(target)
+        && let Some(root) = RepoRoot::for_key(&target)
     {
-        return Ok(RepoRoot::for_key(&target));
+        return Ok(Some(Target::Pip(root)));
     }
-    Ok(None)
+    Ok(ListingDir::for_key(&key).map(Target::Listing))
 }
 
 /// Decode an object key as S3 notifications carry it (form-encoded: `+` for space, `%XX`).
@@ -225,10 +248,12 @@ impl<S: Stores> Handler<S> {
         let mut failures = Vec::new();
         for (id, changes) in &per_message {
             let failed = changes.iter().any(|c| {
-                classify(&c.key)
-                    .ok()
-                    .flatten()
-                    .is_some_and(|root| summary.failed.contains_key(&format!("{}/{root}", c.bucket)))
+                let targets = match classify(&c.key) {
+                    Ok(Some(Target::Listing(dir))) => dir.with_parents().into_iter().map(Target::Listing).collect(),
+                    Ok(Some(target)) => vec![target],
+                    _ => Vec::new(),
+                };
+                targets.iter().any(|t| summary.failed.contains_key(&format!("{}/{t}", c.bucket)))
             });
             if failed {
                 let mut failure = BatchItemFailure::default();
@@ -242,14 +267,18 @@ impl<S: Stores> Handler<S> {
         serde_json::to_value(response).unwrap_or_else(|_| json!({"batchItemFailures": []}))
     }
 
-    /// Reindex every root the changes touch, once each.
+    /// Reindex every root and listing the changes touch, once each.
     pub async fn reindex_changes(&self, changes: &[ObjectChange]) -> Summary {
         let mut summary = Summary::default();
-        let mut roots: BTreeSet<(String, RepoRoot)> = BTreeSet::new();
+        let mut targets: BTreeSet<(String, Target)> = BTreeSet::new();
         for change in changes {
             match classify(&change.key) {
-                Ok(Some(root)) => {
-                    roots.insert((change.bucket.clone(), root));
+                Ok(Some(Target::Listing(dir))) => {
+                    // A new directory is a row in its parent's listing.
+                    targets.extend(dir.with_parents().into_iter().map(|d| (change.bucket.clone(), Target::Listing(d))));
+                }
+                Ok(Some(target)) => {
+                    targets.insert((change.bucket.clone(), target));
                 }
                 Ok(None) => summary.ignored += 1,
                 Err(reason) => {
@@ -258,23 +287,32 @@ impl<S: Stores> Handler<S> {
                 }
             }
         }
-        let results: Vec<(String, Result<quarry_index::ReindexReport, IndexError>)> = futures_util::stream::iter(roots)
-            .map(|(bucket, root)| async move {
-                let indexer = Indexer::new(self.stores.for_bucket(&bucket));
-                (format!("{bucket}/{root}"), indexer.reindex(&root).await)
+        let results: Vec<(String, Result<String, String>)> = futures_util::stream::iter(targets)
+            .map(|(bucket, target)| async move {
+                let store = self.stores.for_bucket(&bucket);
+                let result = match &target {
+                    Target::Pip(root) => Indexer::new(store).reindex(root).await.map(|r| {
+                        tracing::info!(bucket = %bucket, attempts = r.attempts, "reindexed {r}");
+                        r.to_string()
+                    }),
+                    Target::Listing(dir) => {
+                        quarry_index::update_listing(store.as_ref(), dir).await.map_err(IndexError::from).map(|r| {
+                            tracing::info!(bucket = %bucket, passes = r.passes, "listed {r}");
+                            r.to_string()
+                        })
+                    }
+                };
+                (format!("{bucket}/{target}"), result.map_err(|e| e.to_string()))
             })
             .buffer_unordered(CONCURRENT_ROOTS)
             .collect()
             .await;
         for (name, result) in results {
             match result {
-                Ok(report) => {
-                    tracing::info!(bucket_root = %name, attempts = report.attempts, "reindexed {report}");
-                    summary.reindexed.push(name);
-                }
+                Ok(_) => summary.reindexed.push(name),
                 Err(e) => {
-                    tracing::error!(root = %name, error = %e, "reindex failed");
-                    summary.failed.insert(name, e.to_string());
+                    tracing::error!(target = %name, error = %e, "reindex failed");
+                    summary.failed.insert(name, e);
                 }
             }
         }
@@ -301,12 +339,16 @@ mod tests {
         let root = |k: &str| classify(k).unwrap().map(|r| r.to_string());
         assert_eq!(root("1-linux/python/a-1.0-py3-none-any.whl").as_deref(), Some("1-linux/python/"));
         assert_eq!(root("1-linux/python/a-1.0-py3-none-any.whl.yanked").as_deref(), Some("1-linux/python/"));
+        assert_eq!(root("1-linux/blas_lib_gfx942.tar.zst").as_deref(), Some("1-linux/index.html"));
+        assert_eq!(root("1-linux/logs/gfx94X/build.log").as_deref(), Some("1-linux/logs/gfx94X/index.html"));
         for own in [
             "1-linux/python/index.html",
             "1-linux/python/a-1.0-py3-none-any.whl.metadata",
             "1-linux/python/simple/a/index.json",
             "1-linux/python/.quarry-index.json",
-            "1-linux/blas_lib_gfx942.tar.zst",
+            "1-linux/index.html",
+            "1-linux/logs/.quarry-listing.json",
+            "python/gfx94X/notes.txt",
         ] {
             assert_eq!(root(own), None, "{own}");
         }

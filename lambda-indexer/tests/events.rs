@@ -140,3 +140,109 @@ fn handler_store(handler: &Handler<Buckets>, bucket: &str) -> Arc<dyn Store> {
     // The same store the handler will be given for that bucket.
     handler.stores().for_bucket(bucket)
 }
+
+/// An S3 notification with one record per key (keys form-encoded as S3 sends them).
+fn s3_records(bucket: &str, keys: &[&str]) -> Value {
+    let mut event = event("s3-put.json");
+    let template = event["Records"][0].clone();
+    event["Records"] = keys
+        .iter()
+        .map(|k| {
+            let mut r = template.clone();
+            r["s3"]["bucket"]["name"] = (*bucket).into();
+            r["s3"]["object"]["key"] = (*k).into();
+            r
+        })
+        .collect();
+    event
+}
+
+#[tokio::test]
+async fn bad_records_are_skipped_with_a_reason_and_never_fail_the_batch() {
+    let handler = Handler::new(Buckets::default());
+    let store = handler_store(&handler, "ci");
+    let good = WheelSpec::new("good", "1.0");
+    land(store.as_ref(), "5-linux/python/", &good).await;
+    // A truncated upload: the first half of a wheel.
+    let truncated = WheelSpec::new("truncated", "1.0");
+    let bytes = truncated.build();
+    let key = Key::new(format!("5-linux/python/{}", truncated.filename())).unwrap();
+    store.put_bytes(&key, bytes[..bytes.len() / 2].to_vec().into(), PutOptions::default()).await.unwrap();
+    let keys = [
+        "5-linux%2Fpython%2F..%2F..%2Fescape-1.0-py3-none-any.whl",
+        "",
+        "5-linux/python//empty-segment-1.0-py3-none-any.whl",
+        "5-linux/python/notes.txt",
+        "5-linux/python/truncated-1.0-py3-none-any.whl",
+        "5-linux/python/good-1.0-py3-none-any.whl",
+        "5-linux/python/never-uploaded-1.0-py3-none-any.whl",
+    ];
+    let answer = handler.handle(s3_records("ci", &keys)).await.unwrap();
+    assert_eq!(answer["reindexed"], serde_json::json!(["ci/5-linux/python/"]), "{answer}");
+    let skipped: Vec<String> =
+        answer["skipped"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect();
+    assert_eq!(skipped.len(), 3, "{skipped:?}");
+    assert!(skipped.iter().any(|s| s.contains("..")), "{skipped:?}");
+    assert_eq!(answer["ignored"], 1, "{answer}");
+    let find_links = page(store.as_ref(), "5-linux/python/index.html").await;
+    assert!(find_links.contains("good-1.0") && !find_links.contains("truncated-1.0"), "{find_links}");
+    let state = page(store.as_ref(), "5-linux/python/.quarry-index.json").await;
+    assert!(state.contains("truncated-1.0-py3-none-any.whl") && state.contains("rejected"), "{state}");
+
+    // The same records through SQS, one per message: no message is failed.
+    let mut sqs = event("sqs-batch.json");
+    let template = sqs["Records"][0].clone();
+    sqs["Records"] = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let mut m = template.clone();
+            m["messageId"] = format!("bad-{i}").into();
+            m["body"] = s3_records("ci", &[k]).to_string().into();
+            m
+        })
+        .collect();
+    let answer = handler.handle(sqs).await.unwrap();
+    assert_eq!(answer, serde_json::json!({"batchItemFailures": []}));
+}
+
+#[tokio::test]
+async fn artifacts_get_a_run_listing_with_sizes_and_sha256() {
+    let handler = Handler::new(Buckets::default());
+    let store = handler_store(&handler, "ci");
+    let archive = b"zstd archive bytes".to_vec();
+    let sha = quarry_tests::sha256_hex(&archive);
+    for (key, body) in [
+        ("6-linux/blas_lib_gfx942.tar.zst", archive.clone()),
+        ("6-linux/blas_lib_gfx942.tar.zst.sha256sum", format!("{sha}  blas_lib_gfx942.tar.zst\n").into_bytes()),
+        ("6-linux/logs/gfx942/build.log", b"ok".to_vec()),
+    ] {
+        store.put_bytes(&Key::new(key).unwrap(), body.into(), PutOptions::default()).await.unwrap();
+    }
+    let answer = handler
+        .handle(s3_records(
+            "ci",
+            &[
+                "6-linux/blas_lib_gfx942.tar.zst",
+                "6-linux/blas_lib_gfx942.tar.zst.sha256sum",
+                "6-linux/logs/gfx942/build.log",
+            ],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        answer["reindexed"],
+        serde_json::json!(["ci/6-linux/index.html", "ci/6-linux/logs/gfx942/index.html", "ci/6-linux/logs/index.html"]),
+        "{answer}"
+    );
+    let listing = page(store.as_ref(), "6-linux/index.html").await;
+    assert!(listing.contains(&format!(">{sha}<")), "{listing}");
+    assert!(listing.contains(r#"<a href="logs/index.html">logs/</a>"#), "{listing}");
+    assert!(listing.contains("18 B"), "{listing}");
+    assert!(
+        page(store.as_ref(), "6-linux/logs/index.html").await.contains(r#"<a href="gfx942/index.html">gfx942/</a>"#)
+    );
+    // The listing's own writes are not events for it.
+    let echo = handler.handle(s3_records("ci", &["6-linux/index.html", "6-linux/.quarry-listing.json"])).await.unwrap();
+    assert_eq!(echo["reindexed"], serde_json::json!([]));
+}

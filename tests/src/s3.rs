@@ -20,13 +20,13 @@ pub struct S3Server {
     _dir: tempfile::TempDir,
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     listener.local_addr().expect("addr").port()
 }
 
 /// A tool installed by `scripts/test`: on PATH, in `~/.cargo/bin`, or in the test virtualenv.
-fn tool(name: &str) -> PathBuf {
+pub fn tool(name: &str) -> PathBuf {
     let mut candidates: Vec<PathBuf> =
         std::env::var_os("PATH").map(|p| std::env::split_paths(&p).map(|d| d.join(name)).collect()).unwrap_or_default();
     if let Some(home) = std::env::var_os("HOME") {

@@ -1,0 +1,386 @@
+//! The artifact listings of a CI run: `{run}-{platform}/index.html` (and one per directory
+//! below it that is not a package repo), a table of the objects there with sizes, times and
+//! sha256, in the layout of TheRock's server-side `generate_s3_index.py` (Name / Size /
+//! Modified, subdirectories as `name/` rows linking `name/index.html`, names in codepoint
+//! order) plus a SHA256 column.
+//!
+//! A listing needs no committed state to be race-free: each writer renders what it listed,
+//! writes the page, lists again and rewrites until the two listings agree. The last page
+//! written is therefore always followed by a listing that matches it, whoever wrote it, and
+//! every later upload brings its own event. A cache object (`.quarry-listing.json`) keeps the
+//! sha256s already read, so an event costs two listings and reads only what is new.
+
+use std::collections::BTreeMap;
+
+use askama::Template;
+use bytes::Bytes;
+use quarry_store::{Key, KeyError, PutOptions, Store, StoreError, StoreExt};
+use serde::{Deserialize, Serialize};
+
+/// The page written in each listed directory.
+pub const LISTING_PAGE: &str = "index.html";
+/// The cache of sha256s already read, per directory.
+pub const LISTING_CACHE: &str = ".quarry-listing.json";
+/// Suffix of the checksum files CI uploads beside each archive (`<hex>  <name>` or `<hex>`).
+pub const SHA256SUM_SUFFIX: &str = ".sha256sum";
+const MAX_SHA256SUM: u64 = 4096;
+const MAX_CACHE: u64 = 64 * 1024 * 1024;
+const MAX_PASSES: u32 = 10;
+
+/// A directory of a CI run that gets a listing: the run root `…/{run}-{platform}/` or a
+/// directory below it outside the package repos (`python/`, `packages/`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ListingDir(String);
+
+/// Whether a path segment names a run: `{digits}-{platform}`.
+fn is_run_segment(segment: &str) -> bool {
+    let Some((run, platform)) = segment.split_once('-') else {
+        return false;
+    };
+    !run.is_empty()
+        && run.bytes().all(|b| b.is_ascii_digit())
+        && !platform.is_empty()
+        && platform.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+impl ListingDir {
+    /// The listing the object at `key` appears in, if any. The listing's own outputs and
+    /// anything inside a package repo have none.
+    pub fn for_key(key: &Key) -> Option<Self> {
+        let name = key.filename();
+        if name == LISTING_PAGE || name == LISTING_CACHE {
+            return None;
+        }
+        Self::new(key.parent_prefix())
+    }
+
+    /// `prefix` (ending in `/`) as a listed directory, if it is one.
+    pub fn new(prefix: &str) -> Option<Self> {
+        let trimmed = prefix.trim_end_matches('/');
+        let segments: Vec<&str> = trimmed.split('/').collect();
+        let run = segments.iter().position(|s| is_run_segment(s))?;
+        if matches!(segments.get(run + 1), Some(&"python" | &"packages")) {
+            return None;
+        }
+        Some(Self(format!("{trimmed}/")))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// This directory and each parent up to the run root, deepest first: a new directory
+    /// must appear as a row in its parent's listing.
+    pub fn with_parents(&self) -> Vec<Self> {
+        let mut out = vec![self.clone()];
+        let mut current = self.0.trim_end_matches('/');
+        while let Some((parent, _)) = current.rsplit_once('/') {
+            match Self::new(&format!("{parent}/")) {
+                Some(dir) => out.push(dir),
+                None => break,
+            }
+            current = parent;
+        }
+        out
+    }
+
+    /// The last path segment, the page's title (`12345-linux`).
+    pub fn title(&self) -> &str {
+        self.0.trim_end_matches('/').rsplit('/').next().unwrap_or_default()
+    }
+
+    fn key(&self, name: &str) -> Result<Key, KeyError> {
+        Key::join(&self.0, name)
+    }
+}
+
+impl std::fmt::Display for ListingDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One row of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListingEntry {
+    pub name: String,
+    /// `None` for a subdirectory.
+    pub size: Option<u64>,
+    pub modified: Option<jiff::Timestamp>,
+    pub sha256: Option<String>,
+    pub etag: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Cache {
+    /// name → (etag, sha256)
+    sha256: BTreeMap<String, (String, String)>,
+}
+
+/// TheRock's sizes: 1024-based, truncated, a space before the unit.
+pub fn human_size(size: u64) -> String {
+    const UNITS: [(&str, u64); 5] =
+        [("PB", 1 << 50), ("TB", 1 << 40), ("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)];
+    for (unit, factor) in UNITS {
+        if size >= factor {
+            return format!("{} {unit}", size / factor);
+        }
+    }
+    format!("{size} B")
+}
+
+struct Row {
+    href: String,
+    name: String,
+    size: String,
+    size_bytes: String,
+    datetime: String,
+    modified: String,
+    sha256: String,
+}
+
+#[derive(Template)]
+#[template(path = "listing.html")]
+struct ListingPage<'a> {
+    title: &'a str,
+    rows: Vec<Row>,
+}
+
+const HREF: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
+
+/// Render a directory's listing page, rows in codepoint order.
+pub fn render_listing(dir: &ListingDir, entries: &[ListingEntry]) -> String {
+    let mut entries: Vec<&ListingEntry> = entries.iter().collect();
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    let rows = entries
+        .into_iter()
+        .map(|e| {
+            let is_dir = e.size.is_none();
+            let href = if is_dir { format!("{}index.html", e.name) } else { e.name.clone() };
+            Row {
+                href: percent_encoding::utf8_percent_encode(&href, HREF).to_string(),
+                name: e.name.clone(),
+                size: e.size.map_or_else(|| "\u{2014}".to_owned(), human_size),
+                size_bytes: e.size.map(|s| s.to_string()).unwrap_or_default(),
+                datetime: e.modified.map(|t| t.strftime("%Y-%m-%dT%H:%M:%S+00:00").to_string()).unwrap_or_default(),
+                modified: e.modified.map(|t| t.strftime("%Y-%m-%d %H:%M UTC").to_string()).unwrap_or_default(),
+                sha256: e.sha256.clone().unwrap_or_default(),
+            }
+        })
+        .collect();
+    ListingPage { title: dir.title(), rows }.render().expect("listing renders")
+}
+
+/// What one listing run did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ListingReport {
+    pub dir: String,
+    pub entries: usize,
+    pub passes: u32,
+    pub written: bool,
+}
+
+impl std::fmt::Display for ListingReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} entries listed{}", self.dir, self.entries, if self.written { "" } else { " (unchanged)" })
+    }
+}
+
+/// Bring `dir`'s listing page up to date with the store.
+pub async fn update_listing(store: &dyn Store, dir: &ListingDir) -> Result<ListingReport, StoreError> {
+    let mut report = ListingReport { dir: dir.to_string(), ..ListingReport::default() };
+    let cache_key = dir.key(LISTING_CACHE)?;
+    let page_key = dir.key(LISTING_PAGE)?;
+    let mut cache: Cache = match store.get_bytes(&cache_key, MAX_CACHE).await {
+        Ok((_, bytes)) => serde_json::from_slice(&bytes).unwrap_or_default(),
+        Err(e) if e.is_not_found() => Cache::default(),
+        Err(e) => return Err(e),
+    };
+    let cached_page = cache.sha256.get(LISTING_PAGE).map(|(_, sha)| sha.clone());
+    let mut entries = list_entries(store, dir, &mut cache).await?;
+    for pass in 1..=MAX_PASSES {
+        report.passes = pass;
+        let body = render_listing(dir, &entries);
+        let sha = quarry_store::sha256_hex(body.as_bytes());
+        let unchanged = pass == 1 && cached_page.as_deref() == Some(sha.as_str());
+        if !unchanged {
+            store
+                .put_bytes(
+                    &page_key,
+                    Bytes::from(body),
+                    PutOptions::derived().with_content_type("text/html; charset=utf-8"),
+                )
+                .await?;
+            report.written = true;
+            cache.sha256.insert(LISTING_PAGE.to_owned(), (String::new(), sha));
+            let bytes = serde_json::to_vec(&cache).map_err(|e| StoreError::Backend(e.to_string()))?;
+            store
+                .put_bytes(&cache_key, Bytes::from(bytes), PutOptions::derived().with_content_type("application/json"))
+                .await?;
+        }
+        // Read back: a page written over a newer one is rewritten from a newer listing.
+        let again = list_entries(store, dir, &mut cache).await?;
+        if same_objects(&again, &entries) {
+            report.entries = entries.len();
+            return Ok(report);
+        }
+        entries = again;
+    }
+    report.entries = entries.len();
+    Ok(report)
+}
+
+fn same_objects(a: &[ListingEntry], b: &[ListingEntry]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.name == y.name && x.etag == y.etag && x.size == y.size)
+}
+
+async fn list_entries(store: &dyn Store, dir: &ListingDir, cache: &mut Cache) -> Result<Vec<ListingEntry>, StoreError> {
+    let listing = store.list_all(dir.as_str(), true).await?;
+    let by_name: BTreeMap<String, &quarry_store::ObjectMeta> =
+        listing.objects.iter().map(|o| (o.key.filename().to_owned(), o)).collect();
+    let mut entries = Vec::new();
+    for (name, object) in &by_name {
+        if name == LISTING_PAGE || name == LISTING_CACHE {
+            continue;
+        }
+        let sha256 = match cache.sha256.get(name).filter(|(etag, _)| *etag == object.etag) {
+            Some((_, sha)) => Some(sha.clone()),
+            None => {
+                let found =
+                    find_sha256(store, object, by_name.get(&format!("{name}{SHA256SUM_SUFFIX}")).copied()).await?;
+                if let Some(sha) = &found {
+                    cache.sha256.insert(name.clone(), (object.etag.clone(), sha.clone()));
+                }
+                found
+            }
+        };
+        entries.push(ListingEntry {
+            name: name.clone(),
+            size: Some(object.size),
+            modified: Some(object.last_modified),
+            sha256,
+            etag: object.etag.clone(),
+        });
+    }
+    for sub in &listing.common_prefixes {
+        let name = format!("{}/", sub.trim_end_matches('/').rsplit('/').next().unwrap_or_default());
+        entries.push(ListingEntry { name, size: None, modified: None, sha256: None, etag: String::new() });
+    }
+    cache.sha256.retain(|name, _| name == LISTING_PAGE || by_name.contains_key(name));
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(entries)
+}
+
+/// The sha256 of an object: its `.sha256sum` sibling, else what the store recorded. Objects
+/// are not streamed for it (artifacts run to gigabytes); a row without one shows none.
+async fn find_sha256(
+    store: &dyn Store,
+    object: &quarry_store::ObjectMeta,
+    sidecar: Option<&quarry_store::ObjectMeta>,
+) -> Result<Option<String>, StoreError> {
+    if object.key.filename().ends_with(SHA256SUM_SUFFIX) {
+        return Ok(None);
+    }
+    if let Some(sidecar) = sidecar {
+        match store.get_range(&sidecar.key, 0, sidecar.size.min(MAX_SHA256SUM)).await {
+            Ok(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                let hex = text.split_whitespace().next().unwrap_or_default().to_ascii_lowercase();
+                if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Ok(Some(hex));
+                }
+                tracing::warn!(key = %sidecar.key, "not a sha256sum file; ignored");
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if object.sha256.is_some() {
+        return Ok(object.sha256.clone());
+    }
+    match store.head(&object.key).await {
+        Ok(meta) => Ok(meta.sha256),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quarry_store::MemoryStore;
+
+    use super::*;
+
+    #[test]
+    fn listed_directories_follow_therock_layout() {
+        let dir = |k: &str| ListingDir::for_key(&Key::new(k).unwrap()).map(|d| d.to_string());
+        assert_eq!(dir("12345-linux/blas_lib_gfx942.tar.zst").as_deref(), Some("12345-linux/"));
+        assert_eq!(dir("ROCm-TheRock/12345-linux/a.tar.xz").as_deref(), Some("ROCm-TheRock/12345-linux/"));
+        assert_eq!(dir("12345-linux/logs/gfx94X/build.log").as_deref(), Some("12345-linux/logs/gfx94X/"));
+        for none in [
+            "12345-linux/python/x-1.0-py3-none-any.whl",
+            "12345-linux/packages/deb/pool/main/a.deb",
+            "12345-linux/index.html",
+            "12345-linux/.quarry-listing.json",
+            "python/gfx94X/x.whl",
+            "linux/a.tar.zst",
+        ] {
+            assert_eq!(dir(none), None, "{none}");
+        }
+        let parents: Vec<String> =
+            ListingDir::new("9-linux/logs/gfx94X/").unwrap().with_parents().iter().map(ToString::to_string).collect();
+        assert_eq!(parents, ["9-linux/logs/gfx94X/", "9-linux/logs/", "9-linux/"]);
+    }
+
+    #[test]
+    fn sizes_read_like_therock() {
+        assert_eq!(human_size(0), "0 B");
+        assert_eq!(human_size(1023), "1023 B");
+        assert_eq!(human_size(1024), "1 KB");
+        assert_eq!(human_size(123_456_789), "117 MB");
+        assert_eq!(human_size(5 << 30), "5 GB");
+    }
+
+    #[tokio::test]
+    async fn listing_shows_sizes_hashes_and_subdirectories() {
+        let store = MemoryStore::default();
+        let put = |k: &str, body: &'static [u8]| {
+            let store = &store;
+            let key = Key::new(k).unwrap();
+            async move { store.put_bytes(&key, Bytes::from_static(body), PutOptions::default()).await.unwrap() }
+        };
+        put("77-linux/blas_lib_gfx942.tar.zst", b"archive bytes").await;
+        let sum = format!("{}  blas_lib_gfx942.tar.zst\n", quarry_store::sha256_hex(b"archive bytes"));
+        store
+            .put_bytes(
+                &Key::new("77-linux/blas_lib_gfx942.tar.zst.sha256sum").unwrap(),
+                Bytes::from(sum),
+                PutOptions::default(),
+            )
+            .await
+            .unwrap();
+        put("77-linux/rccl_test_gfx942:xnack+.tar.zst", b"").await;
+        put("77-linux/python/x-1.0-py3-none-any.whl", b"PK").await;
+        put("77-linux/logs/build.log", b"log").await;
+        let dir = ListingDir::new("77-linux/").unwrap();
+        let report = update_listing(&store, &dir).await.unwrap();
+        assert!(report.written);
+        assert_eq!(report.entries, 5);
+        let (_, page) = store.get_bytes(&Key::new("77-linux/index.html").unwrap(), 1 << 20).await.unwrap();
+        let page = String::from_utf8(page.to_vec()).unwrap();
+        // Times vary; everything else is fixed.
+        let stable: String = page
+            .lines()
+            .map(|l| match l.find("<time") {
+                Some(i) => format!("{}<time …>{}", &l[..i], &l[l.find("</time>").unwrap() + 7..]),
+                None => l.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        insta::assert_snapshot!(stable);
+        // Nothing changed: nothing written.
+        let again = update_listing(&store, &dir).await.unwrap();
+        assert!(!again.written);
+    }
+}

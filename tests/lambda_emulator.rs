@@ -1,0 +1,137 @@
+//! The deployed artifact, as deployed: the `bootstrap` that `cargo lambda build --release`
+//! produced (the file `infra/` ships) runs against the `cargo lambda watch --only-lambda-apis`
+//! runtime emulator, is invoked with a real S3 event for a wheel that landed in a real S3
+//! server (s3s-fs, SigV4 checked), and leaves a consistent root behind.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quarry_index::RepoRoot;
+use quarry_store::{ConditionalWrites, Key, PutOptions, S3Store, Store, StoreExt};
+use quarry_tests::s3::{S3Server, free_port, s3_client, tool};
+use quarry_tests::{WheelSpec, workspace_root};
+
+/// Where `scripts/lambda-build` (run by `scripts/test`) leaves the function.
+fn bootstrap() -> PathBuf {
+    let path = std::env::var_os("QUARRY_LAMBDA_BOOTSTRAP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/lambda/quarry-lambda-indexer/bootstrap"));
+    assert!(path.exists(), "{} is missing: run scripts/lambda-build (scripts/test does)", path.display());
+    path
+}
+
+fn s3_event(bucket: &str, key: &str) -> serde_json::Value {
+    // Keys arrive form-encoded, as S3 sends them.
+    let encoded: String = key
+        .split('/')
+        .map(|s| percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string())
+        .collect::<Vec<_>>()
+        .join("%2F");
+    serde_json::json!({"Records": [{
+        "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
+        "eventTime": "2026-11-22T03:49:28.123Z", "eventName": "ObjectCreated:Put",
+        "userIdentity": {"principalId": "AWS:AROAEXAMPLE:ci"},
+        "requestParameters": {"sourceIPAddress": "127.0.0.1"},
+        "responseElements": {"x-amz-request-id": "C3D13FE58DE4C810", "x-amz-id-2": "example"},
+        "s3": {"s3SchemaVersion": "1.0", "configurationId": "quarry-indexer",
+               "bucket": {"name": bucket, "ownerIdentity": {"principalId": "A3NL1KOZZKExample"}, "arn": format!("arn:aws:s3:::{bucket}")},
+               "object": {"key": encoded, "size": 1024, "eTag": "d41d8cd98f00b204e9800998ecf8427e", "sequencer": "0055AED6DCD90281E5"}}
+    }]})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
+    let bootstrap = bootstrap();
+    let server = S3Server::start_s3s_fs().await;
+    let client = s3_client(&server);
+    client.create_bucket().bucket("ci").send().await.expect("create bucket");
+    let store: Arc<dyn Store> =
+        Arc::new(S3Store::from_client(client, "ci", "").with_conditional_writes(ConditionalWrites::Verify));
+    let spec = WheelSpec::new("rocm-sdk-core", "7.10.0rc20251124+rocm7.10");
+    let key = format!("12345-linux/python/{}", spec.filename());
+    store.put_bytes(&Key::new(key.as_str()).unwrap(), spec.build().into(), PutOptions::default()).await.unwrap();
+
+    let port = free_port();
+    let mut emulator = tokio::process::Command::new(tool("cargo-lambda"))
+        .args(["lambda", "watch", "--only-lambda-apis", "-A", "127.0.0.1", "-P", &port.to_string()])
+        .current_dir(workspace_root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start cargo lambda watch");
+    let mut ready = false;
+    for _ in 0..300 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "the emulator did not listen on {port} within 30 s");
+
+    let keys = server.clone_credentials();
+    let mut function = tokio::process::Command::new(&bootstrap)
+        .env_clear()
+        .env("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{port}/.rt"))
+        .env("AWS_LAMBDA_FUNCTION_NAME", "_")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_ENDPOINT_URL", &server.endpoint)
+        .env("AWS_ACCESS_KEY_ID", &keys.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &keys.secret_key)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start bootstrap");
+
+    let http = reqwest::Client::new();
+    let invoke = |event: serde_json::Value| {
+        let http = http.clone();
+        async move {
+            let response = http
+                .post(format!("http://127.0.0.1:{port}/2015-03-31/functions/_/invocations"))
+                .timeout(Duration::from_secs(60))
+                .header("content-type", "application/json")
+                .body(event.to_string())
+                .send()
+                .await
+                .expect("invoke");
+            let status = response.status();
+            let text = response.text().await.expect("answer");
+            let body: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|_| serde_json::Value::String(text.clone()));
+            (status, body)
+        }
+    };
+    let (status, answer) = invoke(s3_event("ci", &key)).await;
+    assert!(status.is_success(), "{status}: {answer}");
+    assert_eq!(answer["reindexed"], serde_json::json!(["ci/12345-linux/python/"]), "{answer}");
+
+    // The function wrote the pages into the bucket; the root audits clean.
+    let report = quarry_index::check(store.as_ref(), &RepoRoot::new("12345-linux/python/").unwrap()).await.unwrap();
+    assert!(report.is_clean() && report.files == 1, "{report}");
+
+    // An event for something that is not an event at all fails the invocation, not the function.
+    let (_, answer) = invoke(serde_json::json!({"hello": "world"})).await;
+    assert!(answer.to_string().contains("not an event this function handles"), "{answer}");
+    // ... which still serves the next one.
+    let (status, answer) = invoke(s3_event("ci", &key)).await;
+    assert!(status.is_success(), "{status}: {answer}");
+
+    function.kill().await.ok();
+    let output = function.wait_with_output().await.expect("bootstrap output");
+    let logs = String::from_utf8_lossy(&output.stderr);
+    let first = logs.lines().next().unwrap_or_default();
+    let parsed: serde_json::Value = serde_json::from_str(first).unwrap_or_default();
+    assert!(parsed.is_object(), "logs are JSON lines: {first}");
+    emulator.kill().await.ok();
+    server.stop().await;
+}
