@@ -46,9 +46,9 @@ async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
     let bootstrap = bootstrap();
     let server = S3Server::start_s3s_fs().await;
     let client = s3_client(&server);
-    client.create_bucket().bucket("ci").send().await.expect("create bucket");
+    client.create_bucket().bucket("ci-artifacts").send().await.expect("create bucket");
     let store: Arc<dyn Store> =
-        Arc::new(S3Store::from_client(client, "ci", "").with_conditional_writes(ConditionalWrites::Verify));
+        Arc::new(S3Store::from_client(client, "ci-artifacts", "").with_conditional_writes(ConditionalWrites::Verify));
     let spec = WheelSpec::new("rocm-sdk-core", "7.10.0rc20251124+rocm7.10");
     let key = format!("12345-linux/python/{}", spec.filename());
     store.put_bytes(&Key::new(key.as_str()).unwrap(), spec.build().into(), PutOptions::default()).await.unwrap();
@@ -111,9 +111,9 @@ async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
             (status, body)
         }
     };
-    let (status, answer) = invoke(s3_event("ci", &key)).await;
+    let (status, answer) = invoke(s3_event("ci-artifacts", &key)).await;
     assert!(status.is_success(), "{status}: {answer}");
-    assert_eq!(answer["reindexed"], serde_json::json!(["ci/12345-linux/python/"]), "{answer}");
+    assert_eq!(answer["reindexed"], serde_json::json!(["ci-artifacts/12345-linux/python/"]), "{answer}");
 
     // The function wrote the pages into the bucket; the root audits clean.
     let report = quarry_index::check(store.as_ref(), &RepoRoot::new("12345-linux/python/").unwrap()).await.unwrap();
@@ -123,7 +123,7 @@ async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
     let (_, answer) = invoke(serde_json::json!({"hello": "world"})).await;
     assert!(answer.to_string().contains("not an event this function handles"), "{answer}");
     // ... which still serves the next one.
-    let (status, answer) = invoke(s3_event("ci", &key)).await;
+    let (status, answer) = invoke(s3_event("ci-artifacts", &key)).await;
     assert!(status.is_success(), "{status}: {answer}");
 
     function.kill().await.ok();

@@ -22,7 +22,8 @@ pub use check::{CheckReport, check};
 pub use listing::{ListingDir, ListingReport, update_listing};
 pub use metadata::{CoreMetadata, MetadataError};
 pub use reindex::{
-    IndexError, Indexer, InspectError, Inspected, METADATA_SUFFIX, ReindexReport, YANK_SUFFIX, discover_roots, inspect,
+    IndexError, Indexer, InspectError, Inspected, METADATA_SUFFIX, ReindexReport, YANK_SUFFIX, discover,
+    discover_roots, inspect,
 };
 pub use render::render;
 pub use root::{RepoRoot, STATE_NAME};

@@ -520,8 +520,17 @@ pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Insp
 
 /// Every pip repo root with at least one distribution file under `prefix`.
 pub async fn discover_roots(store: &dyn Store, prefix: &str) -> Result<BTreeSet<RepoRoot>, StoreError> {
+    Ok(discover(store, prefix).await?.0)
+}
+
+/// Every pip repo root and every run listing directory under `prefix`, from one listing.
+pub async fn discover(
+    store: &dyn Store,
+    prefix: &str,
+) -> Result<(BTreeSet<RepoRoot>, BTreeSet<crate::ListingDir>), StoreError> {
     let listing = store.list_all(prefix, false).await?;
     let mut roots = BTreeSet::new();
+    let mut dirs = BTreeSet::new();
     for object in &listing.objects {
         if let Some(root) = RepoRoot::for_key(&object.key) {
             roots.insert(root);
@@ -530,9 +539,11 @@ pub async fn discover_roots(store: &dyn Store, prefix: &str) -> Result<BTreeSet<
         {
             // A root whose files were all deleted still needs its pages emptied.
             roots.insert(root);
+        } else if let Some(dir) = crate::ListingDir::for_key(&object.key) {
+            dirs.extend(dir.with_parents());
         }
     }
-    Ok(roots)
+    Ok((roots, dirs))
 }
 
 #[cfg(test)]

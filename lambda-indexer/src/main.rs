@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use anyhow::Context;
-use lambda_runtime::{LambdaEvent, service_fn};
+use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use quarry_lambda_indexer::{Handler, Stores};
 use quarry_store::{S3Store, Store};
 use serde_json::Value;
@@ -22,6 +21,7 @@ impl Stores for Buckets {
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
+    let started = std::time::Instant::now();
     tracing_subscriber::fmt()
         .json()
         .with_env_filter(
@@ -34,12 +34,17 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let client = quarry_store::client_from_env().await;
     let prefix = std::env::var("QUARRY_KEY_PREFIX").unwrap_or_default();
     let handler = Arc::new(Handler::new(Buckets { client, prefix }));
+    tracing::info!(init_us = started.elapsed().as_micros() as u64, "initialized");
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
         let handler = handler.clone();
         async move {
-            let answer: Result<Value, lambda_runtime::Error> =
-                handler.handle(event.payload).await.context("handling the event").map_err(Into::into);
-            answer
+            handler.handle(event.payload).await.map_err(|e| {
+                tracing::error!(error = %e, retryable = e.is_retryable(), "invocation failed");
+                Diagnostic {
+                    error_type: if e.is_retryable() { "Quarry.Retryable" } else { "Quarry.BadEvent" }.to_owned(),
+                    error_message: e.to_string(),
+                }
+            })
         }
     }))
     .await

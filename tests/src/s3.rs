@@ -32,11 +32,12 @@ pub fn tool(name: &str) -> PathBuf {
     if let Some(home) = std::env::var_os("HOME") {
         candidates.push(PathBuf::from(home).join(".cargo/bin").join(name));
     }
-    if let Some(venv) = std::env::var_os("QUARRY_TEST_VENV") {
-        candidates.push(PathBuf::from(venv).join("bin").join(name));
-    }
+    let venv = std::env::var_os("QUARRY_TEST_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::workspace_root().join(".venv"));
+    candidates.push(venv.join("bin").join(name));
     candidates.into_iter().find(|p| p.exists()).unwrap_or_else(|| {
-        panic!("{name} is not installed: run scripts/test, which installs it (s3s-fs with cargo, moto with pip)")
+        panic!("{name} is not installed: run scripts/test, which installs it (s3s-fs with cargo; moto, cargo-lambda and ziglang with pip)")
     })
 }
 

@@ -3,7 +3,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use quarry_index::{Indexer, RepoRoot, discover_roots};
+use quarry_index::{Indexer, RepoRoot, discover, update_listing};
 use quarry_store::CountingStore;
 
 #[derive(Debug, Args)]
@@ -30,7 +30,7 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
     let inner = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
     let store = Arc::new(CountingStore::new(inner));
     let started = std::time::Instant::now();
-    let mut roots = discover_roots(store.as_ref(), &args.prefix).await?;
+    let (mut roots, dirs) = discover(store.as_ref(), &args.prefix).await?;
     if let Ok(root) = RepoRoot::new(&args.prefix) {
         roots.insert(root);
     }
@@ -42,18 +42,25 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
     for root in &roots {
         reports.push(indexer.reindex_with(root, args.force).await.with_context(|| format!("reindexing {root}"))?);
     }
+    let mut listings = Vec::new();
+    for dir in &dirs {
+        listings.push(update_listing(store.as_ref(), dir).await.with_context(|| format!("listing {dir}"))?);
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &reports)?;
         writeln!(out)?;
     } else {
+        for r in &listings {
+            writeln!(out, "{r}")?;
+        }
         for r in &reports {
             writeln!(out, "{r}")?;
             for (file, reason) in &r.rejected {
                 writeln!(out, "  rejected {file}: {reason}")?;
             }
         }
-        if reports.is_empty() {
+        if reports.is_empty() && listings.is_empty() {
             writeln!(out, "no pip roots found under {:?}", args.prefix)?;
         }
     }
