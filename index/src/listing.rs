@@ -108,12 +108,13 @@ pub struct ListingEntry {
     pub size: Option<u64>,
     pub modified: Option<jiff::Timestamp>,
     pub sha256: Option<String>,
+    /// [`quarry_store::ObjectMeta::version`]: changes when the object is replaced.
     pub etag: String,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Cache {
-    /// name → (etag, sha256)
+    /// name → (object version, sha256)
     sha256: BTreeMap<String, (String, String)>,
 }
 
@@ -244,13 +245,13 @@ async fn list_entries(store: &dyn Store, dir: &ListingDir, cache: &mut Cache) ->
         if name == LISTING_PAGE || name == LISTING_CACHE {
             continue;
         }
-        let sha256 = match cache.sha256.get(name).filter(|(etag, _)| *etag == object.etag) {
+        let sha256 = match cache.sha256.get(name).filter(|(version, _)| *version == object.version()) {
             Some((_, sha)) => Some(sha.clone()),
             None => {
                 let found =
                     find_sha256(store, object, by_name.get(&format!("{name}{SHA256SUM_SUFFIX}")).copied()).await?;
                 if let Some(sha) = &found {
-                    cache.sha256.insert(name.clone(), (object.etag.clone(), sha.clone()));
+                    cache.sha256.insert(name.clone(), (object.version(), sha.clone()));
                 }
                 found
             }
@@ -260,7 +261,7 @@ async fn list_entries(store: &dyn Store, dir: &ListingDir, cache: &mut Cache) ->
             size: Some(object.size),
             modified: Some(object.last_modified),
             sha256,
-            etag: object.etag.clone(),
+            etag: object.version(),
         });
     }
     for sub in &listing.common_prefixes {

@@ -122,7 +122,7 @@ impl Indexer {
 
     fn recall(&self, object: &ObjectMeta) -> Option<Inspected> {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        known.remove(object.key.as_str()).filter(|i| i.entry.etag == object.etag)
+        known.remove(object.key.as_str()).filter(|i| i.entry.etag == object.version())
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -225,9 +225,10 @@ impl Indexer {
         let mut new = RepoState::empty();
         let mut todo = Vec::new();
         for (name, object) in &files {
-            if let Some(entry) = old.entries.get(name).filter(|e| e.etag == object.etag) {
+            let version = object.version();
+            if let Some(entry) = old.entries.get(name).filter(|e| e.etag == version) {
                 new.entries.insert(name.clone(), entry.clone());
-            } else if let Some(rejected) = old.rejected.get(name).filter(|r| r.etag == object.etag) {
+            } else if let Some(rejected) = old.rejected.get(name).filter(|r| r.etag == version) {
                 new.rejected.insert(name.clone(), rejected.clone());
             } else {
                 todo.push(object.clone());
@@ -261,7 +262,7 @@ impl Indexer {
                 Err(InspectError::Rejected(reason)) => {
                     tracing::warn!(file = %name, %reason, "not indexed");
                     report.rejected.insert(name.clone(), reason.clone());
-                    new.rejected.insert(name, Rejected { etag: object.etag, reason });
+                    new.rejected.insert(name, Rejected { etag: object.version(), reason });
                 }
                 // Deleted since the listing: the next event sees it gone.
                 Err(InspectError::Store(e)) if e.is_not_found() => {}
@@ -468,7 +469,8 @@ pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Insp
         size: meta.size,
         sha256,
         upload_time: upload_time(meta.last_modified),
-        etag: meta.etag.clone(),
+        // The version as the listing names it, so the next run recognizes the file.
+        etag: if object.etag.is_empty() { object.version() } else { meta.etag.clone() },
         requires_python: None,
         core_metadata_sha256: None,
         yanked: None,

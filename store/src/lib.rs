@@ -81,6 +81,19 @@ pub struct ObjectMeta {
     pub content_type: Option<String>,
 }
 
+impl ObjectMeta {
+    /// An identity for this version of the object, the same from a listing and from a HEAD:
+    /// the ETag, or, where a listing carries none (s3s-fs lists without ETags), the size and
+    /// modification time.
+    pub fn version(&self) -> String {
+        if self.etag.is_empty() {
+            format!("{}@{}", self.size, self.last_modified.as_nanosecond())
+        } else {
+            self.etag.clone()
+        }
+    }
+}
+
 /// A byte range as HTTP `Range` expresses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ByteRange {

@@ -1,0 +1,138 @@
+//! Faults on a real S3 server (s3s-fs on loopback, SigV4 checked): a store wrapper injects the
+//! failures S3 produces (500s, 503 SlowDown, timeouts) and a crash between publishing the
+//! outputs and committing the state. Failed events are redelivered, as SQS does; a crash is
+//! repaired by the next event or by `quarry index`. No page ever points at a missing object.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use quarry_index::RepoRoot;
+use quarry_lambda_indexer::{Handler, Stores};
+use quarry_store::faults::{Fault, FaultyStore, Op};
+use quarry_store::{ConditionalWrites, Key, PutOptions, S3Store, Store, StoreExt};
+use quarry_tests::s3::{S3Server, s3_client};
+use quarry_tests::{WheelSpec, assert_success, quarry_bin, run};
+
+const BUCKET: &str = "faulty-artifacts";
+const ROOT: &str = "31-linux/python/";
+
+struct Faulty(Arc<FaultyStore>);
+
+impl Stores for Faulty {
+    fn for_bucket(&self, _: &str) -> Arc<dyn Store> {
+        self.0.clone()
+    }
+}
+
+fn sqs_event(id: &str, key: &str) -> serde_json::Value {
+    let body = serde_json::json!({"Records": [{
+        "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
+        "eventTime": "2026-11-22T03:49:28.123Z", "eventName": "ObjectCreated:Put",
+        "s3": {"s3SchemaVersion": "1.0", "bucket": {"name": BUCKET, "arn": format!("arn:aws:s3:::{BUCKET}")},
+               "object": {"key": key, "size": 1}}
+    }]});
+    serde_json::json!({"Records": [{
+        "messageId": id, "receiptHandle": id, "body": body.to_string(), "attributes": {},
+        "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:quarry", "awsRegion": "us-east-1"
+    }]})
+}
+
+/// Only what a client would trip over: a link to a missing file or `.metadata`.
+async fn assert_no_dangling_links(store: &dyn Store, when: &str) {
+    let report = quarry_index::check(store, &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    let dangling: Vec<&String> =
+        report.problems.iter().filter(|p| p.contains("links to missing") || p.contains("advertises missing")).collect();
+    assert!(dangling.is_empty(), "{when}: {report}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn injected_faults_and_a_crash_converge_without_dangling_links() {
+    let server = S3Server::start_s3s_fs().await;
+    let client = s3_client(&server);
+    client.create_bucket().bucket(BUCKET).send().await.expect("create bucket");
+    let real: Arc<dyn Store> =
+        Arc::new(S3Store::from_client(client, BUCKET, "").with_conditional_writes(ConditionalWrites::Verify));
+    // About one operation in ten fails (after the SDK's own retries), pseudo-randomly.
+    let faults = [Fault::ServerError, Fault::Throttled, Fault::Timeout(Duration::from_millis(200))];
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    // Without faults, an event costs one pass and its read-back; a second reads no file again.
+    let probe = WheelSpec::new("probe", "1.0");
+    real.put_bytes(
+        &Key::new(format!("{ROOT}{}", probe.filename())).unwrap(),
+        probe.build().into(),
+        PutOptions::default(),
+    )
+    .await
+    .unwrap();
+    let clean = quarry_index::Indexer::new(real.clone()).reindex(&RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    assert_eq!(clean.attempts, 2, "{clean:?}");
+    let counting = Arc::new(quarry_store::CountingStore::new(real.clone()));
+    let again = quarry_index::Indexer::new(counting.clone()).reindex(&RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    // s3s-fs lists without ETags; files are still recognized (size and time), not re-read.
+    assert!(again.added.is_empty() && counting.counts().get == 1, "{again:?} {}", counting.counts());
+    let faulty = Arc::new(FaultyStore::new(real.clone(), move |_, _| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x.is_multiple_of(10).then(|| faults[(x / 10 % 3) as usize])
+    }));
+    let handler = Handler::new(Faulty(faulty.clone()));
+
+    // Six uploads, each announced once; a failed message is redelivered until it succeeds.
+    let mut redeliveries = 0;
+    for i in 0..6 {
+        let spec = WheelSpec::new(&format!("flaky-{i}"), "1.0");
+        let key = format!("{ROOT}{}", spec.filename());
+        real.put_bytes(&Key::new(key.as_str()).unwrap(), spec.build().into(), PutOptions::default()).await.unwrap();
+        let mut delivered = false;
+        for _ in 0..60 {
+            let answer = handler.handle(sqs_event(&format!("m{i}"), &key)).await.expect("an SQS answer");
+            if answer["batchItemFailures"].as_array().is_some_and(Vec::is_empty) {
+                delivered = true;
+                break;
+            }
+            assert_eq!(answer["batchItemFailures"][0]["itemIdentifier"], format!("m{i}"), "{answer}");
+            redeliveries += 1;
+            assert_no_dangling_links(real.as_ref(), &format!("after a failed delivery of m{i}")).await;
+        }
+        assert!(delivered, "m{i} never went through");
+    }
+    let kinds: std::collections::BTreeSet<String> = faulty
+        .injected()
+        .iter()
+        .map(|(_, _, f)| format!("{f:?}").split('(').next().unwrap_or_default().to_owned())
+        .collect();
+    assert!(redeliveries > 0, "no fault ever failed a delivery");
+    assert_eq!(kinds.len(), 3, "{kinds:?}");
+    let report = quarry_index::check(real.as_ref(), &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    assert!(report.is_clean() && report.files == 7, "{report}");
+
+    // A crash after the pages went out and before the state was committed.
+    faulty.heal();
+    faulty.set_rule(|op, key| (op == Op::Put && key.ends_with(quarry_index::STATE_NAME)).then_some(Fault::Crash));
+    let spec = WheelSpec::new("crashed", "1.0");
+    let key = format!("{ROOT}{}", spec.filename());
+    real.put_bytes(&Key::new(key.as_str()).unwrap(), spec.build().into(), PutOptions::default()).await.unwrap();
+    let answer = handler.handle(sqs_event("crash", &key)).await.unwrap();
+    assert_eq!(answer["batchItemFailures"][0]["itemIdentifier"], "crash", "{answer}");
+    assert_no_dangling_links(real.as_ref(), "after the crash").await;
+    let report = quarry_index::check(real.as_ref(), &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    assert!(!report.is_clean(), "the crash left the state behind the listing: {report}");
+
+    // The process is gone; `quarry index` (a backfill, or the next event) converges.
+    let keys = server.clone_credentials();
+    let mut index = tokio::process::Command::new(quarry_bin());
+    index
+        .args(["index", &format!("s3://{BUCKET}/"), "--prefix", ROOT])
+        .env("AWS_ENDPOINT_URL", &server.endpoint)
+        .env("AWS_ACCESS_KEY_ID", &keys.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &keys.secret_key)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    let out = run(index, Duration::from_secs(120)).await;
+    assert_success(&out, "quarry index after the crash");
+    let report = quarry_index::check(real.as_ref(), &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    assert!(report.is_clean() && report.files == 8, "{report}");
+    server.stop().await;
+}
