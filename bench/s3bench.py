@@ -492,7 +492,7 @@ def bench_lambda(args, procs: Procs, work: Path) -> list[str]:
             return s3_put_event(template, BUCKET, ROOT + wheel.name, head["ContentLength"], head["ETag"])
 
         first_event = upload_event(extra[0])
-        benv = dict(env, AWS_LAMBDA_RUNTIME_API=f"127.0.0.1:{api_port}/.rt", AWS_LAMBDA_FUNCTION_NAME="_",
+        benv = dict(env, AWS_LAMBDA_RUNTIME_API=f"http://127.0.0.1:{api_port}/.rt", AWS_LAMBDA_FUNCTION_NAME="_",
                     AWS_LAMBDA_FUNCTION_VERSION="1", AWS_LAMBDA_FUNCTION_MEMORY_SIZE="256",
                     AWS_LAMBDA_LOG_FORMAT="JSON")
         benv.pop("NO_COLOR", None)
@@ -517,8 +517,12 @@ def bench_lambda(args, procs: Procs, work: Path) -> list[str]:
                 t_ready = time.perf_counter()
                 break
             time.sleep(0.0005)
+        while caller.is_alive() and boot.poll() is None:
+            caller.join(0.05)
+        if boot.poll() is not None:
+            raise SystemExit(f"the bootstrap exited with {boot.returncode}; see {blog.name}")
         caller.join()
-        if "error" in result or boot.poll() is not None:
+        if "error" in result:
             raise SystemExit(f"first invocation failed: {result.get('error')} (bootstrap rc {boot.poll()}); "
                              f"see {blog.name}")
         req_first = server.requests_since(mark)
@@ -541,6 +545,8 @@ def bench_lambda(args, procs: Procs, work: Path) -> list[str]:
         emu_log.close()
         server.stop()
 
+        init_us = re.findall(r'"init_us":(\d+)', Path(blog.name).read_text(errors="replace"))
+        self_init = f"{int(init_us[0]) / 1000:.1f} ms" if init_us else "not logged"
         init_ms = (t_ready - t_spawn) * 1000 if t_ready else float("nan")
         first_ms = (t_first - t_spawn) * 1000
         handler_ms = (t_first - t_ready) * 1000 if t_ready else float("nan")
@@ -551,7 +557,7 @@ def bench_lambda(args, procs: Procs, work: Path) -> list[str]:
         notes.append(f"- {kind}: responses: 1st `{result['body'][:200]}`; warm `{warm_body[:200]}`; "
                      f"dup `{dup_body[:120]}`. Requests: 1st {fmt_requests(req_first)}; warm "
                      f"{fmt_requests(req_warm)}; dup {fmt_requests(req_dup)}. Bootstrap CPU {boot_cpu:.2f} s, "
-                     f"VmRSS at end {status['VmRSS']:.1f} MiB.")
+                     f"VmRSS at end {status['VmRSS']:.1f} MiB; the bootstrap's own `initialized` log: init_us = {self_init}.")
         log(lines[-1])
     return lines + [""] + notes + ["",
                                    "Init = spawn until the bootstrap holds a TCP connection to the runtime API "

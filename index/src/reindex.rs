@@ -147,7 +147,7 @@ impl Indexer {
         if mode == ConditionalWrites::Unsupported {
             return Err(IndexError::UnsafeStore(self.store.describe()));
         }
-        let mut pass = Pass { force_all: force, dirty: BTreeSet::new(), expect: None };
+        let mut pass = Pass { force_all: force, dirty: BTreeSet::new(), expect: None, inspected: HashMap::new() };
         let mut total = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
         for attempt in 1..=self.max_attempts {
             total.attempts = attempt;
@@ -236,9 +236,11 @@ impl Indexer {
         }
 
         let store = &self.store;
+        let earlier = &pass.inspected;
         let inspected: Vec<(ObjectMeta, Result<Inspected, InspectError>)> = futures_util::stream::iter(todo)
             .map(|object| async move {
-                let result = match self.recall(&object) {
+                let again = earlier.get(object.key.as_str()).filter(|i| i.entry.etag == object.version()).cloned();
+                let result = match again.or_else(|| self.recall(&object)) {
                     Some(known) => Ok(known),
                     None => inspect(store, &object).await,
                 };
@@ -253,6 +255,7 @@ impl Indexer {
             let name = object.key.filename().to_owned();
             match result {
                 Ok(found) => {
+                    pass.inspected.insert(object.key.to_string(), found.clone());
                     if let Some(meta) = found.core_metadata {
                         sidecars.push((root.key(&format!("{name}{METADATA_SUFFIX}"))?, meta));
                     }
@@ -291,6 +294,22 @@ impl Indexer {
         // even when the state already holds everything: they may be the stale ones.
         if !force && pass.dirty.is_empty() && state_etag.is_some() && new == old {
             return Ok(report);
+        }
+        // Inspecting took a while: if another indexer committed meanwhile, this attempt would
+        // lose anyway, so give up before publishing anything (one HEAD against a page storm).
+        if !report.added.is_empty() {
+            let now = match self.store.head(&root.state_key()).await {
+                Ok(meta) => Some(meta.etag),
+                Err(e) if e.is_not_found() => None,
+                Err(e) => return Err(e.into()),
+            };
+            if now.as_deref().map(etag_value) != state_etag.as_deref().map(etag_value) {
+                return Err(StoreError::Conflict {
+                    key: root.state_key().to_string(),
+                    reason: "another indexer committed while this one inspected files".into(),
+                }
+                .into());
+            }
         }
 
         // Immutable sidecars first, so no page ever advertises a missing `.metadata`; then the
@@ -389,6 +408,8 @@ struct Pass {
     dirty: BTreeSet<String>,
     /// The ETag of the state this call just committed, to read back.
     expect: Option<String>,
+    /// Files this call already inspected, by key: a retry does not read them again.
+    inspected: HashMap<String, Inspected>,
 }
 
 impl ReindexReport {
@@ -671,7 +692,8 @@ mod tests {
         let third = indexer.reindex(&root).await.unwrap();
         let delta = counting.counts();
         assert_eq!(third.added, std::slice::from_ref(&name));
-        assert_eq!(delta.head - before.head, 1, "only the new file is inspected");
+        // One HEAD for the new file, one for the state before publishing.
+        assert_eq!(delta.head - before.head, 2, "only the new file is inspected");
         let mut written = third.written.clone();
         written.sort();
         assert_eq!(
