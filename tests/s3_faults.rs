@@ -136,3 +136,41 @@ async fn injected_faults_and_a_crash_converge_without_dangling_links() {
     assert!(report.is_clean() && report.files == 8, "{report}");
     server.stop().await;
 }
+
+/// The SDK's own retries on a real wire: the first connections to the server are answered
+/// with 503 SlowDown, 500 InternalError and a dropped connection; `quarry upload` and
+/// `quarry index` still succeed, and the root audits clean.
+#[tokio::test(flavor = "multi_thread")]
+async fn sdk_retries_ride_out_5xx_slowdown_and_resets() {
+    use quarry_tests::proxy::{ConnFault, FaultProxy};
+    let server = S3Server::start_s3s_fs().await;
+    let client = s3_client(&server);
+    client.create_bucket().bucket(BUCKET).send().await.expect("create bucket");
+    let plan = vec![ConnFault::SlowDown, ConnFault::InternalError, ConnFault::Reset, ConnFault::SlowDown];
+    let proxy = FaultProxy::start(&server.endpoint, plan).await;
+    let keys = server.clone_credentials();
+    let quarry = |args: &[&str]| {
+        let mut cmd = tokio::process::Command::new(quarry_bin());
+        cmd.args(args)
+            .env("AWS_ENDPOINT_URL", &proxy.endpoint)
+            .env("AWS_ACCESS_KEY_ID", &keys.access_key)
+            .env("AWS_SECRET_ACCESS_KEY", &keys.secret_key)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env_remove("GITHUB_OUTPUT")
+            .env_remove("GITHUB_STEP_SUMMARY");
+        cmd
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let wheel = WheelSpec::new("retried", "1.0").write_to(tmp.path());
+    let to = format!("s3://{BUCKET}/{ROOT}");
+    let out = run(quarry(&["upload", "--to", &to, wheel.to_str().unwrap()]), Duration::from_secs(120)).await;
+    assert_success(&out, "quarry upload through the faulty proxy");
+    let out = run(quarry(&["index", &format!("s3://{BUCKET}/")]), Duration::from_secs(120)).await;
+    assert_success(&out, "quarry index through the faulty proxy");
+    assert_eq!(proxy.faults_served(), 4, "every planned fault was served");
+    let real: Arc<dyn Store> = Arc::new(S3Store::from_client(s3_client(&server), BUCKET, ""));
+    let report = quarry_index::check(real.as_ref(), &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    assert!(report.is_clean() && report.files == 1, "{report}");
+    server.stop().await;
+}

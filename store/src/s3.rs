@@ -56,8 +56,9 @@ fn custom_endpoint() -> bool {
 
 /// An S3 client configured from the environment: the default credential chain and region
 /// (us-east-1 when none), `AWS_ENDPOINT_URL[_S3]` with path-style addressing,
-/// `QUARRY_S3_UNSIGNED=1` for public buckets, five attempts with backoff and jitter, and
-/// flexible checksums only where S3 requires them.
+/// `QUARRY_S3_UNSIGNED=1` for public buckets, five attempts with exponential backoff and jitter
+/// (5xx, throttling, timeouts), connect and read timeouts, and flexible checksums only where S3
+/// requires them.
 pub async fn client_from_env() -> Client {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
     if env_flag("QUARRY_S3_UNSIGNED") == Some(true) {
@@ -72,6 +73,13 @@ pub async fn client_from_env() -> Client {
         config = config.force_path_style(true);
     }
     config = config.retry_config(aws_sdk_s3::config::retry::RetryConfig::standard().with_max_attempts(5));
+    // A server that accepts a connection and then hangs is a timeout, retried like a 5xx.
+    config = config.timeout_config(
+        aws_sdk_s3::config::timeout::TimeoutConfig::builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .read_timeout(std::time::Duration::from_secs(60))
+            .build(),
+    );
     // Integrity is the sha256 Quarry records and checks itself, and S3-compatible servers vary
     // in how they keep CRCs (s3s-fs served a CRC from another version of an object being
     // rewritten concurrently).

@@ -18,6 +18,7 @@ use quarry_store::{LocalStore, Store};
 use sha2::{Digest, Sha256};
 use zip::write::SimpleFileOptions;
 
+pub mod proxy;
 pub mod s3;
 
 pub const TOKEN: &str = "test-token-0123456789";
