@@ -27,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -40,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 AK, SK, BUCKET, REGION = "benchak", "benchsecretkey", "bench", "us-east-1"
 ROOT = "9999-linux/python/"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+GNU_TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None  # Debian: apt-get install time
 OPS_LINE = re.compile(
     r"store operations: (\d+) ops \(list (\d+), head (\d+), get (\d+), put (\d+), delete (\d+)\)")
 
@@ -227,6 +229,13 @@ class Server:
 
 def run_timed(cmd: list[str], env: dict, cwd: Path | None = None) -> dict:
     """Run a command to completion; wall time, CPU and peak RSS (wait4), stdout, stderr."""
+    # Peak RSS comes from GNU time's %M: a rusage from wait4 on our own child would report this
+    # Python process's RSS instead (Linux carries the pre-exec high-water mark into the child).
+    rss_file = None
+    if GNU_TIME:
+        fd, rss_file = tempfile.mkstemp(prefix="rss-", suffix=".txt")
+        os.close(fd)
+        cmd = [GNU_TIME, "-f", "%M", "-o", rss_file] + list(cmd)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out_chunks, err_chunks = [], []
@@ -239,10 +248,16 @@ def run_timed(cmd: list[str], env: dict, cwd: Path | None = None) -> dict:
     proc.returncode = os.waitstatus_to_exitcode(status)
     out = out_chunks[0].decode("utf-8", "replace")
     err = ANSI.sub("", err_chunks[0].decode("utf-8", "replace"))
+    maxrss_kib = float("nan")
+    if rss_file:
+        text = Path(rss_file).read_text().split()
+        os.unlink(rss_file)
+        if text and text[-1].isdigit():
+            maxrss_kib = int(text[-1])
     if proc.returncode != 0:
         sys.stderr.write(err[-4000:])
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}")
-    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_mib": ru.ru_maxrss / 1024,
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_mib": maxrss_kib / 1024,
             "stdout": out, "stderr": err}
 
 

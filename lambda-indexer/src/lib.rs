@@ -24,7 +24,14 @@ const CONCURRENT_ROOTS: usize = 4;
 
 /// Where the handler finds the store for a bucket.
 pub trait Stores: Send + Sync {
+    /// The store for `bucket`, rooted at [`Stores::key_prefix`].
     fn for_bucket(&self, bucket: &str) -> Arc<dyn Store>;
+
+    /// The key prefix the stores are rooted at (`QUARRY_KEY_PREFIX`, e.g. `ROCm-TheRock/`):
+    /// event keys are taken relative to it, and keys outside it are ignored.
+    fn key_prefix(&self) -> &str {
+        ""
+    }
 }
 
 /// Why an invocation failed as a whole.
@@ -155,8 +162,16 @@ fn s3_changes(event: &S3Notification) -> Vec<ObjectChange> {
         .collect()
 }
 
+/// The object an EventBridge S3 event names (keys are not URL-encoded there).
+fn eventbridge_change(event: EventBridgeS3) -> Result<ObjectChange, HandlerError> {
+    if event.source != "aws.s3" || !event.detail_type.starts_with("Object ") {
+        return Err(HandlerError::UnknownEvent(format!("{} from {}", event.detail_type, event.source)));
+    }
+    Ok(ObjectChange { bucket: event.detail.bucket.name, key: event.detail.object.key })
+}
+
 /// The changes in an SQS message body: an S3 notification (or its `s3:TestEvent`, which has
-/// none). `None` when the body is not an S3 notification at all.
+/// none), one wrapped by SNS, or an EventBridge S3 event. `None` when the body is none of those.
 fn sqs_body_changes(body: &str) -> Option<Vec<ObjectChange>> {
     let value: Value = serde_json::from_str(body).ok()?;
     if value.get("Event").and_then(Value::as_str) == Some("s3:TestEvent") {
@@ -165,6 +180,11 @@ fn sqs_body_changes(body: &str) -> Option<Vec<ObjectChange>> {
     // An S3 notification sent through SNS first arrives wrapped once more.
     if let Some(inner) = value.get("Message").and_then(Value::as_str) {
         return sqs_body_changes(inner);
+    }
+    // An EventBridge rule targeting the queue (infra/template.yaml) delivers the event itself.
+    if value.get("detail-type").is_some() {
+        let event: EventBridgeS3 = serde_json::from_value(value).ok()?;
+        return eventbridge_change(event).ok().map(|c| vec![c]);
     }
     let event: S3Notification = serde_json::from_value(value).ok()?;
     Some(s3_changes(&event))
@@ -213,10 +233,7 @@ impl<S: Stores> Handler<S> {
             _ if payload.get("detail-type").is_some() => {
                 let event: EventBridgeS3 = serde_json::from_value(payload)
                     .map_err(|e| HandlerError::UnknownEvent(format!("malformed EventBridge event: {e}")))?;
-                if event.source != "aws.s3" || !event.detail_type.starts_with("Object ") {
-                    return Err(HandlerError::UnknownEvent(format!("{} from {}", event.detail_type, event.source)));
-                }
-                let change = ObjectChange { bucket: event.detail.bucket.name, key: event.detail.object.key };
+                let change = eventbridge_change(event)?;
                 Self::finish(self.reindex_changes(&[change]).await)
             }
             _ => Err(HandlerError::UnknownEvent(
@@ -248,11 +265,7 @@ impl<S: Stores> Handler<S> {
         let mut failures = Vec::new();
         for (id, changes) in &per_message {
             let failed = changes.iter().any(|c| {
-                let targets = match classify(&c.key) {
-                    Ok(Some(Target::Listing(dir))) => dir.with_parents().into_iter().map(Target::Listing).collect(),
-                    Ok(Some(target)) => vec![target],
-                    _ => Vec::new(),
-                };
+                let targets = self.targets(c).unwrap_or_default();
                 targets.iter().any(|t| summary.failed.contains_key(&format!("{}/{t}", c.bucket)))
             });
             if failed {
@@ -267,20 +280,27 @@ impl<S: Stores> Handler<S> {
         serde_json::to_value(response).unwrap_or_else(|_| json!({"batchItemFailures": []}))
     }
 
+    /// What `change` makes stale (keys taken relative to the stores' prefix): its pip root, or
+    /// its listing and each parent listing (a new directory is a row in its parent's).
+    fn targets(&self, change: &ObjectChange) -> Result<Vec<Target>, String> {
+        let Some(key) = change.key.strip_prefix(self.stores.key_prefix()) else {
+            return Ok(Vec::new());
+        };
+        Ok(match classify(key)? {
+            Some(Target::Listing(dir)) => dir.with_parents().into_iter().map(Target::Listing).collect(),
+            Some(target) => vec![target],
+            None => Vec::new(),
+        })
+    }
+
     /// Reindex every root and listing the changes touch, once each.
     pub async fn reindex_changes(&self, changes: &[ObjectChange]) -> Summary {
         let mut summary = Summary::default();
         let mut targets: BTreeSet<(String, Target)> = BTreeSet::new();
         for change in changes {
-            match classify(&change.key) {
-                Ok(Some(Target::Listing(dir))) => {
-                    // A new directory is a row in its parent's listing.
-                    targets.extend(dir.with_parents().into_iter().map(|d| (change.bucket.clone(), Target::Listing(d))));
-                }
-                Ok(Some(target)) => {
-                    targets.insert((change.bucket.clone(), target));
-                }
-                Ok(None) => summary.ignored += 1,
+            match self.targets(change) {
+                Ok(found) if found.is_empty() => summary.ignored += 1,
+                Ok(found) => targets.extend(found.into_iter().map(|t| (change.bucket.clone(), t))),
                 Err(reason) => {
                     tracing::warn!(bucket = %change.bucket, key = %change.key, %reason, "skipped");
                     summary.skipped.push(format!("{}/{}: {reason}", change.bucket, change.key));

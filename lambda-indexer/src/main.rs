@@ -17,6 +17,10 @@ impl Stores for Buckets {
     fn for_bucket(&self, bucket: &str) -> Arc<dyn Store> {
         Arc::new(S3Store::from_client(self.client.clone(), bucket, &self.prefix))
     }
+
+    fn key_prefix(&self) -> &str {
+        &self.prefix
+    }
 }
 
 #[tokio::main]

@@ -246,3 +246,57 @@ async fn artifacts_get_a_run_listing_with_sizes_and_sha256() {
     let echo = handler.handle(s3_records("ci", &["6-linux/index.html", "6-linux/.quarry-listing.json"])).await.unwrap();
     assert_eq!(echo["reindexed"], serde_json::json!([]));
 }
+
+#[tokio::test]
+async fn eventbridge_events_through_sqs_as_the_template_delivers_them() {
+    let handler = Handler::new(Buckets::default());
+    let store = handler_store(&handler, "therock-ci-artifacts");
+    land(store.as_ref(), "888-linux/python/", &WheelSpec::new("bridged", "1.0")).await;
+    let mut sqs = event("sqs-batch.json");
+    let mut message = sqs["Records"][0].clone();
+    message["messageId"] = "eb-1".into();
+    message["body"] = event("eventbridge-created.json").to_string().into();
+    let mut not_s3 = message.clone();
+    not_s3["messageId"] = "eb-2".into();
+    let mut other = event("eventbridge-created.json");
+    other["source"] = "aws.ec2".into();
+    not_s3["body"] = other.to_string().into();
+    sqs["Records"] = serde_json::json!([message, not_s3]);
+    let answer = handler.handle(sqs).await.unwrap();
+    // The EC2 event is dropped (retrying cannot help), not failed.
+    assert_eq!(answer, serde_json::json!({"batchItemFailures": []}));
+    assert!(page(store.as_ref(), "888-linux/python/index.html").await.contains("bridged-1.0"));
+}
+
+/// Stores rooted at `ROCm-TheRock/`, as `QUARRY_KEY_PREFIX` sets them up.
+#[derive(Default)]
+struct Prefixed(Arc<MemoryStore>);
+
+impl Stores for Prefixed {
+    fn for_bucket(&self, _: &str) -> Arc<dyn Store> {
+        self.0.clone()
+    }
+    fn key_prefix(&self) -> &str {
+        "ROCm-TheRock/"
+    }
+}
+
+#[tokio::test]
+async fn keys_are_taken_relative_to_the_key_prefix() {
+    let handler = Handler::new(Prefixed::default());
+    let store: Arc<dyn Store> = handler.stores().0.clone();
+    land(store.as_ref(), "12345-linux/python/", &WheelSpec::new("prefixed", "1.0")).await;
+    let answer = handler
+        .handle(s3_records(
+            "therock-artifacts-external",
+            &[
+                "ROCm-TheRock/12345-linux/python/prefixed-1.0-py3-none-any.whl",
+                "elsewhere/1-linux/python/x-1.0-py3-none-any.whl",
+            ],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(answer["reindexed"], serde_json::json!(["therock-artifacts-external/12345-linux/python/"]));
+    assert_eq!(answer["ignored"], 1);
+    assert!(page(store.as_ref(), "12345-linux/python/index.html").await.contains("prefixed-1.0"));
+}
