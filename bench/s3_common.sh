@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared setup for bench/s3_requests.sh, bench/lambda_cold.sh and bench/upload_throughput.sh.
 # Sourced, not run. Sets: here, repo, work, venv, py, quarry; an EXIT trap that stops every
 # process recorded in $work/pids (each leads its own process group) and removes $work.

@@ -13,6 +13,7 @@
 # Knobs: SERVERS (default "s3s-fs moto"), PROJECTS (1000), VERSIONS (10), and s3_common.sh's.
 source "$(dirname "${BASH_SOURCE[0]}")/s3_common.sh"
 
+# shellcheck disable=SC2119
 ensure_venv
 ensure_s3s_fs
 ensure_quarry
@@ -20,4 +21,4 @@ ensure_quarry
 "$py" "$here/s3bench.py" requests --work "$work" --quarry "$quarry" --servers ${SERVERS:-s3s-fs moto} \
     --projects "${PROJECTS:-1000}" --versions "${VERSIONS:-10}"
 echo
-echo "$(versions_line)"
+versions_line

@@ -9,6 +9,7 @@
 # s3_common.sh's.
 source "$(dirname "${BASH_SOURCE[0]}")/s3_common.sh"
 
+# shellcheck disable=SC2119
 ensure_venv
 ensure_s3s_fs
 ensure_quarry
@@ -16,4 +17,4 @@ ensure_quarry
     --big-mib "${BIG_MIB:-1024}" --small-files "${SMALL_FILES:-200}" --small-mib "${SMALL_MIB:-1}" \
     --runs "${RUNS:-1}"
 echo
-echo "$(versions_line)"
+versions_line

@@ -54,10 +54,9 @@ async fn ci_uploads_into_s3() {
     .await;
     assert_success(&out, "quarry upload to s3");
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        summary["package_find_links_url"],
-        "https://therock-ci-artifacts.s3.amazonaws.com/55-linux/python/index.html"
-    );
+    // On an S3-compatible server, the URL there (on S3: https://BUCKET.s3.amazonaws.com/…).
+    let find_links = format!("{}/therock-ci-artifacts/55-linux/python/index.html", server.endpoint);
+    assert_eq!(summary["package_find_links_url"], find_links.as_str());
     let statuses: Vec<&str> =
         summary["files"].as_array().unwrap().iter().map(|f| f["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["uploaded", "uploaded"]);
@@ -73,10 +72,7 @@ async fn ci_uploads_into_s3() {
         assert!(stored.as_ref() == bytes.as_slice(), "{key} differs");
     }
     let output = std::fs::read_to_string(tmp.path().join("output")).unwrap();
-    assert_eq!(
-        output,
-        "package_find_links_url=https://therock-ci-artifacts.s3.amazonaws.com/55-linux/python/index.html\n"
-    );
+    assert_eq!(output, format!("package_find_links_url={find_links}\n"));
     assert!(
         std::fs::read_to_string(tmp.path().join("summary"))
             .unwrap()
@@ -111,7 +107,7 @@ async fn ci_uploads_into_s3() {
     let out = run(
         upload(
             &server,
-            &["--run-id", "12345678901", "--kind", "artifacts", "--bucket", "therock-ci-artifacts"],
+            &["--json", "--run-id", "12345678901", "--kind", "artifacts", "--bucket", "therock-ci-artifacts"],
             tmp.path(),
             &artifact,
         ),
@@ -119,6 +115,23 @@ async fn ci_uploads_into_s3() {
     )
     .await;
     assert_success(&out, "upload with a computed key");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["artifacts_index_url"],
+        format!("{}/therock-ci-artifacts/12345678901-linux/index.html", server.endpoint).as_str()
+    );
+    // Without --kind, the destination says what it is.
+    let out = run(
+        upload(&server, &["--json", "--to", "s3://therock-ci-artifacts/12345678901-linux/"], tmp.path(), &artifact),
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_success(&out, "artifact upload with --to");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        summary["artifacts_index_url"].as_str().is_some_and(|u| u.ends_with("/12345678901-linux/index.html")),
+        "{summary}"
+    );
     let store: Arc<dyn Store> = Arc::new(store);
     assert!(store.head(&Key::new("12345678901-linux/blas_lib_gfx942.tar.zst").unwrap()).await.is_ok());
     server.stop().await;

@@ -70,6 +70,16 @@ pub fn public_url(bucket: &str, key: &str) -> String {
     format!("https://{bucket}.s3.amazonaws.com/{key}")
 }
 
+/// Like [`public_url`], but on an S3-compatible server (`AWS_ENDPOINT_URL[_S3]`) the
+/// path-style URL there.
+pub fn public_url_from_env(bucket: &str, key: &str) -> String {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL_S3").or_else(|_| std::env::var("AWS_ENDPOINT_URL"));
+    match endpoint {
+        Ok(endpoint) if !endpoint.is_empty() => format!("{}/{bucket}/{key}", endpoint.trim_end_matches('/')),
+        _ => public_url(bucket, key),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

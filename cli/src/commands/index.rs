@@ -30,10 +30,11 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
     let inner = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
     let store = Arc::new(CountingStore::new(inner));
     let started = std::time::Instant::now();
-    let (mut roots, dirs) = discover(store.as_ref(), &args.prefix).await?;
-    if let Ok(root) = RepoRoot::new(&args.prefix) {
-        roots.insert(root);
-    }
+    // A prefix naming one pip root is that root: no need to list everything below it first.
+    let (roots, dirs) = match RepoRoot::new(&args.prefix) {
+        Ok(root) => (std::collections::BTreeSet::from([root]), std::collections::BTreeSet::new()),
+        Err(_) => discover(store.as_ref(), &args.prefix).await?,
+    };
     if args.check {
         return check(&args, store.as_ref(), &roots).await;
     }

@@ -25,9 +25,11 @@ pub(crate) struct UploadArgs {
     /// Platform for the computed destination.
     #[arg(long, default_value = "linux")]
     platform: String,
-    /// What is uploaded: python, deb, rpm or artifacts (decides the key prefix under the run).
-    #[arg(long, default_value = "python", value_parser = ["python", "deb", "rpm", "artifacts"])]
-    kind: String,
+    /// What is uploaded: python, deb, rpm or artifacts (decides the key prefix under the run,
+    /// and which index URL is reported). Default: from the --to prefix (`…/python/…`,
+    /// `…/packages/deb/…`, `…/packages/rpm/…`, else artifacts), python without --to.
+    #[arg(long, value_parser = ["python", "deb", "rpm", "artifacts"])]
+    kind: Option<String>,
     /// Bucket for the computed destination (default: from RELEASE_TYPE and GITHUB_REPOSITORY).
     #[arg(long)]
     bucket: Option<String>,
@@ -204,7 +206,20 @@ fn computed_destination(args: &UploadArgs) -> anyhow::Result<(String, String)> {
 
 pub(crate) fn kind(args: &UploadArgs) -> quarry_store::layout::Kind {
     use quarry_store::layout::Kind;
-    match args.kind.as_str() {
+    let inferred = || {
+        let to = args.to.as_deref().unwrap_or("python/");
+        let segments: Vec<&str> = to.split('/').collect();
+        if segments.contains(&"python") {
+            "python"
+        } else if to.contains("packages/deb/") {
+            "deb"
+        } else if to.contains("packages/rpm/") {
+            "rpm"
+        } else {
+            "artifacts"
+        }
+    };
+    match args.kind.as_deref().unwrap_or_else(inferred) {
         "deb" => Kind::Deb,
         "rpm" => Kind::Rpm,
         "artifacts" => Kind::Artifacts,

@@ -100,8 +100,8 @@ pub(crate) async fn run(args: &UploadArgs, to: String, bucket: Option<String>) -
         Kind::Rpm => prefix.clone(),
     };
     let url = match (&bucket, store_url.strip_prefix("s3://")) {
-        (Some(b), _) => quarry_store::layout::public_url(b, &index_key),
-        (None, Some(b)) => quarry_store::layout::public_url(b, &index_key),
+        (Some(b), _) => quarry_store::layout::public_url_from_env(b, &index_key),
+        (None, Some(b)) => quarry_store::layout::public_url_from_env(b, &index_key),
         (None, None) => format!("{}/{index_key}", store_url.trim_end_matches('/')),
     };
     let output_name = match kind {
