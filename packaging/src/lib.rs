@@ -4,10 +4,13 @@
 //! - [`WheelFilename`], [`SdistFilename`], [`DistFilename`]: Python distribution filenames,
 //!   parsed once and round-tripped through `FromStr` / `Display`.
 //! - [`Version`]: PEP 440 versions (re-exported from `pep440_rs`).
+//! - [`DebVersion`]: Debian versions, ordered as `dpkg --compare-versions` orders them.
 
+mod debversion;
 mod filename;
 mod name;
 
+pub use debversion::{DebVersion, DebVersionError};
 pub use filename::{DistFilename, FilenameError, SdistFilename, WheelFilename};
 pub use name::{NameError, PackageName};
 pub use pep440_rs::{Version, VersionSpecifiers};
