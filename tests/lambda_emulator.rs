@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use quarry_index::RepoRoot;
 use quarry_store::{ConditionalWrites, Key, PutOptions, S3Store, Store, StoreExt};
-use quarry_tests::s3::{S3Server, free_port, s3_client, tool};
+use quarry_tests::s3::{S3Server, free_port, s3_client, s3_put_event, tool};
 use quarry_tests::{WheelSpec, workspace_root};
 
 /// Where `scripts/lambda-build` (run by `scripts/test`) leaves the function.
@@ -20,25 +20,6 @@ fn bootstrap() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("target/lambda/quarry-lambda-indexer/bootstrap"));
     assert!(path.exists(), "{} is missing: run scripts/lambda-build (scripts/test does)", path.display());
     path
-}
-
-fn s3_event(bucket: &str, key: &str) -> serde_json::Value {
-    // Keys arrive form-encoded, as S3 sends them.
-    let encoded: String = key
-        .split('/')
-        .map(|s| percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string())
-        .collect::<Vec<_>>()
-        .join("%2F");
-    serde_json::json!({"Records": [{
-        "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
-        "eventTime": "2026-11-22T03:49:28.123Z", "eventName": "ObjectCreated:Put",
-        "userIdentity": {"principalId": "AWS:AROAEXAMPLE:ci"},
-        "requestParameters": {"sourceIPAddress": "127.0.0.1"},
-        "responseElements": {"x-amz-request-id": "C3D13FE58DE4C810", "x-amz-id-2": "example"},
-        "s3": {"s3SchemaVersion": "1.0", "configurationId": "quarry-indexer",
-               "bucket": {"name": bucket, "ownerIdentity": {"principalId": "A3NL1KOZZKExample"}, "arn": format!("arn:aws:s3:::{bucket}")},
-               "object": {"key": encoded, "size": 1024, "eTag": "d41d8cd98f00b204e9800998ecf8427e", "sequencer": "0055AED6DCD90281E5"}}
-    }]})
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -111,7 +92,7 @@ async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
             (status, body)
         }
     };
-    let (status, answer) = invoke(s3_event("ci-artifacts", &key)).await;
+    let (status, answer) = invoke(s3_put_event("ci-artifacts", &key)).await;
     assert!(status.is_success(), "{status}: {answer}");
     assert_eq!(answer["reindexed"], serde_json::json!(["ci-artifacts/12345-linux/python/"]), "{answer}");
 
@@ -123,7 +104,7 @@ async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
     let (_, answer) = invoke(serde_json::json!({"hello": "world"})).await;
     assert!(answer.to_string().contains("not an event this function handles"), "{answer}");
     // ... which still serves the next one.
-    let (status, answer) = invoke(s3_event("ci-artifacts", &key)).await;
+    let (status, answer) = invoke(s3_put_event("ci-artifacts", &key)).await;
     assert!(status.is_success(), "{status}: {answer}");
 
     function.kill().await.ok();

@@ -229,11 +229,7 @@ async fn race_trial(s: &Setup, trial: u64) -> usize {
         while !done.load(std::sync::atomic::Ordering::Relaxed) {
             if std::time::Instant::now() >= next {
                 let report = quarry_index::check(s.store.as_ref(), &root).await.unwrap();
-                let dangling: Vec<&String> = report
-                    .problems
-                    .iter()
-                    .filter(|p| p.contains("links to missing") || p.contains("advertises missing"))
-                    .collect();
+                let dangling = report.dangling();
                 assert!(dangling.is_empty(), "trial {trial}, mid-flight: {dangling:?}");
                 audits += 1;
                 next = std::time::Instant::now() + AUDIT_EVERY;

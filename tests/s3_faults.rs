@@ -10,7 +10,7 @@ use quarry_index::RepoRoot;
 use quarry_lambda_indexer::{Handler, Stores};
 use quarry_store::faults::{Fault, FaultyStore, Op};
 use quarry_store::{ConditionalWrites, Key, PutOptions, S3Store, Store, StoreExt};
-use quarry_tests::s3::{S3Server, s3_client};
+use quarry_tests::s3::{S3Server, SqsMessage, s3_client, s3_put_event};
 use quarry_tests::{WheelSpec, assert_success, quarry_bin, run};
 
 const BUCKET: &str = "faulty-artifacts";
@@ -24,26 +24,17 @@ impl Stores for Faulty {
     }
 }
 
+/// One SQS message `id` carrying the S3 notification for `key`.
 fn sqs_event(id: &str, key: &str) -> serde_json::Value {
-    let body = serde_json::json!({"Records": [{
-        "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
-        "eventTime": "2026-11-22T03:49:28.123Z", "eventName": "ObjectCreated:Put",
-        "s3": {"s3SchemaVersion": "1.0", "bucket": {"name": BUCKET, "arn": format!("arn:aws:s3:::{BUCKET}")},
-               "object": {"key": key, "size": 1}}
-    }]});
-    serde_json::json!({"Records": [{
-        "messageId": id, "receiptHandle": id, "body": body.to_string(), "attributes": {},
-        "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:quarry", "awsRegion": "us-east-1"
-    }]})
+    let message =
+        SqsMessage { message_id: id.into(), receipt_handle: id.into(), body: s3_put_event(BUCKET, key).to_string() };
+    quarry_tests::s3::sqs_event("arn:aws:sqs:us-east-1:123456789012:quarry", &[message])
 }
 
 /// Only what a client would trip over: a link to a missing file or `.metadata`.
 async fn assert_no_dangling_links(store: &dyn Store, when: &str) {
     let report = quarry_index::check(store, &RepoRoot::new(ROOT).unwrap()).await.unwrap();
-    let dangling: Vec<&String> =
-        report.problems.iter().filter(|p| p.contains("links to missing") || p.contains("advertises missing")).collect();
-    assert!(dangling.is_empty(), "{when}: {report}");
+    assert!(report.dangling().is_empty(), "{when}: {report}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -28,9 +28,24 @@ pub struct CheckReport {
     pub problems: Vec<String>,
 }
 
+/// The words that mark a problem a client trips over (see [`CheckReport::dangling`]).
+const MISSING_FILE: &str = "links to missing";
+const MISSING_METADATA: &str = "advertises missing";
+
 impl CheckReport {
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// The problems a client trips over: a link to a missing file or an advertised `.metadata`
+    /// that is not there. (A state lagging behind the listing is not one of them: the pages
+    /// are merely behind.)
+    pub fn dangling(&self) -> Vec<&str> {
+        self.problems
+            .iter()
+            .map(String::as_str)
+            .filter(|p| p.contains(MISSING_FILE) || p.contains(MISSING_METADATA))
+            .collect()
     }
 }
 
@@ -212,10 +227,10 @@ async fn check_file_link(
 ) -> Result<(), StoreError> {
     let Ctx { store, root, present, state } = *ctx;
     if !exists(store, root, present, file).await? {
-        report.problems.push(format!("{page} links to missing {file}"));
+        report.problems.push(format!("{page} {MISSING_FILE} {file}"));
     }
     if a.core_metadata && !exists(store, root, present, &format!("{file}{METADATA_SUFFIX}")).await? {
-        report.problems.push(format!("{page} advertises missing {file}{METADATA_SUFFIX}"));
+        report.problems.push(format!("{page} {MISSING_METADATA} {file}{METADATA_SUFFIX}"));
     }
     match (state.entries.get(file), &a.sha256) {
         (Some(entry), Some(sha)) if &entry.sha256 != sha => {

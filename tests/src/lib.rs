@@ -251,8 +251,7 @@ impl Drop for TestServer {
 
 /// The virtualenv holding pip and uv for the suites.
 pub fn venv() -> PathBuf {
-    let path =
-        std::env::var_os("QUARRY_TEST_VENV").map(PathBuf::from).unwrap_or_else(|| workspace_root().join(".venv"));
+    let path = venv_dir();
     for tool in ["python", "pip", "uv"] {
         assert!(
             path.join("bin").join(tool).exists(),
@@ -261,6 +260,11 @@ pub fn venv() -> PathBuf {
         );
     }
     path
+}
+
+/// Where the test virtualenv is (`QUARRY_TEST_VENV`, else `.venv` in the workspace), checked or not.
+pub fn venv_dir() -> PathBuf {
+    std::env::var_os("QUARRY_TEST_VENV").map(PathBuf::from).unwrap_or_else(|| workspace_root().join(".venv"))
 }
 
 pub fn workspace_root() -> PathBuf {

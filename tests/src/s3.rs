@@ -32,10 +32,7 @@ pub fn tool(name: &str) -> PathBuf {
     if let Some(home) = std::env::var_os("HOME") {
         candidates.push(PathBuf::from(home).join(".cargo/bin").join(name));
     }
-    let venv = std::env::var_os("QUARRY_TEST_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::workspace_root().join(".venv"));
-    candidates.push(venv.join("bin").join(name));
+    candidates.push(crate::venv_dir().join("bin").join(name));
     candidates.into_iter().find(|p| p.exists()).unwrap_or_else(|| {
         panic!("{name} is not installed: run scripts/test, which installs it (s3s-fs with cargo; moto, cargo-lambda and ziglang with pip)")
     })
@@ -198,24 +195,49 @@ impl SqsQueue {
 
     /// The Lambda service's view of a batch: the SQS event it invokes the function with.
     pub fn lambda_event(&self, batch: &[SqsMessage]) -> serde_json::Value {
-        let records: Vec<serde_json::Value> = batch
-            .iter()
-            .map(|m| {
-                serde_json::json!({
-                    "messageId": m.message_id,
-                    "receiptHandle": m.receipt_handle,
-                    "body": m.body,
-                    "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1763800000000"},
-                    "messageAttributes": {},
-                    "md5OfBody": "",
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": self.arn,
-                    "awsRegion": "us-east-1",
-                })
-            })
-            .collect();
-        serde_json::json!({ "Records": records })
+        sqs_event(&self.arn, batch)
     }
+}
+
+/// An SQS event as the Lambda service delivers `batch` from the queue `queue_arn`.
+pub fn sqs_event(queue_arn: &str, batch: &[SqsMessage]) -> serde_json::Value {
+    let records: Vec<serde_json::Value> = batch
+        .iter()
+        .map(|m| {
+            serde_json::json!({
+                "messageId": m.message_id,
+                "receiptHandle": m.receipt_handle,
+                "body": m.body,
+                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1763800000000"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": "us-east-1",
+            })
+        })
+        .collect();
+    serde_json::json!({ "Records": records })
+}
+
+/// An S3 `ObjectCreated:Put` notification for `key` in `bucket`, the key form-encoded as S3
+/// sends it.
+pub fn s3_put_event(bucket: &str, key: &str) -> serde_json::Value {
+    let encoded: String = key
+        .split('/')
+        .map(|s| percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string())
+        .collect::<Vec<_>>()
+        .join("%2F");
+    serde_json::json!({"Records": [{
+        "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
+        "eventTime": "2026-11-22T03:49:28.123Z", "eventName": "ObjectCreated:Put",
+        "userIdentity": {"principalId": "AWS:AROAEXAMPLE:ci"},
+        "requestParameters": {"sourceIPAddress": "127.0.0.1"},
+        "responseElements": {"x-amz-request-id": "C3D13FE58DE4C810", "x-amz-id-2": "example"},
+        "s3": {"s3SchemaVersion": "1.0", "configurationId": "quarry-indexer",
+               "bucket": {"name": bucket, "ownerIdentity": {"principalId": "A3NL1KOZZKExample"}, "arn": format!("arn:aws:s3:::{bucket}")},
+               "object": {"key": encoded, "size": 1024, "eTag": "d41d8cd98f00b204e9800998ecf8427e", "sequencer": "0055AED6DCD90281E5"}}
+    }]})
 }
 
 /// Point `bucket`'s ObjectCreated / ObjectRemoved notifications at `queue`: one configuration
