@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use quarry_store::S3Store;
+use quarry_store::{ConditionalWrites, S3Store};
 use quarry_tests::s3::{S3Server, s3_client};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -14,7 +14,10 @@ async fn s3s_fs_conforms() {
     client.create_bucket().bucket("conformance").send().await.expect("create bucket");
     // s3s-fs checks preconditions per request but not atomically: 160 racing compare-and-swap
     // increments lost dozens of updates. See `non_atomic_preconditions_are_detected`.
-    quarry_store::conformance::run(Arc::new(S3Store::from_client(client, "conformance", "some/prefix/")), false).await;
+    quarry_store::conformance::run_all(Arc::new(
+        S3Store::from_client(client, "conformance", "some/prefix/").with_conditional_writes(ConditionalWrites::Verify),
+    ))
+    .await;
     server.stop().await;
 }
 
@@ -25,7 +28,10 @@ async fn moto_conforms() {
     client.create_bucket().bucket("conformance").send().await.expect("create bucket");
     // moto honours If-Match / If-None-Match one request at a time, but its check and write can
     // interleave under contention (a lost update in 160 racing increments was seen).
-    quarry_store::conformance::run(Arc::new(S3Store::from_client(client, "conformance", "")), false).await;
+    quarry_store::conformance::run_all(Arc::new(
+        S3Store::from_client(client, "conformance", "").with_conditional_writes(ConditionalWrites::Verify),
+    ))
+    .await;
     server.stop().await;
 }
 

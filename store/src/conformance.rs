@@ -12,14 +12,11 @@ fn key(s: &str) -> Key {
     Key::new(s).expect("valid key")
 }
 
-/// Run every check against `store`, which must start empty.
+/// Run every check against `store`, which must start empty. The contention check runs only
+/// where the store declares its conditional puts atomic ([`crate::ConditionalWrites::Atomic`]):
+/// moto and s3s-fs check preconditions, but a check and a write can interleave.
 pub async fn run_all(store: Arc<dyn Store>) {
-    run(store, true).await;
-}
-
-/// Run every check; `atomic` says whether conditional puts are expected to stay atomic under
-/// contention (moto checks preconditions, but its check and write can interleave).
-pub async fn run(store: Arc<dyn Store>, atomic: bool) {
+    let atomic = store.conditional_writes() == crate::ConditionalWrites::Atomic;
     roundtrip(store.as_ref()).await;
     ranges(store.as_ref()).await;
     conditional_puts(store.as_ref()).await;
