@@ -1,7 +1,8 @@
 //! Audit a published root from the outside, as a client sees it: every link on every page
 //! resolves, every advertised `.metadata` exists, hashes agree with the committed state, and
 //! every distribution file in the listing is on the pages (or was refused, with a reason).
-//! `quarry index --check` runs it; the race and fault suites assert it comes back clean.
+//! `quarry index --check` runs it; the race and fault suites assert it comes back clean. apt and
+//! dnf roots are audited from their entry points down (`check_native`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,7 +30,7 @@ pub struct CheckReport {
 }
 
 /// The words that mark a problem a client trips over (see [`CheckReport::dangling`]).
-const MISSING_FILE: &str = "links to missing";
+pub(crate) const MISSING_FILE: &str = "links to missing";
 const MISSING_METADATA: &str = "advertises missing";
 
 impl CheckReport {
@@ -68,7 +69,7 @@ struct Anchor {
     core_metadata: bool,
 }
 
-fn unescape(s: &str) -> String {
+pub(crate) fn unescape(s: &str) -> String {
     s.replace("&quot;", "\"")
         .replace("&#39;", "'")
         .replace("&#x27;", "'")
@@ -102,6 +103,10 @@ fn anchors(html: &str) -> Vec<Anchor> {
 /// Audit `root` on `store`.
 pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, StoreError> {
     let mut report = CheckReport { root: root.to_string(), ..CheckReport::default() };
+    if root.kind() != crate::root::RepoKind::Pip {
+        crate::check_native::check_native(store, root, &mut report).await?;
+        return Ok(report);
+    }
     let listing = store.list_all(root.as_str(), true).await?;
     let present: BTreeSet<String> =
         listing.objects.iter().map(|o| o.key.as_str()[root.as_str().len()..].to_owned()).collect();
@@ -111,15 +116,7 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
         .collect();
     report.files = files.len();
 
-    let state: Option<RepoState> = match store.get_bytes(&root.state_key(), MAX_PAGE).await {
-        Ok((_, bytes)) => serde_json::from_slice(&bytes).ok(),
-        Err(e) if e.is_not_found() => None,
-        Err(e) => return Err(e),
-    };
-    let Some(state) = state else {
-        if !files.is_empty() {
-            report.problems.push(format!("{} files but no readable state: never indexed", files.len()));
-        }
+    let Some(state) = committed_state(store, root, files.len(), &mut report).await? else {
         return Ok(report);
     };
 
@@ -172,6 +169,24 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
         }
     }
     Ok(report)
+}
+
+/// The root's committed state; `None` (and a problem when there are files) if it has none.
+pub(crate) async fn committed_state(
+    store: &dyn Store,
+    root: &RepoRoot,
+    files: usize,
+    report: &mut CheckReport,
+) -> Result<Option<RepoState>, StoreError> {
+    let state: Option<RepoState> = match store.get_bytes(&root.state_key(), MAX_PAGE).await {
+        Ok((_, bytes)) => serde_json::from_slice(&bytes).ok(),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(e),
+    };
+    if state.is_none() && files > 0 {
+        report.problems.push(format!("{files} files but no readable state: never indexed"));
+    }
+    Ok(state)
 }
 
 async fn read_page(

@@ -9,12 +9,20 @@
 //!
 //! Nothing here knows HTTP or Lambda.
 
+pub mod apt;
 pub mod check;
+mod check_native;
+pub mod deb;
+pub mod dnf;
 pub mod listing;
 mod metadata;
+mod native;
 mod reindex;
 pub mod render;
 mod root;
+pub mod rpmhead;
+pub mod sign;
+mod source;
 mod state;
 mod wheel;
 
@@ -22,10 +30,11 @@ pub use check::{CheckReport, check};
 pub use listing::{ListingDir, ListingReport, update_listing};
 pub use metadata::{CoreMetadata, MetadataError};
 pub use reindex::{
-    IndexError, Indexer, InspectError, Inspected, METADATA_SUFFIX, ReindexReport, YANK_SUFFIX, discover,
-    discover_roots, inspect,
+    DEFAULT_GRACE_SECONDS, IndexConfig, IndexError, Indexer, InspectError, Inspected, METADATA_SUFFIX, ReindexReport,
+    YANK_SUFFIX, discover, discover_roots, inspect,
 };
-pub use render::render;
-pub use root::{RepoRoot, STATE_NAME};
+pub use render::{Page, Stage, render};
+pub use root::{APT_STATE_NAME, DNF_STATE_NAME, RepoKind, RepoRoot, STATE_NAME};
+pub use sign::{SignError, Signer};
 pub use state::{Entry, Rejected, RepoState, STATE_VERSION, upload_time};
 pub use wheel::{MAX_METADATA_SIZE, WheelError, WheelMetadata, read_wheel_metadata, read_wheel_metadata_from_bytes};

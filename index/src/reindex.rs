@@ -8,16 +8,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use quarry_packaging::{DistFilename, PackageName, Version};
 use quarry_store::{
-    Condition, ConditionalWrites, Key, ObjectMeta, PutOptions, Sha256Hex, Store, StoreError, StoreExt, sha256_hex,
+    Condition, ConditionalWrites, Key, ObjectMeta, PutOptions, Store, StoreError, StoreExt, sha256_hex,
 };
 use serde::Serialize;
 
-use crate::render::{self, Page};
-use crate::root::{RepoRoot, STATE_NAME};
-use crate::state::{Entry, Rejected, RepoState, STATE_VERSION, upload_time};
+use crate::apt::AptOptions;
+use crate::render::{self, Page, Stage};
+use crate::root::{RepoKind, RepoRoot};
+use crate::sign::{SignError, Signer};
+use crate::state::{Entry, Rejected, RepoState, STATE_VERSION};
 use crate::wheel::{WheelError, read_wheel_metadata, read_wheel_metadata_from_bytes};
 
 /// Largest state object read back (10,000 entries take about 4 MiB).
@@ -43,6 +45,8 @@ pub enum IndexError {
     UnsafeStore(String),
     #[error("gave up on {root} after {attempts} attempts that each lost a race with another indexer")]
     TooManyConflicts { root: String, attempts: u32 },
+    #[error(transparent)]
+    Sign(#[from] SignError),
 }
 
 /// Why one file was refused, or the store error that kept it from being read.
@@ -101,14 +105,65 @@ pub struct Indexer {
     /// Files already inspected by the caller (the upload path), by key; used when the ETag
     /// still matches, so a fresh upload is not read twice.
     known: Arc<Mutex<HashMap<String, Inspected>>>,
+    config: IndexConfig,
 }
+
+/// How apt and dnf metadata are published: signing key, Release fields, grace period.
+#[derive(Debug, Clone)]
+pub struct IndexConfig {
+    /// Signs apt (`InRelease`, `Release.gpg`) and dnf (`repomd.xml.asc`) metadata when set.
+    pub signer: Option<Arc<Signer>>,
+    pub apt: AptOptions,
+    /// Seconds a superseded content-addressed output (apt by-hash, dnf repodata) is kept
+    /// (0: deleted at once).
+    pub grace_seconds: i64,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        Self { signer: None, apt: AptOptions::default(), grace_seconds: DEFAULT_GRACE_SECONDS }
+    }
+}
+
+impl IndexConfig {
+    /// From the environment: `QUARRY_SIGNING_KEY` (an armored OpenPGP secret key) or
+    /// `QUARRY_SIGNING_KEY_FILE`, `QUARRY_APT_ORIGIN`, `QUARRY_APT_LABEL`,
+    /// `QUARRY_GRACE_SECONDS`.
+    pub fn from_env() -> Result<Self, SignError> {
+        let mut apt = AptOptions::default();
+        if let Ok(origin) = std::env::var("QUARRY_APT_ORIGIN") {
+            apt.origin = origin;
+        }
+        if let Ok(label) = std::env::var("QUARRY_APT_LABEL") {
+            apt.label = label;
+        }
+        let grace_seconds = match std::env::var("QUARRY_GRACE_SECONDS") {
+            Ok(v) => v.parse().map_err(|_| SignError::Key(format!("QUARRY_GRACE_SECONDS={v:?} is not a number")))?,
+            Err(_) => DEFAULT_GRACE_SECONDS,
+        };
+        Ok(Self { signer: Signer::from_env()?.map(Arc::new), apt, grace_seconds })
+    }
+}
+
+/// Default grace period for superseded by-hash and repodata files: a day.
+pub const DEFAULT_GRACE_SECONDS: i64 = 24 * 60 * 60;
 
 /// Most remembered inspections kept; beyond it the oldest are simply recomputed.
 const MAX_KNOWN: usize = 4096;
 
 impl Indexer {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Self { store, concurrency: 8, max_attempts: 50, known: Arc::default() }
+        Self { store, concurrency: 8, max_attempts: 50, known: Arc::default(), config: IndexConfig::default() }
+    }
+
+    #[must_use]
+    pub fn with_config(mut self, config: IndexConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    pub fn config(&self) -> &IndexConfig {
+        &self.config
     }
 
     /// Remember what the caller learned inspecting `key`, for the next reindex of its root.
@@ -207,18 +262,22 @@ impl Indexer {
             }
         }
         let force = pass.force_all;
-        let listing = self.store.list_all(root.as_str(), true).await?;
+        let (package_prefix, recursive) = root.package_prefix();
+        let listing = self.store.list_all(&package_prefix, !recursive).await?;
 
+        // Package files by their path relative to the root.
         let mut files = BTreeMap::new();
         let mut yank_markers = BTreeMap::new();
         for object in listing.objects {
-            let name = object.key.filename().to_owned();
-            if let Some(target) = name.strip_suffix(YANK_SUFFIX) {
-                if DistFilename::has_dist_extension(target) {
+            let Some(relative) = object.key.as_str().strip_prefix(root.as_str()).map(str::to_owned) else {
+                continue;
+            };
+            if let Some(target) = relative.strip_suffix(YANK_SUFFIX) {
+                if root.kind() == RepoKind::Pip && root.is_package(target) {
                     yank_markers.insert(target.to_owned(), object.key);
                 }
-            } else if DistFilename::has_dist_extension(&name) {
-                files.insert(name, object);
+            } else if root.is_package(&relative) {
+                files.insert(relative, object);
             }
         }
 
@@ -252,9 +311,10 @@ impl Indexer {
         let mut report = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
         let mut sidecars = Vec::new();
         for (object, result) in inspected {
-            let name = object.key.filename().to_owned();
+            let name = object.key.as_str().strip_prefix(root.as_str()).unwrap_or(object.key.filename()).to_owned();
             match result {
-                Ok(found) => {
+                Ok(mut found) => {
+                    found.entry.filename.clone_from(&name);
                     pass.inspected.insert(object.key.to_string(), found.clone());
                     if let Some(meta) = found.core_metadata {
                         sidecars.push((root.key(&format!("{name}{METADATA_SUFFIX}"))?, meta));
@@ -280,7 +340,21 @@ impl Indexer {
         report.added.sort();
         report.removed = old.entries.keys().filter(|k| !new.entries.contains_key(*k)).cloned().collect();
 
-        let pages = render::render(root, &new);
+        if root.kind() != RepoKind::Pip {
+            // The generation time moves only with the entries, so an unchanged repo renders
+            // (and signs) to the same bytes.
+            let now = jiff::Timestamp::now().as_second();
+            new.generated = match old.generated {
+                Some(then) if new.entries == old.entries => Some(then),
+                Some(then) => Some(now.max(then + 1)),
+                None => Some(now),
+            };
+        }
+        let pages = match root.kind() {
+            RepoKind::Pip => render::render(root, &new),
+            RepoKind::Apt => crate::apt::render(&new, &self.config.apt, self.config.signer.as_deref())?,
+            RepoKind::Dnf => crate::dnf::render(&new, self.config.signer.as_deref())?,
+        };
         for page in &pages {
             new.outputs.insert(format!("{root}{}", page.path), sha256_hex(&page.body));
         }
@@ -288,6 +362,25 @@ impl Indexer {
             if let Some(hash) = &entry.core_metadata_sha256 {
                 new.outputs.insert(format!("{root}{}{METADATA_SUFFIX}", entry.filename), hash.clone());
             }
+        }
+
+        // Superseded content-addressed outputs stay for the grace period, then go.
+        let now = jiff::Timestamp::now().as_second();
+        new.retired = old.retired.clone();
+        new.retired.retain(|key, _| !new.outputs.contains_key(key));
+        for stale in old.outputs.keys().filter(|k| !new.outputs.contains_key(*k)) {
+            if retained(root, stale) {
+                new.retired.insert(stale.clone(), now);
+            }
+        }
+        let expired: Vec<String> = new
+            .retired
+            .iter()
+            .filter(|(_, since)| now - **since >= self.config.grace_seconds.max(0))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &expired {
+            new.retired.remove(key);
         }
 
         // Pages this call wrote in an attempt that lost (or was overwritten) are rewritten
@@ -312,14 +405,15 @@ impl Indexer {
             }
         }
 
-        // Immutable sidecars first, so no page ever advertises a missing `.metadata`; then the
-        // project pages, then the pages linking to them. Each stage is written concurrently.
-        let sidecars: Vec<(Key, Bytes, &'static str)> =
-            sidecars.into_iter().map(|(key, body)| (key, body, "text/plain; charset=utf-8")).collect();
-        report.written.extend(self.publish(sidecars).await?);
-        let mut project_pages = Vec::new();
-        let mut root_pages = Vec::new();
-        for Page { path, body, content_type } in pages {
+        // Stage by stage: immutable sidecars and content-addressed files first, so no page ever
+        // advertises a missing object; then the indices, then the pages pointing at them, their
+        // signatures, and the entry point clients read first. Each stage is written concurrently.
+        let mut stages: BTreeMap<Stage, Vec<(Key, Bytes, &'static str)>> = BTreeMap::new();
+        stages
+            .entry(Stage::Immutable)
+            .or_default()
+            .extend(sidecars.into_iter().map(|(key, body)| (key, body, "text/plain; charset=utf-8")));
+        for Page { path, body, content_type, stage } in pages {
             let key = root.key(&path)?;
             if !force
                 && !pass.dirty.contains(key.as_str())
@@ -328,11 +422,11 @@ impl Indexer {
                 continue;
             }
             pass.dirty.insert(key.to_string());
-            let stage = if path.matches('/').count() >= 2 { &mut project_pages } else { &mut root_pages };
-            stage.push((key, Bytes::from(body), content_type));
+            stages.entry(stage).or_default().push((key, Bytes::from(body), content_type));
         }
-        report.written.extend(self.publish(project_pages).await?);
-        report.written.extend(self.publish(root_pages).await?);
+        for (_, outputs) in stages {
+            report.written.extend(self.publish(outputs).await?);
+        }
 
         let condition = match state_etag {
             Some(etag) => Condition::IfMatch(etag),
@@ -351,8 +445,10 @@ impl Indexer {
         pass.expect = Some(put.etag);
 
         // Outputs the committed state no longer lists (removed projects, removed wheels'
-        // sidecars). Best effort: an orphan is harmless, a failure here must not fail the commit.
-        for stale in old.outputs.keys().filter(|k| !new.outputs.contains_key(*k)) {
+        // sidecars) and retired ones past their grace period. Best effort: an orphan is
+        // harmless, a failure here must not fail the commit.
+        let stale = old.outputs.keys().filter(|k| !new.outputs.contains_key(*k) && !new.retired.contains_key(*k));
+        for stale in stale.chain(expired.iter()) {
             let Ok(key) = Key::new(stale.clone()) else {
                 continue;
             };
@@ -398,6 +494,17 @@ async fn put_output(
 
 /// Outputs written at once.
 const PUBLISH_CONCURRENCY: usize = 16;
+
+/// Whether an output of `root` (a full key) is content-addressed and outlives its state:
+/// apt `by-hash/` copies and dnf `repodata/<sha>-…` documents.
+fn retained(root: &RepoRoot, key: &str) -> bool {
+    let relative = key.strip_prefix(root.as_str()).unwrap_or(key);
+    match root.kind() {
+        RepoKind::Pip => false,
+        RepoKind::Apt => relative.starts_with("dists/") && relative.contains("/by-hash/"),
+        RepoKind::Dnf => relative.starts_with("repodata/") && !relative.starts_with("repodata/repomd.xml"),
+    }
+}
 
 /// What carries from one attempt of a reindex to the next.
 struct Pass {
@@ -456,6 +563,9 @@ async fn read_yank_reason(store: &dyn Store, marker: &Key) -> Result<String, Ind
 /// metadata, or streamed), and for wheels the validated core metadata (ranged reads only).
 pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Inspected, InspectError> {
     let key = &object.key;
+    if key.filename().ends_with(".deb") || key.filename().ends_with(".rpm") {
+        return crate::native::inspect_native(store, object).await;
+    }
     let dist: DistFilename = key.filename().parse().map_err(|e| InspectError::Rejected(format!("{e}")))?;
     // A caller that already knows the sha256 (the upload path) saves the HEAD.
     let mut meta = if object.sha256.is_some() { object.clone() } else { store.head(key).await? };
@@ -465,37 +575,16 @@ pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Insp
     let sha256 = match meta.sha256.clone() {
         Some(sha) => sha,
         None => {
-            let got = store.get(key, None).await?;
-            meta = got.meta;
-            let mut hasher = Sha256Hex::default();
-            let mut kept = (meta.size <= SMALL_FILE).then(Vec::new);
-            let mut body = got.body;
-            while let Some(chunk) =
-                body.try_next().await.map_err(|source| StoreError::Body { key: key.to_string(), source })?
-            {
-                hasher.update(&chunk);
-                if let Some(buffer) = kept.as_mut() {
-                    buffer.extend_from_slice(&chunk);
-                }
-            }
-            whole = kept.filter(|b| b.len() as u64 == meta.size).map(Bytes::from);
-            hasher.finish()
+            let read = crate::source::read_whole(store.as_ref(), key, SMALL_FILE, false).await?;
+            meta = read.meta;
+            whole = read.bytes;
+            read.sha256
         }
     };
     if meta.size == 0 {
         return Err(InspectError::Rejected(format!("{} is empty", key.filename())));
     }
-    let mut entry = Entry {
-        filename: key.filename().to_owned(),
-        size: meta.size,
-        sha256,
-        upload_time: upload_time(meta.last_modified),
-        // The version as the listing names it, so the next run recognizes the file.
-        etag: if object.etag.is_empty() { object.version() } else { meta.etag.clone() },
-        requires_python: None,
-        core_metadata_sha256: None,
-        yanked: None,
-    };
+    let mut entry = Entry::stored(object, &meta, sha256);
     let mut core_metadata = None;
     match &dist {
         DistFilename::Wheel(wheel) => {
@@ -557,9 +646,7 @@ pub async fn discover(
     for object in &listing.objects {
         if let Some(root) = RepoRoot::for_key(&object.key) {
             roots.insert(root);
-        } else if object.key.filename() == STATE_NAME
-            && let Ok(root) = RepoRoot::new(object.key.parent_prefix())
-        {
+        } else if let Some(root) = RepoRoot::for_state_key(&object.key) {
             // A root whose files were all deleted still needs its pages emptied.
             roots.insert(root);
         } else if let Some(dir) = crate::ListingDir::for_key(&object.key) {
@@ -902,5 +989,65 @@ mod tests {
         let indexer = Indexer::new(Arc::new(quarry_store::conformance::NoConditionalWrites::default()));
         let err = indexer.reindex(&RepoRoot::new(ROOT).unwrap()).await.unwrap_err();
         assert!(matches!(err, IndexError::UnsafeStore(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn superseded_by_hash_files_stay_for_the_grace_period_then_go() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let root = RepoRoot::new("7-linux/packages/deb/").unwrap();
+        let land = |name: &str, version: &str| {
+            let control = format!("Package: {name}\nVersion: {version}\nArchitecture: amd64\nDescription: x\n");
+            let key = Key::new(format!("7-linux/packages/deb/pool/main/{name}_{version}_amd64.deb")).unwrap();
+            (key, Bytes::from(crate::deb::tests::build_deb(&control, "xz")))
+        };
+        let by_hash = |store: Arc<dyn Store>| async move {
+            let listing = store.list_all("7-linux/packages/deb/dists/", false).await.unwrap();
+            listing
+                .objects
+                .into_iter()
+                .map(|o| o.key.to_string())
+                .filter(|k| k.contains("/by-hash/"))
+                .collect::<BTreeSet<_>>()
+        };
+        let day =
+            Indexer::new(store.clone()).with_config(IndexConfig { grace_seconds: 86_400, ..IndexConfig::default() });
+        let (key, body) = land("alpha", "1.0");
+        store.put_bytes(&key, body, PutOptions::default()).await.unwrap();
+        day.reindex(&root).await.unwrap();
+        let first = by_hash(store.clone()).await;
+        assert_eq!(first.len(), 3, "Packages, .gz, .xz: {first:?}");
+
+        let (key, body) = land("beta", "2.0~rc1");
+        store.put_bytes(&key, body, PutOptions::default()).await.unwrap();
+        let report = day.reindex(&root).await.unwrap();
+        assert_eq!(report.added, ["pool/main/beta_2.0~rc1_amd64.deb"]);
+        let second = by_hash(store.clone()).await;
+        assert_eq!(second.len(), 6, "the old generation is kept: {second:?}");
+        assert!(first.is_subset(&second));
+        let (_, state) = store.get_bytes(&root.state_key(), 1 << 24).await.unwrap();
+        let state: RepoState = serde_json::from_slice(&state).unwrap();
+        assert_eq!(state.retired.keys().cloned().collect::<BTreeSet<_>>(), first);
+        assert_eq!(state.entries["pool/main/beta_2.0~rc1_amd64.deb"].deb.as_ref().unwrap().version(), "2.0~rc1");
+
+        // Past the grace period the next reindex collects the old generation, nothing else.
+        let now = Indexer::new(store.clone()).with_config(IndexConfig { grace_seconds: 0, ..IndexConfig::default() });
+        let report = now.reindex(&root).await.unwrap();
+        assert_eq!(report.deleted.iter().cloned().collect::<BTreeSet<_>>(), first);
+        let third = by_hash(store.clone()).await;
+        assert_eq!(third, second.difference(&first).cloned().collect());
+        let audit = crate::check(store.as_ref(), &root).await.unwrap();
+        assert!(audit.is_clean() && audit.files == 2, "{audit}");
+        // A Packages index edited behind the indexer's back no longer matches Release.
+        let packages = root.key("dists/stable/main/binary-amd64/Packages").unwrap();
+        store.put_bytes(&packages, Bytes::from_static(b"Package: x\n"), PutOptions::default()).await.unwrap();
+        let audit = crate::check(store.as_ref(), &root).await.unwrap();
+        assert!(audit.problems.iter().any(|p| p.contains("does not match its Release checksum")), "{audit}");
+        now.reindex_with(&root, true).await.unwrap();
+        // And an unchanged repo is left alone: same Release bytes, nothing written.
+        let (_, before) = store.get_bytes(&root.key("dists/stable/Release").unwrap(), 1 << 20).await.unwrap();
+        let report = now.reindex(&root).await.unwrap();
+        assert!(!report.committed && report.written.is_empty(), "{report}");
+        let (_, after) = store.get_bytes(&root.key("dists/stable/Release").unwrap(), 1 << 20).await.unwrap();
+        assert_eq!(before, after);
     }
 }

@@ -30,12 +30,35 @@ pub fn simple_project_json(name: &PackageName) -> String {
     format!("simple/{name}/index.json")
 }
 
-/// One rendered page: its path inside the root, bytes and content type.
+/// When an output is published relative to the others: every output of one stage is written
+/// (concurrently) before any of the next, so nothing ever points at a missing object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Stage {
+    /// Content-addressed objects (apt `by-hash/`, dnf `repodata/<sha>-…`, public keys).
+    Immutable,
+    /// Objects other outputs point at (pip project pages, apt `Packages`).
+    Index,
+    /// Pages pointing at the indices (pip root pages, apt `Release`).
+    Pointer,
+    /// Detached signatures over the pointer (`Release.gpg`, `repomd.xml.asc`).
+    Signature,
+    /// The entry point clients read first (`InRelease`, `repomd.xml`).
+    Last,
+}
+
+/// One rendered page: its path inside the root, bytes, content type and publish stage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
     pub path: String,
     pub body: Vec<u8>,
     pub content_type: &'static str,
+    pub stage: Stage,
+}
+
+impl Page {
+    pub fn new(path: String, body: Vec<u8>, stage: Stage, content_type: &'static str) -> Self {
+        Self { path, body, content_type, stage }
+    }
 }
 
 /// A file as the templates see it.
@@ -170,11 +193,12 @@ pub fn render(root: &RepoRoot, state: &RepoState) -> Vec<Page> {
     for project in projects.values() {
         let name = project.name.as_str();
         let files: Vec<FileView<'_>> = project.files.iter().map(|(_, e)| view(e, "../../")).collect();
-        pages.push(Page {
-            path: simple_project_html(&project.name),
-            body: render_html(&SimpleProjectPage { name, files }),
-            content_type: HTML,
-        });
+        pages.push(Page::new(
+            simple_project_html(&project.name),
+            render_html(&SimpleProjectPage { name, files }),
+            Stage::Index,
+            HTML,
+        ));
         let mut versions: Vec<&Version> = project.files.iter().map(|(v, _)| v).collect();
         versions.dedup();
         let json = JsonProject {
@@ -198,32 +222,27 @@ pub fn render(root: &RepoRoot, state: &RepoState) -> Vec<Page> {
                 })
                 .collect(),
         };
-        pages.push(Page {
-            path: simple_project_json(&project.name),
-            body: render_json(&json),
-            content_type: PEP691_JSON,
-        });
+        pages.push(Page::new(simple_project_json(&project.name), render_json(&json), Stage::Index, PEP691_JSON));
     }
     let names: Vec<&str> = projects.keys().map(PackageName::as_str).collect();
-    pages.push(Page {
-        path: SIMPLE_ROOT_HTML.into(),
-        body: render_html(&SimpleRootPage { projects: names.clone() }),
-        content_type: HTML,
-    });
-    pages.push(Page {
-        path: SIMPLE_ROOT_JSON.into(),
-        body: render_json(&JsonRoot {
-            meta: Meta { api_version: API_VERSION },
-            projects: names.iter().map(|name| JsonProjectName { name }).collect(),
-        }),
-        content_type: PEP691_JSON,
-    });
+    pages.push(Page::new(
+        SIMPLE_ROOT_HTML.into(),
+        render_html(&SimpleRootPage { projects: names.clone() }),
+        Stage::Pointer,
+        HTML,
+    ));
+    let json_root = JsonRoot {
+        meta: Meta { api_version: API_VERSION },
+        projects: names.iter().map(|name| JsonProjectName { name }).collect(),
+    };
+    pages.push(Page::new(SIMPLE_ROOT_JSON.into(), render_json(&json_root), Stage::Pointer, PEP691_JSON));
     let all: Vec<FileView<'_>> = projects.values().flat_map(|p| p.files.iter().map(|(_, e)| view(e, ""))).collect();
-    pages.push(Page {
-        path: FIND_LINKS.into(),
-        body: render_html(&FindLinksPage { title: root.as_str(), files: all }),
-        content_type: HTML,
-    });
+    pages.push(Page::new(
+        FIND_LINKS.into(),
+        render_html(&FindLinksPage { title: root.as_str(), files: all }),
+        Stage::Pointer,
+        HTML,
+    ));
     pages
 }
 
@@ -241,6 +260,7 @@ mod tests {
             requires_python: requires_python.map(Into::into),
             core_metadata_sha256: meta.then(|| "ab".repeat(32)),
             yanked: yanked.map(Into::into),
+            ..crate::state::test_entry(filename)
         }
     }
 

@@ -3,60 +3,167 @@ use std::fmt;
 use quarry_packaging::DistFilename;
 use quarry_store::{Key, KeyError};
 
-/// The name of the state object inside each repo root.
+/// The name of the state object inside each pip repo root.
 pub const STATE_NAME: &str = ".quarry-index.json";
+/// The state object of an apt root.
+pub const APT_STATE_NAME: &str = ".quarry-apt.json";
+/// The state object of a dnf root.
+pub const DNF_STATE_NAME: &str = ".quarry-dnf.json";
 
-/// A pip repo root: a store prefix ending in `/` whose direct children are distribution files
-/// and under which the indexer writes `index.html`, `simple/` and `.metadata` sidecars.
+/// Architectures an rpm repo directory is named after (TheRock: `packages/rpm/x86_64/`).
+const RPM_ARCH_DIRS: &[&str] = &["x86_64", "aarch64", "noarch", "i686", "ppc64le", "s390x", "riscv64"];
+
+/// What a root serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RepoKind {
+    /// Wheels and sdists: find-links, PEP 503/691 pages, PEP 658 sidecars.
+    Pip,
+    /// `.deb`s under `pool/`: `dists/stable/…`.
+    Apt,
+    /// `.rpm`s in the directory: `repodata/`.
+    Dnf,
+}
+
+/// A repo root: a store prefix ending in `/` under which the indexer keeps one repository.
 ///
-/// TheRock's layout puts them at `{run}-{platform}/python/` (multi-arch) and
+/// TheRock's layout puts pip roots at `{run}-{platform}/python/` (multi-arch) and
 /// `{run}-{platform}/python/{group}/` or `python/{group}/` (legacy): any prefix with a `python`
-/// segment and no `simple` segment after it.
+/// segment and no `simple` segment after it. apt roots hold `pool/…/*.deb` (TheRock:
+/// `{run}-{platform}/packages/deb/`), dnf roots hold `*.rpm` directly
+/// (`{run}-{platform}/packages/rpm/x86_64/`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RepoRoot(String);
+pub struct RepoRoot {
+    prefix: String,
+    kind: RepoKind,
+}
 
 impl RepoRoot {
-    /// A root from a prefix such as `123-linux/python/` (a missing trailing `/` is added).
+    /// A root from a prefix, its kind told by the layout: a `python` segment (and no `simple`
+    /// after it) is pip, a last segment `deb` is apt, an rpm architecture or a parent named
+    /// `rpm` is dnf. A missing trailing `/` is added.
     pub fn new(prefix: &str) -> Result<Self, KeyError> {
         let trimmed = prefix.trim_end_matches('/');
         let key = Key::new(trimmed)?;
         let segments: Vec<&str> = key.as_str().split('/').collect();
         let python = segments.iter().position(|s| *s == "python");
-        let ok = python.is_some_and(|i| !segments[i..].contains(&"simple"));
-        if !ok {
-            return Err(KeyError {
-                key: prefix.to_owned(),
-                reason: "a pip repo root needs a 'python' segment (e.g. RUN-linux/python/) and no 'simple' segment after it",
-            });
+        if python.is_some_and(|i| !segments[i..].contains(&"simple")) {
+            return Ok(Self { prefix: format!("{trimmed}/"), kind: RepoKind::Pip });
         }
-        Ok(Self(format!("{trimmed}/")))
+        let last = segments.last().copied().unwrap_or_default();
+        let parent = segments.len().checked_sub(2).map(|i| segments[i]);
+        if last == "deb" {
+            return Self::with_kind(prefix, RepoKind::Apt);
+        }
+        if RPM_ARCH_DIRS.contains(&last) || parent == Some("rpm") {
+            return Self::with_kind(prefix, RepoKind::Dnf);
+        }
+        Err(KeyError {
+            key: prefix.to_owned(),
+            reason: "not a repo root: a pip root has a 'python' segment (RUN-linux/python/), an apt root ends in \
+                     'deb' (RUN-linux/packages/deb/), a dnf root in an rpm architecture (RUN-linux/packages/rpm/x86_64/)",
+        })
     }
 
-    /// The root a distribution file at `key` belongs to, if any.
-    pub fn for_key(key: &Key) -> Option<Self> {
-        if !DistFilename::has_dist_extension(key.filename()) {
-            return None;
+    /// A root of the given kind at `prefix`, whatever its name.
+    pub fn with_kind(prefix: &str, kind: RepoKind) -> Result<Self, KeyError> {
+        let trimmed = prefix.trim_end_matches('/');
+        let key = Key::new(trimmed)?;
+        let reserved: &[&str] = match kind {
+            RepoKind::Pip => &["simple"],
+            RepoKind::Apt => &["pool", "dists"],
+            RepoKind::Dnf => &["repodata"],
+        };
+        if key.as_str().split('/').any(|s| reserved.contains(&s)) {
+            return Err(KeyError {
+                key: prefix.to_owned(),
+                reason: "a repo root cannot lie inside another root's generated or pool directories",
+            });
         }
-        Self::new(key.parent_prefix()).ok()
+        Ok(Self { prefix: format!("{trimmed}/"), kind })
+    }
+
+    /// The root a package file at `key` belongs to, if any: wheels and sdists to their
+    /// directory's pip root, `.deb`s to the prefix before their last `pool/` segment, `.rpm`s
+    /// (not source rpms) to their directory.
+    pub fn for_key(key: &Key) -> Option<Self> {
+        let name = key.filename();
+        if DistFilename::has_dist_extension(name) {
+            return Self::new(key.parent_prefix()).ok().filter(|r| r.kind == RepoKind::Pip);
+        }
+        if name.ends_with(".deb") {
+            let segments: Vec<&str> = key.as_str().split('/').collect();
+            let pool = segments[..segments.len() - 1].iter().rposition(|s| *s == "pool")?;
+            if pool == 0 {
+                return None;
+            }
+            return Self::with_kind(&segments[..pool].join("/"), RepoKind::Apt).ok();
+        }
+        if name.ends_with(".rpm") && !name.ends_with(".src.rpm") {
+            let parent = key.parent_prefix();
+            if parent.is_empty() {
+                return None;
+            }
+            return Self::with_kind(parent, RepoKind::Dnf).ok();
+        }
+        None
+    }
+
+    /// The root whose state object is `key`, if it is one.
+    pub fn for_state_key(key: &Key) -> Option<Self> {
+        let kind = match key.filename() {
+            STATE_NAME => RepoKind::Pip,
+            APT_STATE_NAME => RepoKind::Apt,
+            DNF_STATE_NAME => RepoKind::Dnf,
+            _ => return None,
+        };
+        let parent = key.parent_prefix();
+        if kind == RepoKind::Pip { Self::new(parent).ok() } else { Self::with_kind(parent, kind).ok() }
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.prefix
     }
 
-    /// The key of `name` directly in this root.
+    pub fn kind(&self) -> RepoKind {
+        self.kind
+    }
+
+    /// The key of `name` (a path relative to the root) in this root.
     pub fn key(&self, name: &str) -> Result<Key, KeyError> {
-        Key::join(&self.0, name)
+        Key::join(&self.prefix, name)
     }
 
     pub fn state_key(&self) -> Key {
-        self.key(STATE_NAME).expect("state name is a valid key segment")
+        let name = match self.kind {
+            RepoKind::Pip => STATE_NAME,
+            RepoKind::Apt => APT_STATE_NAME,
+            RepoKind::Dnf => DNF_STATE_NAME,
+        };
+        self.key(name).expect("state name is a valid key segment")
+    }
+
+    /// Where this root's package files are listed from, and whether the listing recurses.
+    pub fn package_prefix(&self) -> (String, bool) {
+        match self.kind {
+            RepoKind::Apt => (format!("{}pool/", self.prefix), true),
+            RepoKind::Pip | RepoKind::Dnf => (self.prefix.clone(), false),
+        }
+    }
+
+    /// Whether a file (path relative to the root) is one of this root's packages.
+    pub fn is_package(&self, relative: &str) -> bool {
+        match self.kind {
+            RepoKind::Pip => !relative.contains('/') && DistFilename::has_dist_extension(relative),
+            RepoKind::Apt => relative.starts_with("pool/") && relative.ends_with(".deb"),
+            RepoKind::Dnf => !relative.contains('/') && relative.ends_with(".rpm") && !relative.ends_with(".src.rpm"),
+        }
     }
 }
 
 impl fmt::Display for RepoRoot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.prefix)
     }
 }
 
@@ -74,5 +181,21 @@ mod tests {
         assert_eq!(root("123-linux/python/simple/x-1-py3-none-any.whl"), None);
         assert_eq!(root("123-linux/python/x.whl.metadata"), None);
         assert!(RepoRoot::new("../python/").is_err());
+        let kind = |k: &str| RepoRoot::for_key(&Key::new(k).unwrap()).map(|r| (r.to_string(), r.kind()));
+        assert_eq!(
+            kind("123-linux/packages/deb/pool/main/a_1.0_amd64.deb"),
+            Some(("123-linux/packages/deb/".into(), RepoKind::Apt))
+        );
+        assert_eq!(
+            kind("123-linux/packages/rpm/x86_64/a-1.0-1.x86_64.rpm"),
+            Some(("123-linux/packages/rpm/x86_64/".into(), RepoKind::Dnf))
+        );
+        assert_eq!(kind("pool/main/a_1.0_amd64.deb"), None);
+        assert_eq!(kind("123-linux/packages/deb/a_1.0_amd64.deb"), None);
+        assert_eq!(kind("123-linux/packages/rpm/x86_64/a-1.0-1.src.rpm"), None);
+        assert_eq!(kind("123-linux/packages/rpm/x86_64/repodata/a.rpm"), None);
+        assert_eq!(RepoRoot::new("123-linux/packages/deb").unwrap().kind(), RepoKind::Apt);
+        assert_eq!(RepoRoot::new("123-linux/packages/rpm/x86_64/").unwrap().kind(), RepoKind::Dnf);
+        assert!(RepoRoot::new("123-linux/packages/").is_err());
     }
 }

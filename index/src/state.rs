@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 pub const STATE_VERSION: u32 = 1;
 
 /// Everything an index needs about one distribution file, computed once when it lands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Entry {
     pub filename: String,
@@ -27,6 +27,34 @@ pub struct Entry {
     /// Yank reason (possibly empty) when a `<file>.yanked` marker exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub yanked: Option<String>,
+    /// Lowercase hex MD5 and SHA-1 of the file, for apt's `MD5sum`/`SHA1` (computed when the
+    /// file is read whole anyway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub md5: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha1: Option<String>,
+    /// A `.deb`'s control stanza.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deb: Option<crate::deb::DebControl>,
+    /// An `.rpm`'s header fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm: Option<Box<crate::rpmhead::RpmInfo>>,
+}
+
+impl Entry {
+    /// An entry for a stored file with nothing read from inside it yet. `object` is the file as
+    /// the listing named it, `meta` as a HEAD or GET saw it: the ETag kept is the listing's
+    /// version, so the next run recognizes the file.
+    pub fn stored(object: &quarry_store::ObjectMeta, meta: &quarry_store::ObjectMeta, sha256: String) -> Self {
+        Self {
+            filename: object.key.filename().to_owned(),
+            size: meta.size,
+            sha256,
+            upload_time: upload_time(meta.last_modified),
+            etag: if object.etag.is_empty() { object.version() } else { meta.etag.clone() },
+            ..Self::default()
+        }
+    }
 }
 
 /// A file the indexer refused, remembered by ETag so it is not re-read on every event.
@@ -51,6 +79,15 @@ pub struct RepoState {
     /// Every output published from this state: key → sha256 of its bytes.
     #[serde(default)]
     pub outputs: BTreeMap<String, String>,
+    /// Content-addressed outputs (apt `by-hash/`, dnf `repodata/<sha>-…`) no longer current,
+    /// with the Unix time they were retired: kept for clients holding an older `InRelease` or
+    /// `repomd.xml`, deleted once the grace period has passed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub retired: BTreeMap<String, i64>,
+    /// Unix time the apt/dnf metadata was last generated (Release `Date`, repomd `revision`,
+    /// signature times): moves only when the entries change, so rendering is reproducible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated: Option<i64>,
 }
 
 impl RepoState {
@@ -63,6 +100,19 @@ impl RepoState {
 pub fn upload_time(ts: jiff::Timestamp) -> String {
     let micros = ts.subsec_nanosecond() / 1000;
     format!("{}.{micros:06}Z", ts.strftime("%Y-%m-%dT%H:%M:%S"))
+}
+
+/// A bare entry for `filename`, for tests of the renderers.
+#[cfg(test)]
+pub(crate) fn test_entry(filename: &str) -> Entry {
+    Entry {
+        filename: filename.into(),
+        size: 1234,
+        sha256: format!("{:064x}", filename.len()),
+        upload_time: "2026-11-22T00:00:00.000000Z".into(),
+        etag: "e".into(),
+        ..Entry::default()
+    }
 }
 
 #[cfg(test)]

@@ -37,7 +37,10 @@ pub use key::{Key, KeyError, MAX_KEY_LEN, validate_prefix};
 pub use local::LocalStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "s3")]
-pub use s3::{PART_SIZE, PARTS_IN_FLIGHT, S3Store, SHA256_METADATA, client_from_env, conditional_writes_from_env};
+pub use s3::{
+    PART_SIZE, PARTS_IN_FLIGHT, S3Store, SHA256_METADATA, client_from_config, client_from_env,
+    conditional_writes_from_env, sdk_config_from_env,
+};
 pub use upload::{Uploaded, hash_file, hash_stream, stored_sha256, upload_file};
 
 /// Default page size of a listing, as S3's.

@@ -60,12 +60,22 @@ fn custom_endpoint() -> bool {
 /// (5xx, throttling, timeouts), connect and read timeouts, and flexible checksums only where S3
 /// requires them.
 pub async fn client_from_env() -> Client {
+    client_from_config(&sdk_config_from_env().await)
+}
+
+/// The AWS configuration from the environment (region, credentials, endpoint), loaded once
+/// for every client a process builds; no credentials with `QUARRY_S3_UNSIGNED=1`.
+pub async fn sdk_config_from_env() -> aws_config::SdkConfig {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
     if env_flag("QUARRY_S3_UNSIGNED") == Some(true) {
         loader = loader.no_credentials();
     }
-    let shared = loader.load().await;
-    let mut config = aws_sdk_s3::config::Builder::from(&shared);
+    loader.load().await
+}
+
+/// The S3 client of [`client_from_env`] from an already loaded configuration.
+pub fn client_from_config(shared: &aws_config::SdkConfig) -> Client {
+    let mut config = aws_sdk_s3::config::Builder::from(shared);
     if shared.region().is_none() {
         config = config.region(aws_sdk_s3::config::Region::new("us-east-1"));
     }

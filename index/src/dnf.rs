@@ -1,0 +1,382 @@
+//! The dnf repository of a root (`{run}-{platform}/packages/rpm/x86_64/`):
+//! `repodata/<sha256>-{primary,filelists,other}.xml.gz` (content-addressed, immutable) and
+//! `repodata/repomd.xml` naming them, written last; `repomd.xml.asc` before it when signing.
+//! The XML follows createrepo_c's (namespaces, element order, primary file rules).
+
+use std::fmt::Write as _;
+
+use quarry_store::sha256_hex;
+
+use crate::apt::gzip;
+use crate::render::{Page, Stage};
+use crate::rpmhead::{RpmDep, RpmInfo, is_primary_file};
+use crate::sign::{SignError, Signer};
+use crate::state::{Entry, RepoState};
+
+/// The armored public key published next to a signed repo, for `gpgkey=`.
+pub const KEY_NAME: &str = "repodata/repomd.xml.key";
+pub const REPOMD: &str = "repodata/repomd.xml";
+
+/// `s` escaped for XML text and attribute values; characters XML 1.0 cannot carry are dropped.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn version(out: &mut String, rpm: &RpmInfo) {
+    let _ = writeln!(
+        out,
+        "  <version epoch=\"{}\" ver=\"{}\" rel=\"{}\"/>",
+        rpm.epoch,
+        escape(&rpm.version),
+        escape(&rpm.release)
+    );
+}
+
+fn deps(out: &mut String, tag: &str, deps: &[RpmDep]) {
+    if deps.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "    <rpm:{tag}>");
+    for dep in deps {
+        let _ = write!(out, "      <rpm:entry name=\"{}\"", escape(&dep.name));
+        if !dep.flags.is_empty() {
+            let _ = write!(out, " flags=\"{}\"", dep.flags);
+        }
+        for (attr, value) in [("epoch", &dep.epoch), ("ver", &dep.ver), ("rel", &dep.rel)] {
+            if !value.is_empty() {
+                let _ = write!(out, " {attr}=\"{}\"", escape(value));
+            }
+        }
+        if dep.pre {
+            out.push_str(" pre=\"1\"");
+        }
+        out.push_str("/>\n");
+    }
+    let _ = writeln!(out, "    </rpm:{tag}>");
+}
+
+fn file(out: &mut String, indent: &str, path: &str, kind: &str) {
+    if kind.is_empty() {
+        let _ = writeln!(out, "{indent}<file>{}</file>", escape(path));
+    } else {
+        let _ = writeln!(out, "{indent}<file type=\"{kind}\">{}</file>", escape(path));
+    }
+}
+
+/// The packages in `primary.xml` order: by name, then EVR as rpm orders it, then location.
+pub fn packages(state: &RepoState) -> Vec<(&Entry, &RpmInfo)> {
+    let mut out: Vec<(&Entry, &RpmInfo)> =
+        state.entries.values().filter_map(|e| Some((e, e.rpm.as_deref()?))).collect();
+    out.sort_by(|(ea, a), (eb, b)| {
+        a.name
+            .cmp(&b.name)
+            .then_with(|| evr_cmp(a, b))
+            .then_with(|| a.arch.cmp(&b.arch))
+            .then_with(|| ea.filename.cmp(&eb.filename))
+    });
+    out
+}
+
+/// rpm's order of two `[epoch:]version[-release]` strings (`rpmvercmp` per part, `~` before
+/// anything, `^` after the end but before any further segment).
+pub fn evr_str_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    rpm_version::Evr::parse(a).cmp(&rpm_version::Evr::parse(b))
+}
+
+/// rpm's EVR order.
+pub fn evr_cmp(a: &RpmInfo, b: &RpmInfo) -> std::cmp::Ordering {
+    let evr = |r: &RpmInfo| rpm_version::Evr::new(r.epoch.to_string(), r.version.clone(), r.release.clone());
+    evr(a).cmp(&evr(b))
+}
+
+pub fn primary(packages: &[(&Entry, &RpmInfo)]) -> String {
+    let mut out = String::with_capacity(packages.len() * 2048 + 256);
+    out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<metadata xmlns=\"http://linux.duke.edu/metadata/common\" xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\" packages=\"{}\">",
+        packages.len()
+    );
+    for &(entry, rpm) in packages {
+        out.push_str("<package type=\"rpm\">\n");
+        let _ = writeln!(out, "  <name>{}</name>", escape(&rpm.name));
+        let _ = writeln!(out, "  <arch>{}</arch>", escape(&rpm.arch));
+        version(&mut out, rpm);
+        let _ = writeln!(out, "  <checksum type=\"sha256\" pkgid=\"YES\">{}</checksum>", entry.sha256);
+        let _ = writeln!(out, "  <summary>{}</summary>", escape(&rpm.summary));
+        let _ = writeln!(out, "  <description>{}</description>", escape(&rpm.description));
+        let _ = writeln!(out, "  <packager>{}</packager>", escape(&rpm.packager));
+        let _ = writeln!(out, "  <url>{}</url>", escape(&rpm.url));
+        let _ = writeln!(out, "  <time file=\"{}\" build=\"{}\"/>", upload_seconds(entry), rpm.build_time);
+        let _ = writeln!(
+            out,
+            "  <size package=\"{}\" installed=\"{}\" archive=\"{}\"/>",
+            entry.size, rpm.installed_size, rpm.archive_size
+        );
+        let _ = writeln!(out, "  <location href=\"{}\"/>", escape(&entry.filename));
+        out.push_str("  <format>\n");
+        let _ = writeln!(out, "    <rpm:license>{}</rpm:license>", escape(&rpm.license));
+        let _ = writeln!(out, "    <rpm:vendor>{}</rpm:vendor>", escape(&rpm.vendor));
+        let _ = writeln!(out, "    <rpm:group>{}</rpm:group>", escape(&rpm.group));
+        let _ = writeln!(out, "    <rpm:buildhost>{}</rpm:buildhost>", escape(&rpm.buildhost));
+        let _ = writeln!(out, "    <rpm:sourcerpm>{}</rpm:sourcerpm>", escape(&rpm.sourcerpm));
+        let _ = writeln!(out, "    <rpm:header-range start=\"{}\" end=\"{}\"/>", rpm.header_start, rpm.header_end);
+        deps(&mut out, "provides", &rpm.provides);
+        deps(&mut out, "requires", &rpm.requires);
+        deps(&mut out, "conflicts", &rpm.conflicts);
+        deps(&mut out, "obsoletes", &rpm.obsoletes);
+        deps(&mut out, "suggests", &rpm.suggests);
+        deps(&mut out, "enhances", &rpm.enhances);
+        deps(&mut out, "recommends", &rpm.recommends);
+        deps(&mut out, "supplements", &rpm.supplements);
+        for f in rpm.files.iter().filter(|f| is_primary_file(&f.path)) {
+            file(&mut out, "    ", &f.path, &f.kind);
+        }
+        out.push_str("  </format>\n</package>\n");
+    }
+    out.push_str("</metadata>\n");
+    out
+}
+
+/// A document with one `<package pkgid name arch>` (and `<version>`) per package, the
+/// package's own elements written by `body`: filelists.xml and other.xml.
+fn per_package(
+    root: &str,
+    namespace: &str,
+    packages: &[(&Entry, &RpmInfo)],
+    body: impl Fn(&mut String, &RpmInfo),
+) -> String {
+    let mut out = String::with_capacity(packages.len() * 1024 + 256);
+    out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(out, "<{root} xmlns=\"{namespace}\" packages=\"{}\">", packages.len());
+    for &(entry, rpm) in packages {
+        let _ = writeln!(
+            out,
+            "<package pkgid=\"{}\" name=\"{}\" arch=\"{}\">",
+            entry.sha256,
+            escape(&rpm.name),
+            escape(&rpm.arch)
+        );
+        version(&mut out, rpm);
+        body(&mut out, rpm);
+        out.push_str("</package>\n");
+    }
+    let _ = writeln!(out, "</{root}>");
+    out
+}
+
+pub fn filelists(packages: &[(&Entry, &RpmInfo)]) -> String {
+    per_package("filelists", "http://linux.duke.edu/metadata/filelists", packages, |out, rpm| {
+        for f in &rpm.files {
+            file(out, "  ", &f.path, &f.kind);
+        }
+    })
+}
+
+pub fn other(packages: &[(&Entry, &RpmInfo)]) -> String {
+    per_package("otherdata", "http://linux.duke.edu/metadata/other", packages, |out, rpm| {
+        for change in &rpm.changelog {
+            let _ = writeln!(
+                out,
+                "  <changelog author=\"{}\" date=\"{}\">{}</changelog>",
+                escape(&change.author),
+                change.date,
+                escape(&change.text)
+            );
+        }
+    })
+}
+
+/// Seconds since the epoch of an entry's upload time (createrepo_c's `time file`).
+pub fn upload_seconds(entry: &Entry) -> i64 {
+    entry.upload_time.parse::<jiff::Timestamp>().map(|t| t.as_second()).unwrap_or(0)
+}
+
+/// Every dnf output for `state`: the three gzipped documents, then `repomd.xml.asc`, then
+/// `repomd.xml`.
+pub fn render(state: &RepoState, signer: Option<&Signer>) -> Result<Vec<Page>, SignError> {
+    let time = state.generated.unwrap_or(0);
+    let packages = packages(state);
+    let mut pages = Vec::new();
+    let mut repomd = String::new();
+    repomd.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    repomd.push_str(
+        "<repomd xmlns=\"http://linux.duke.edu/metadata/repo\" xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\">\n",
+    );
+    let _ = writeln!(repomd, "  <revision>{time}</revision>");
+    for (kind, xml) in
+        [("primary", primary(&packages)), ("filelists", filelists(&packages)), ("other", other(&packages))]
+    {
+        let open = sha256_hex(xml.as_bytes());
+        let gz = gzip(xml.as_bytes());
+        let closed = sha256_hex(&gz);
+        let href = format!("repodata/{closed}-{kind}.xml.gz");
+        let _ = writeln!(repomd, "  <data type=\"{kind}\">");
+        let _ = writeln!(repomd, "    <checksum type=\"sha256\">{closed}</checksum>");
+        let _ = writeln!(repomd, "    <open-checksum type=\"sha256\">{open}</open-checksum>");
+        let _ = writeln!(repomd, "    <location href=\"{href}\"/>");
+        let _ = writeln!(repomd, "    <timestamp>{time}</timestamp>");
+        let _ = writeln!(repomd, "    <size>{}</size>", gz.len());
+        let _ = writeln!(repomd, "    <open-size>{}</open-size>", xml.len());
+        repomd.push_str("  </data>\n");
+        pages.push(Page::new(href, gz, Stage::Immutable, "application/gzip"));
+    }
+    repomd.push_str("</repomd>\n");
+    if let Some(signer) = signer {
+        let signature = signer.detached(repomd.as_bytes(), time)?;
+        pages.push(Page::new(
+            KEY_NAME.to_owned(),
+            signer.public_key_armored().as_bytes().to_vec(),
+            Stage::Immutable,
+            "text/plain; charset=utf-8",
+        ));
+        pages.push(Page::new(
+            format!("{REPOMD}.asc"),
+            signature.into_bytes(),
+            Stage::Signature,
+            "text/plain; charset=utf-8",
+        ));
+    }
+    pages.push(Page::new(REPOMD.to_owned(), repomd.into_bytes(), Stage::Last, "application/xml"));
+    Ok(pages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpmhead::{RpmChange, RpmFile};
+
+    fn info(name: &str, version: &str, release: &str) -> RpmInfo {
+        RpmInfo {
+            name: name.into(),
+            epoch: 0,
+            version: version.into(),
+            release: release.into(),
+            arch: "x86_64".into(),
+            summary: "Says <hello> & more".into(),
+            description: "A test package.".into(),
+            packager: String::new(),
+            url: "https://example.com/".into(),
+            license: "MIT".into(),
+            vendor: String::new(),
+            group: "Unspecified".into(),
+            buildhost: "builder".into(),
+            sourcerpm: format!("{name}-{version}-{release}.src.rpm"),
+            build_time: 1_795_000_000,
+            installed_size: 1234,
+            archive_size: 2048,
+            header_start: 4504,
+            header_end: 6000,
+            provides: vec![RpmDep {
+                name: name.into(),
+                flags: "EQ".into(),
+                epoch: "0".into(),
+                ver: version.into(),
+                rel: release.into(),
+                pre: false,
+            }],
+            requires: vec![
+                RpmDep { name: "/bin/sh".into(), pre: true, ..RpmDep::default_for_test() },
+                RpmDep {
+                    name: "libhello".into(),
+                    flags: "GE".into(),
+                    epoch: "0".into(),
+                    ver: "1.0".into(),
+                    ..RpmDep::default_for_test()
+                },
+            ],
+            conflicts: vec![],
+            obsoletes: vec![],
+            recommends: vec![RpmDep { name: "hello-doc".into(), ..RpmDep::default_for_test() }],
+            suggests: vec![],
+            supplements: vec![],
+            enhances: vec![],
+            files: vec![
+                RpmFile { path: "/usr/bin/hello".into(), kind: String::new() },
+                RpmFile { path: "/usr/share/doc/hello".into(), kind: "dir".into() },
+                RpmFile { path: "/etc/hello.conf".into(), kind: "ghost".into() },
+            ],
+            changelog: vec![RpmChange {
+                author: "Q <q@example.com> - 1.0-1".into(),
+                date: 1_795_000_000,
+                text: "- first".into(),
+            }],
+        }
+    }
+
+    impl RpmDep {
+        fn default_for_test() -> Self {
+            RpmDep {
+                name: String::new(),
+                flags: String::new(),
+                epoch: String::new(),
+                ver: String::new(),
+                rel: String::new(),
+                pre: false,
+            }
+        }
+    }
+
+    fn state() -> RepoState {
+        let mut state = RepoState::empty();
+        for (name, version, release) in [("hello", "1.0", "1"), ("hello", "1.0~rc1", "1"), ("libhello", "1.0", "1")] {
+            let file = format!("{name}-{version}-{release}.x86_64.rpm");
+            let mut entry = crate::state::test_entry(&file);
+            entry.rpm = Some(Box::new(info(name, version, release)));
+            state.entries.insert(file, entry);
+        }
+        state.generated = Some(1_795_000_000);
+        state
+    }
+
+    #[test]
+    fn primary_snapshot() {
+        insta::assert_snapshot!(primary(&packages(&state())));
+    }
+
+    #[test]
+    fn filelists_and_other_snapshots() {
+        let state = state();
+        insta::assert_snapshot!(filelists(&packages(&state)));
+        insta::assert_snapshot!(other(&packages(&state)));
+    }
+
+    #[test]
+    fn repomd_snapshot_and_order() {
+        let pages = render(&state(), None).unwrap();
+        let repomd = pages.last().unwrap();
+        assert_eq!(repomd.path, REPOMD);
+        insta::assert_snapshot!(String::from_utf8(repomd.body.clone()).unwrap());
+        let signer = Signer::from_armored(include_str!("../testdata/test-rsa3072.sec.asc")).unwrap();
+        let signed = render(&state(), Some(&signer)).unwrap();
+        let paths: Vec<&str> = signed.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(&paths[3..], [KEY_NAME, "repodata/repomd.xml.asc", REPOMD]);
+        assert_eq!(signed, render(&state(), Some(&signer)).unwrap());
+    }
+
+    #[test]
+    fn versions_sort_as_rpm_does() {
+        let pages = primary(&packages(&state()));
+        let rc = pages.find("ver=\"1.0~rc1\"").unwrap();
+        let final_ = pages.find("ver=\"1.0\" rel").unwrap();
+        assert!(rc < final_, "1.0~rc1 sorts before 1.0");
+    }
+
+    #[test]
+    fn escaping_drops_what_xml_cannot_hold() {
+        assert_eq!(escape("a<b>&\"'\u{1}c"), "a&lt;b&gt;&amp;&quot;&apos;c");
+    }
+}
