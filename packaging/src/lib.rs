@@ -5,10 +5,12 @@
 //!   parsed once and round-tripped through `FromStr` / `Display`.
 //! - [`Version`]: PEP 440 versions (re-exported from `pep440_rs`).
 //! - [`DebVersion`]: Debian versions, ordered as `dpkg --compare-versions` orders them.
+//! - [`therock`]: TheRock's `package.json` and the planning of native package variants.
 
 mod debversion;
 mod filename;
 mod name;
+pub mod therock;
 
 pub use debversion::{DebVersion, DebVersionError};
 pub use filename::{DistFilename, FilenameError, SdistFilename, WheelFilename};

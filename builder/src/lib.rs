@@ -1,0 +1,16 @@
+//! Quarry's package builders. Each streams from a file tree to a package file with bounded
+//! memory and reproducible bytes; domain rules (names, variants, dependencies) live in
+//! `quarry-packaging`.
+//!
+//! - [`deb`]: `.deb` archives (`ar` + `control.tar.xz` + `data.tar.{xz,zst,gz}`).
+//! - [`rpm`]: `.rpm` packages through the `rpm` crate (zstd or gzip payload).
+//! - [`tree`]: an artifacts directory read into an index, and a planned package's content
+//!   walked into items under the install prefix (hostile manifests and links refused).
+
+pub mod deb;
+pub mod rpm;
+pub mod tree;
+
+pub use deb::{Compression, DebBuildError, DebControl, DebReport, DebianDocs, Item, build_deb, debian_docs};
+pub use rpm::{RpmBuildError, RpmCompression, RpmReport, RpmSpec, build_rpm};
+pub use tree::{TreeError, collect_items, read_artifacts};
