@@ -1,0 +1,165 @@
+//! The real topology against what TheRock's `build_topology.py` computes from it
+//! (`data/expected-from-therock.json`), and every validation rule on small broken files.
+
+use std::collections::BTreeSet;
+
+use super::*;
+
+const REAL: &str = include_str!("../data/BUILD_TOPOLOGY.toml");
+const EXPECTED: &str = include_str!("../data/expected-from-therock.json");
+
+fn set(v: &serde_json::Value) -> BTreeSet<String> {
+    v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn the_real_topology_matches_therocks_own_answers() {
+    let topology = Topology::parse(REAL).unwrap();
+    let expected: serde_json::Value = serde_json::from_str(EXPECTED).unwrap();
+    assert_eq!((topology.build_stages.len(), topology.artifact_groups.len(), topology.artifacts.len()), (11, 22, 73));
+    for (stage, want) in expected["stages"].as_object().unwrap() {
+        assert_eq!(topology.produced(stage).unwrap(), set(&want["produced"]), "produced({stage})");
+        assert_eq!(topology.inbound(stage).unwrap(), set(&want["inbound"]), "inbound({stage})");
+        let per_arch = topology.build_stages[stage].kind == StageType::PerArch;
+        assert_eq!(per_arch, want["type"] == "per-arch", "{stage} type");
+    }
+    let none = BTreeSet::new();
+    for (artifact, want) in expected["features"].as_object().unwrap() {
+        assert_eq!(topology.feature_name(artifact), want["feature"].as_str().unwrap(), "{artifact}");
+        assert_eq!(topology.feature_group(artifact), want["group"].as_str().unwrap(), "{artifact}");
+        assert_eq!(
+            topology.disabled_on(artifact, Platform::Windows, &none),
+            want["disabled_windows"] == true,
+            "{artifact}"
+        );
+        assert_eq!(
+            topology.disabled_on(artifact, Platform::Linux, &none),
+            want["disabled_linux"] == true,
+            "{artifact}"
+        );
+    }
+    // A flag lifts a conditional disable.
+    let flags = BTreeSet::from(["HSA_WINDOWS_SHARED_RUNTIME".to_owned()]);
+    assert!(topology.disabled_on("core-runtime", Platform::Windows, &none));
+    assert!(!topology.disabled_on("core-runtime", Platform::Windows, &flags));
+    // Build order: every stage after the stages producing what its groups depend on.
+    let order = topology.build_order();
+    assert_eq!(order.len(), 11);
+    let position = |s: &str| order.iter().position(|o| o == s).unwrap();
+    for (name, stage) in &topology.build_stages {
+        for group in &stage.artifact_groups {
+            for dep in &topology.artifact_groups[group].artifact_group_deps {
+                for (other, other_stage) in &topology.build_stages {
+                    if other != name && other_stage.artifact_groups.contains(dep) {
+                        assert!(position(other) < position(name), "{other} before {name}");
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(topology.inbound("nope").unwrap_err(), TopologyError::UnknownStage("nope".into()));
+}
+
+fn problems(toml: &str) -> String {
+    match Topology::parse(toml) {
+        Err(TopologyError::Invalid(p)) => p.join("\n"),
+        Err(other) => other.to_string(),
+        Ok(_) => "valid".into(),
+    }
+}
+
+const BASE: &str = r#"
+[metadata]
+version = "2.0"
+[source_sets.core]
+submodules = ["rocm-systems"]
+[build_stages.foundation]
+artifact_groups = ["base"]
+[build_stages.math]
+artifact_groups = ["math"]
+type = "per-arch"
+[artifact_groups.base]
+source_sets = ["core"]
+[artifact_groups.math]
+type = "per-arch"
+artifact_group_deps = ["base"]
+[artifacts.sysdeps]
+artifact_group = "base"
+[artifacts.runtime]
+artifact_group = "base"
+artifact_deps = ["sysdeps"]
+[artifacts.blas]
+artifact_group = "math"
+type = "target-specific"
+artifact_deps = ["runtime"]
+[artifacts.fft]
+artifact_group = "math"
+type = "target-specific"
+artifact_deps = ["blas"]
+"#;
+
+#[test]
+fn small_topologies_answer_inbound_and_produced() {
+    let t = Topology::parse(BASE).unwrap();
+    assert_eq!(t.produced("math").unwrap(), BTreeSet::from(["blas".into(), "fft".into()]));
+    assert_eq!(t.inbound("math").unwrap(), BTreeSet::from(["runtime".into(), "sysdeps".into()]));
+    assert_eq!(t.inbound("foundation").unwrap(), BTreeSet::new());
+    assert_eq!(t.build_order(), ["foundation", "math"]);
+    assert_eq!(t.feature_name("sysdeps"), "SYSDEPS");
+    assert_eq!(t.feature_group("blas"), "MATH");
+}
+
+#[test]
+fn every_problem_names_its_table_and_key() {
+    let cases = [
+        (BASE.replace("version = \"2.0\"", "version = \"1.0\""), "metadata.version"),
+        (BASE.replace("[artifacts.fft]", "[artifacts.Bad_Name]"), "artifacts.Bad_Name: names are lowercase"),
+        (
+            BASE.replace("artifact_deps = [\"blas\"]", "artifact_deps = [\"nope\"]"),
+            "artifacts.fft.artifact_deps: unknown artifact \"nope\"",
+        ),
+        (
+            BASE.replace("artifact_groups = [\"math\"]", "artifact_groups = [\"nope\"]"),
+            "build_stages.math.artifact_groups: unknown artifact group",
+        ),
+        (
+            BASE.replace("source_sets = [\"core\"]", "source_sets = [\"nope\"]"),
+            "artifact_groups.base.source_sets: unknown source set",
+        ),
+        (BASE.replace("artifact_deps = [\"sysdeps\"]", "artifact_deps = [\"fft\"]"), "artifacts: dependency cycle"),
+        (
+            BASE.replace("[artifact_groups.base]", "[artifact_groups.base]\nartifact_group_deps = [\"math\"]"),
+            "artifact_groups: dependency cycle base -> math -> base",
+        ),
+        (
+            format!("{BASE}\n[source_sets.other]\nsubmodules = [\"rocm-systems\"]\n"),
+            "source_sets.other.submodules: \"rocm-systems\" is also in source_sets.core",
+        ),
+        (
+            BASE.replace("[artifacts.fft]", "[artifacts.fft]\nfeature_name = \"fft\""),
+            "artifacts.fft.feature_name: \"fft\" is not UPPER_CASE",
+        ),
+        (
+            BASE.replace("[artifacts.fft]", "[artifacts.fft]\nfeature_name = \"BLAS\""),
+            "artifacts.fft.feature_name: BLAS is also artifacts.blas's",
+        ),
+    ];
+    for (toml, want) in cases {
+        let got = problems(&toml);
+        assert!(got.contains(want), "want {want:?}, got:\n{got}");
+    }
+    // Unknown keys and enum values are refused while parsing, naming the key.
+    let parse = [
+        (
+            BASE.replace("type = \"per-arch\"\n[artifact_groups.base]", "type = \"per-gpu\"\n[artifact_groups.base]"),
+            "per-gpu",
+        ),
+        (BASE.replace("[artifacts.fft]", "[artifacts.fft]\nplatfrom = \"linux\""), "platfrom"),
+        (BASE.replace("[artifacts.fft]", "[artifacts.fft]\ndisable_processors = [\"sparc\"]"), "sparc"),
+        (BASE.replace("[artifacts.fft]", "[artifacts.fft]\ndisable_platforms = [\"macos\"]"), "macos"),
+    ];
+    for (toml, want) in parse {
+        let got = problems(&toml);
+        assert!(got.starts_with("BUILD_TOPOLOGY.toml: ") && got.contains(want), "want {want:?}, got:\n{got}");
+    }
+}
