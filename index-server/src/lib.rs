@@ -87,6 +87,13 @@ impl AppState {
         }
     }
 
+    /// Publish apt/dnf metadata with `config` (signing key, Release fields, grace period).
+    #[must_use]
+    pub fn with_index_config(mut self, config: quarry_index::IndexConfig) -> Self {
+        self.coalescer = Coalescer::new(Indexer::new(self.store.clone()).with_config(config));
+        self
+    }
+
     #[must_use]
     pub fn with_max_upload(mut self, bytes: u64) -> Self {
         self.max_upload = bytes;

@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::TryStreamExt;
-use quarry_index::{InspectError, RepoRoot, inspect};
+use quarry_index::{InspectError, RepoKind, RepoRoot, inspect};
 use quarry_packaging::DistFilename;
 use quarry_store::{ByteStream, Condition, Key, ObjectMeta, PutOptions, StoreError, hash_stream, stored_sha256};
 use serde::Serialize;
@@ -27,8 +27,17 @@ struct Uploaded {
     /// `created`, or `exists` when identical bytes were already there.
     status: &'static str,
     root: String,
-    find_links: String,
-    simple: String,
+    /// pip roots: the find-links page and the simple index.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    find_links: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    simple: Option<String>,
+    /// apt roots: the `InRelease` clients read; dnf roots: `repodata/repomd.xml`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    repo: Option<String>,
+    /// Signed apt/dnf roots: the armored public key clients pin (`signed-by`, `gpgkey`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    public_key: Option<String>,
 }
 
 fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), AppError> {
@@ -66,11 +75,21 @@ pub(crate) async fn put_path(
     authorize(&state, &headers)?;
     let path = decode_path(uri.path())?;
     let key = Key::new(path)?;
-    let _: DistFilename = key.filename().parse().map_err(|e| AppError::BadRequest(format!("{e}")))?;
+    let native = [".deb", ".rpm"].iter().any(|s| key.filename().ends_with(s));
+    if !native {
+        let _: DistFilename = key.filename().parse().map_err(|e| AppError::BadRequest(format!("{e}")))?;
+    }
     let root = RepoRoot::for_key(&key).ok_or_else(|| {
-        AppError::BadRequest(format!(
-            "{key}: distributions are uploaded into a pip root, a folder with a 'python' segment such as RUN-linux/python/"
-        ))
+        AppError::BadRequest(if native {
+            format!(
+                "{key}: .debs are uploaded under an apt root's pool (RUN-linux/packages/deb/pool/main/), .rpms into a \
+                 dnf root (RUN-linux/packages/rpm/x86_64/); source rpms are not indexed"
+            )
+        } else {
+            format!(
+                "{key}: distributions are uploaded into a pip root, a folder with a 'python' segment such as RUN-linux/python/"
+            )
+        })
     })?;
     if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
         && len > state.max_upload
@@ -136,8 +155,19 @@ pub(crate) async fn put_path(
         sha256,
         status: status.0,
         root: root.to_string(),
-        find_links: encode_path(&format!("{root}index.html")),
-        simple: encode_path(&format!("{root}simple/")),
+        find_links: (root.kind() == RepoKind::Pip).then(|| encode_path(&format!("{root}index.html"))),
+        simple: (root.kind() == RepoKind::Pip).then(|| encode_path(&format!("{root}simple/"))),
+        repo: match root.kind() {
+            RepoKind::Pip => None,
+            RepoKind::Apt => Some(encode_path(&format!("{root}dists/{}/InRelease", quarry_index::apt::SUITE))),
+            RepoKind::Dnf => Some(encode_path(&format!("{root}{}", quarry_index::dnf::REPOMD))),
+        },
+        public_key: match root.kind() {
+            _ if state.coalescer.indexer().config().signer.is_none() => None,
+            RepoKind::Pip => None,
+            RepoKind::Apt => Some(encode_path(&format!("{root}{}", quarry_index::apt::KEY_NAME))),
+            RepoKind::Dnf => Some(encode_path(&format!("{root}{}", quarry_index::dnf::KEY_NAME))),
+        },
     };
     Ok((status.1, Json(body)).into_response())
 }

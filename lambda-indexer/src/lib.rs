@@ -14,7 +14,7 @@ use std::sync::Arc;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use futures_util::StreamExt;
 use quarry_index::listing::LISTING_PAGE;
-use quarry_index::{IndexError, Indexer, ListingDir, RepoRoot, YANK_SUFFIX};
+use quarry_index::{IndexConfig, IndexError, Indexer, ListingDir, RepoRoot, YANK_SUFFIX};
 use quarry_store::{Key, Store};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -60,8 +60,9 @@ pub struct ObjectChange {
 /// What one object change makes stale.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Target {
-    /// A pip repo root (a distribution file or yank marker changed).
-    Pip(RepoRoot),
+    /// A repo root: pip (a distribution file or yank marker changed), apt (a `.deb` under
+    /// `pool/`) or dnf (an `.rpm`).
+    Repo(RepoRoot),
     /// A run directory's artifact listing (an artifact, log or checksum changed).
     Listing(ListingDir),
 }
@@ -70,7 +71,7 @@ impl std::fmt::Display for Target {
     /// `12345-linux/python/` for a pip root, `12345-linux/index.html` for a listing.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Pip(root) => write!(f, "{root}"),
+            Self::Repo(root) => write!(f, "{root}"),
             Self::Listing(dir) => write!(f, "{dir}{LISTING_PAGE}"),
         }
     }
@@ -82,13 +83,13 @@ impl std::fmt::Display for Target {
 pub fn classify(key: &str) -> Result<Option<Target>, String> {
     let key = Key::new(key).map_err(|e| e.to_string())?;
     if let Some(root) = RepoRoot::for_key(&key) {
-        return Ok(Some(Target::Pip(root)));
+        return Ok(Some(Target::Repo(root)));
     }
     if let Some(target) = key.as_str().strip_suffix(YANK_SUFFIX)
         && let Ok(target) = Key::new(target)
         && let Some(root) = RepoRoot::for_key(&target)
     {
-        return Ok(Some(Target::Pip(root)));
+        return Ok(Some(Target::Repo(root)));
     }
     Ok(ListingDir::for_key(&key).map(Target::Listing))
 }
@@ -192,6 +193,7 @@ fn sqs_body_changes(body: &str) -> Option<Vec<ObjectChange>> {
 
 pub struct Handler<S> {
     stores: S,
+    config: IndexConfig,
 }
 
 /// What an invocation did, for the log and for direct invocations' answers.
@@ -205,7 +207,14 @@ pub struct Summary {
 
 impl<S: Stores> Handler<S> {
     pub fn new(stores: S) -> Self {
-        Self { stores }
+        Self { stores, config: IndexConfig::default() }
+    }
+
+    /// Publish apt/dnf metadata with `config` (signing key, Release fields, grace period).
+    #[must_use]
+    pub fn with_config(mut self, config: IndexConfig) -> Self {
+        self.config = config;
+        self
     }
 
     pub fn stores(&self) -> &S {
@@ -311,10 +320,12 @@ impl<S: Stores> Handler<S> {
             .map(|(bucket, target)| async move {
                 let store = self.stores.for_bucket(&bucket);
                 let result = match &target {
-                    Target::Pip(root) => Indexer::new(store).reindex(root).await.map(|r| {
-                        tracing::info!(bucket = %bucket, attempts = r.attempts, "reindexed {r}");
-                        r.to_string()
-                    }),
+                    Target::Repo(root) => {
+                        Indexer::new(store).with_config(self.config.clone()).reindex(root).await.map(|r| {
+                            tracing::info!(bucket = %bucket, attempts = r.attempts, "reindexed {r}");
+                            r.to_string()
+                        })
+                    }
                     Target::Listing(dir) => {
                         quarry_index::update_listing(store.as_ref(), dir).await.map_err(IndexError::from).map(|r| {
                             tracing::info!(bucket = %bucket, passes = r.passes, "listed {r}");

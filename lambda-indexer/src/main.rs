@@ -35,9 +35,23 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .with_writer(std::io::stderr)
         .with_current_span(false)
         .init();
-    let client = quarry_store::client_from_env().await;
+    let shared = quarry_store::sdk_config_from_env().await;
+    let client = quarry_store::client_from_config(&shared);
     let prefix = std::env::var("QUARRY_KEY_PREFIX").unwrap_or_default();
-    let handler = Arc::new(Handler::new(Buckets { client, prefix }));
+    // The signing key: QUARRY_SIGNING_KEY(_FILE), or the Secrets Manager secret named by
+    // QUARRY_SIGNING_KEY_SECRET_ARN, read once here. A bad key fails the init, not every
+    // invocation.
+    let mut config = quarry_index::IndexConfig::from_env()?;
+    if config.signer.is_none()
+        && let Ok(arn) = std::env::var("QUARRY_SIGNING_KEY_SECRET_ARN")
+        && !arn.is_empty()
+    {
+        config.signer = Some(Arc::new(signing_key_from_secret(&shared, &arn).await?));
+    }
+    if let Some(signer) = &config.signer {
+        tracing::info!(fingerprint = %signer.fingerprint(), "signing apt and dnf metadata");
+    }
+    let handler = Arc::new(Handler::new(Buckets { client, prefix }).with_config(config));
     tracing::info!(init_us = started.elapsed().as_micros() as u64, "initialized");
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
         let handler = handler.clone();
@@ -52,4 +66,17 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         }
     }))
     .await
+}
+
+/// The armored OpenPGP secret key stored as the secret's string value.
+async fn signing_key_from_secret(
+    shared: &aws_config::SdkConfig,
+    arn: &str,
+) -> Result<quarry_index::Signer, lambda_runtime::Error> {
+    let client = aws_sdk_secretsmanager::Client::new(shared);
+    let secret = client.get_secret_value().secret_id(arn).send().await.map_err(|e| {
+        format!("reading the signing key secret {arn}: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(e))
+    })?;
+    let text = secret.secret_string().ok_or_else(|| format!("secret {arn} holds no string"))?;
+    Ok(quarry_index::Signer::from_armored(text)?)
 }

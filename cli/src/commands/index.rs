@@ -38,7 +38,7 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
     if args.check {
         return check(&args, store.as_ref(), &roots).await;
     }
-    let indexer = Indexer::new(store.clone());
+    let indexer = Indexer::new(store.clone()).with_config(quarry_index::IndexConfig::from_env()?);
     let mut reports = Vec::new();
     for root in &roots {
         reports.push(indexer.reindex_with(root, args.force).await.with_context(|| format!("reindexing {root}"))?);

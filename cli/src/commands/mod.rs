@@ -1,5 +1,7 @@
 mod index;
+mod package;
 mod serve;
+mod stage;
 mod upload;
 mod upload_store;
 
@@ -25,6 +27,10 @@ enum Command {
     Index(index::IndexArgs),
     /// Upload distribution files to a Quarry server.
     Upload(upload::UploadArgs),
+    /// Build native packages (deb, rpm) from TheRock stage artifacts.
+    Package(package::PackageArgs),
+    /// TheRock build stages: list, info, and the CMake arguments to configure one.
+    Stage(stage::StageArgs),
 }
 
 pub(crate) fn init_logging(verbose: u8) {
@@ -42,6 +48,8 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args).await,
         Command::Index(args) => index::run(args).await,
         Command::Upload(args) => upload::run(args).await,
+        Command::Package(args) => package::run(args).await,
+        Command::Stage(args) => stage::run(args),
     }
 }
 

@@ -53,7 +53,8 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
 
     // Catch up with files that landed while no server was running.
-    let indexer = Indexer::new(store.clone());
+    let config = quarry_index::IndexConfig::from_env()?;
+    let indexer = Indexer::new(store.clone()).with_config(config.clone());
     for root in discover_roots(store.as_ref(), "").await? {
         let report = indexer.reindex(&root).await.with_context(|| format!("reindexing {root}"))?;
         if report.committed {
@@ -63,7 +64,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
     let local = listener.local_addr()?;
-    let state = AppState::new(store.clone(), tokens).with_max_upload(args.max_upload_bytes);
+    let state = AppState::new(store.clone(), tokens).with_max_upload(args.max_upload_bytes).with_index_config(config);
     tracing::info!(store = %store.describe(), "serving on http://{local}/");
     {
         let mut out = std::io::stdout().lock();

@@ -49,9 +49,54 @@ pub(crate) struct UploadArgs {
 
 #[derive(Debug, Serialize)]
 struct Summary {
-    find_links_url: String,
-    simple_url: String,
+    /// pip roots: what `pip install --find-links` / `--index-url` take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    find_links_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    simple_url: Option<String>,
+    /// apt roots: the sources.list line; dnf roots: the `baseurl`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    apt_source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dnf_baseurl: Option<String>,
+    /// Signed apt/dnf roots: the public key to pin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_url: Option<String>,
     files: Vec<serde_json::Value>,
+}
+
+impl Summary {
+    /// What clients point at, from the server's answer for the first file (its root and kind).
+    fn new(base: &reqwest::Url, files: Vec<serde_json::Value>) -> anyhow::Result<Self> {
+        let first = files.first();
+        let root = first.and_then(|f| f["root"].as_str()).map(|r| base.join(&format!("/{r}"))).transpose()?;
+        let repo = first.and_then(|f| f["repo"].as_str()).unwrap_or_default();
+        let key_url = first
+            .and_then(|f| f["public_key"].as_str())
+            .map(|k| base.join(&format!("/{}", k.trim_start_matches('/'))))
+            .transpose()?;
+        let mut summary = Self {
+            find_links_url: None,
+            simple_url: None,
+            apt_source: None,
+            dnf_baseurl: None,
+            key_url: key_url.as_ref().map(ToString::to_string),
+            files: Vec::new(),
+        };
+        match root {
+            Some(root) if repo.ends_with("/InRelease") => {
+                let trust = if key_url.is_some() { "signed-by=/etc/apt/keyrings/quarry.asc" } else { "trusted=yes" };
+                summary.apt_source = Some(format!("deb [{trust}] {root} stable main"));
+            }
+            Some(root) if repo.ends_with("repomd.xml") => summary.dnf_baseurl = Some(root.to_string()),
+            _ => {
+                summary.find_links_url = Some(base.join("index.html")?.to_string());
+                summary.simple_url = Some(base.join("simple/")?.to_string());
+            }
+        }
+        summary.files = files;
+        Ok(summary)
+    }
 }
 
 const ATTEMPTS: u32 = 3;
@@ -92,11 +137,7 @@ pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
             }
         }
     }
-    let summary = Summary {
-        find_links_url: base.join("index.html")?.to_string(),
-        simple_url: base.join("simple/")?.to_string(),
-        files,
-    };
+    let summary = Summary::new(&base, files)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &summary)?;
@@ -111,7 +152,18 @@ pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
                 f["sha256"].as_str().unwrap_or("?")
             )?;
         }
-        writeln!(out, "find-links: {}", summary.find_links_url)?;
+        if let Some(url) = &summary.find_links_url {
+            writeln!(out, "find-links: {url}")?;
+        }
+        if let Some(line) = &summary.apt_source {
+            writeln!(out, "apt: {line}")?;
+        }
+        if let Some(url) = &summary.dnf_baseurl {
+            writeln!(out, "dnf: baseurl={url}")?;
+        }
+        if let Some(url) = &summary.key_url {
+            writeln!(out, "key: {url}")?;
+        }
     }
     if failed > 0 {
         bail!("{failed} of {} uploads failed", args.files.len());

@@ -1,0 +1,128 @@
+//! `quarry stage list | info | configure`: TheRock's `configure_stage.py` over
+//! `BUILD_TOPOLOGY.toml` (flag names as TheRock's, so CI can switch by changing the command).
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use quarry_topology::configure::{ConfigureOptions, cmake_args, pip_install_args, render};
+use quarry_topology::{Platform, Topology};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct StageArgs {
+    #[command(subcommand)]
+    command: StageCommand,
+    /// The topology file.
+    #[arg(long, global = true, default_value = "BUILD_TOPOLOGY.toml")]
+    topology: PathBuf,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum StageCommand {
+    /// The stages, in build order, with their type and artifact groups.
+    List,
+    /// What a stage produces and what it fetches first.
+    Info {
+        #[arg(long)]
+        stage: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The CMake arguments for a stage, exactly as configure_stage.py prints them.
+    Configure(ConfigureArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ConfigureArgs {
+    #[arg(long)]
+    stage: String,
+    /// `-DTHEROCK_AMDGPU_FAMILIES`, verbatim.
+    #[arg(long, default_value = "")]
+    amdgpu_families: String,
+    /// `-DTHEROCK_DIST_AMDGPU_FAMILIES` (`a;b`).
+    #[arg(long, default_value = "")]
+    dist_amdgpu_families: String,
+    /// linux or windows (default: this machine's).
+    #[arg(long, value_parser = ["linux", "windows"])]
+    platform: Option<String>,
+    /// Add the manylinux container's Python executables.
+    #[arg(long)]
+    manylinux: bool,
+    /// Explain the arguments with comment lines.
+    #[arg(long)]
+    comments: bool,
+    /// One line, space separated.
+    #[arg(long)]
+    oneline: bool,
+    /// Write `cmake_args` and `pip_install_cmd` to `$GITHUB_OUTPUT`.
+    #[arg(long)]
+    gha_output: bool,
+    /// Write the arguments to this file instead of stdout.
+    #[arg(long)]
+    output_cmake_args: Option<PathBuf>,
+    /// Print to stdout (the default).
+    #[arg(long = "print")]
+    print_args: bool,
+}
+
+pub(crate) fn run(args: StageArgs) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(&args.topology).with_context(|| format!("reading {}", args.topology.display()))?;
+    let topology = Topology::parse(&text)?;
+    let mut out = std::io::stdout().lock();
+    match args.command {
+        StageCommand::List => {
+            for name in topology.build_order() {
+                let stage = &topology.build_stages[&name];
+                let kind = if stage.kind == quarry_topology::StageType::PerArch { "per-arch" } else { "generic" };
+                writeln!(out, "{name}\t{kind}\t{}", stage.artifact_groups.join(","))?;
+            }
+        }
+        StageCommand::Info { stage, json } => {
+            let produced = topology.produced(&stage)?;
+            let inbound = topology.inbound(&stage)?;
+            if json {
+                serde_json::to_writer_pretty(
+                    &mut out,
+                    &serde_json::json!({"stage": stage, "produced": produced, "inbound": inbound}),
+                )?;
+                writeln!(out)?;
+            } else {
+                writeln!(out, "produced: {}", produced.into_iter().collect::<Vec<_>>().join(" "))?;
+                writeln!(out, "inbound: {}", inbound.into_iter().collect::<Vec<_>>().join(" "))?;
+            }
+        }
+        StageCommand::Configure(c) => {
+            let platform = match c.platform.as_deref() {
+                Some("windows") => Platform::Windows,
+                Some(_) => Platform::Linux,
+                None if cfg!(windows) => Platform::Windows,
+                None => Platform::Linux,
+            };
+            let oneline = c.oneline || c.gha_output;
+            let options = ConfigureOptions {
+                amdgpu_families: c.amdgpu_families,
+                dist_amdgpu_families: c.dist_amdgpu_families,
+                platform: Some(platform),
+                manylinux: c.manylinux,
+                comments: c.comments && !oneline,
+                flags: Default::default(),
+            };
+            let text = render(&cmake_args(&topology, &c.stage, &options)?, oneline);
+            if c.gha_output {
+                let path = std::env::var("GITHUB_OUTPUT").context("--gha-output needs GITHUB_OUTPUT")?;
+                let pip = pip_install_args(&topology, &c.stage)?.join(" ");
+                let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+                writeln!(file, "cmake_args={text}")?;
+                writeln!(file, "pip_install_cmd={pip}")?;
+            } else if let Some(path) = &c.output_cmake_args {
+                std::fs::write(path, format!("{text}\n")).with_context(|| format!("writing {}", path.display()))?;
+                tracing::info!("wrote CMake arguments to {}", path.display());
+            } else {
+                let _ = c.print_args;
+                writeln!(out, "{text}")?;
+            }
+        }
+    }
+    Ok(())
+}
