@@ -13,7 +13,12 @@ struct Served {
 }
 
 async fn serve(store: &std::path::Path, token_file: &std::path::Path) -> Served {
+    serve_with_env(store, token_file, &[]).await
+}
+
+async fn serve_with_env(store: &std::path::Path, token_file: &std::path::Path, env: &[(&str, String)]) -> Served {
     let mut child = tokio::process::Command::new(quarry_bin())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .args(["serve", "--addr", "127.0.0.1:0", "--store"])
         .arg(store)
         .arg("--token-file")
@@ -121,4 +126,102 @@ async fn serve_upload_index_and_install() {
     let out = run(check(&store), Duration::from_secs(60)).await;
     assert_success(&out, "quarry index --check");
     assert!(String::from_utf8_lossy(&out.stdout).contains("4242-linux/python/: 3 files, 3 pages, 0 problems"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_signs_apt_and_dnf_repos_with_the_key_from_the_environment() {
+    use quarry_tests::native::{Apt, build_fixtures, dnf, files_in, text};
+    let tmp = tempfile::tempdir().unwrap();
+    build_fixtures(&tmp.path().join("fixtures"), None).await;
+    let key_file = quarry_tests::workspace_root().join("index/testdata/test-rsa3072.sec.asc");
+    let token_file = tmp.path().join("tokens");
+    let mut served = serve_with_env(
+        &tmp.path().join("store"),
+        &token_file,
+        &[("QUARRY_SIGNING_KEY_FILE", key_file.display().to_string())],
+    )
+    .await;
+    let upload = |kind: &'static str, to: String| {
+        let token_file = token_file.clone();
+        let files = files_in(&tmp.path().join("fixtures").join(kind));
+        async move {
+            let mut cmd = tokio::process::Command::new(quarry_bin());
+            cmd.args(["upload", "--json", "--to", &to, "--token-file"]).arg(&token_file).args(&files);
+            let out = run(cmd, Duration::from_secs(120)).await;
+            assert_success(&out, "quarry upload");
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("--json prints JSON")
+        }
+    };
+    let debs = upload("deb", format!("{}77-linux/packages/deb/pool/main/", served.url)).await;
+    let root = format!("{}77-linux/packages/deb/", served.url);
+    assert_eq!(
+        debs["apt_source"].as_str(),
+        Some(format!("deb [signed-by=/etc/apt/keyrings/quarry.asc] {root} stable main").as_str()),
+        "{debs}"
+    );
+    let key_url = debs["key_url"].as_str().expect("a signed repo names its key").to_owned();
+    let key = reqwest::get(&key_url).await.unwrap().text().await.unwrap();
+    let key_path = tmp.path().join("quarry.asc");
+    std::fs::write(&key_path, key).unwrap();
+    let apt = Apt::new(&tmp.path().join("apt"), &format!("deb [signed-by={}] {root} stable main", key_path.display()));
+    apt.update().await;
+    let policy = text(&apt.cache(&["policy", "amdrocm-fft7.1-gfx942"]).await);
+    assert!(policy.contains("Candidate: 7.1.0~dev20260820-12345"), "{policy}");
+
+    let rpms = upload("rpm", format!("{}77-linux/packages/rpm/x86_64/", served.url)).await;
+    let baseurl = rpms["dnf_baseurl"].as_str().expect("dnf baseurl").to_owned();
+    let gpg = ["r.repo_gpgcheck=1".to_owned(), format!("r.gpgkey={}", rpms["key_url"].as_str().unwrap())];
+    let out = dnf(&baseurl, &tmp.path().join("root"), &gpg, &["install", "amdrocm-fft"]).await;
+    assert_success(&out, "dnf install from the signed repo");
+    assert!(tmp.path().join("root/opt/rocm/core-7.1/lib/fft/gfx942.kpack").exists());
+    served.child.kill().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stage_configure_prints_what_configure_stage_py_prints() {
+    let data = quarry_tests::workspace_root().join("topology/data");
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("configure-from-therock.json")).unwrap()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let configure = |extra: &[&str]| {
+        let mut cmd = tokio::process::Command::new(quarry_bin());
+        cmd.args(["stage", "configure", "--topology"]).arg(data.join("BUILD_TOPOLOGY.toml")).args(extra);
+        cmd
+    };
+    let cmd = configure(&[
+        "--stage",
+        "math-libs",
+        "--platform",
+        "windows",
+        "--amdgpu-families",
+        "gfx94X-dcgpu",
+        "--dist-amdgpu-families",
+        "gfx94X-dcgpu;gfx110X-all",
+        "--manylinux",
+        "--comments",
+    ]);
+    let out = run(cmd, Duration::from_secs(30)).await;
+    assert_success(&out, "quarry stage configure");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected["math-libs|windows|families"].as_str().unwrap());
+
+    let github_output = tmp.path().join("github_output");
+    let mut cmd = configure(&[
+        "--stage",
+        "compiler-runtime",
+        "--platform",
+        "linux",
+        "--gha-output",
+        "--amdgpu-families",
+        "gfx1201",
+    ]);
+    cmd.env("GITHUB_OUTPUT", &github_output);
+    assert_success(&run(cmd, Duration::from_secs(30)).await, "quarry stage configure --gha-output");
+    let written = std::fs::read_to_string(&github_output).unwrap();
+    let want = expected["compiler-runtime|linux|oneline"].as_str().unwrap().trim();
+    assert!(written.starts_with(&format!("cmake_args={want}\n")), "{written}");
+    assert!(written.ends_with("pip_install_cmd=\n"), "{written}");
+
+    let out = run(configure(&["--stage", "no-such-stage"]), Duration::from_secs(30)).await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown build stage \"no-such-stage\""));
 }

@@ -79,6 +79,8 @@ const HANDLED: &[&str] = &[
     "12345678901-linux/core-runtime_run_generic.tar.xz",
     "12345678901-linux/logs/gfx94X-dcgpu/build.log",
     "12345678901-linux/logs/gfx94X-dcgpu/ninja_log.txt",
+    "12345678901-linux/packages/deb/pool/main/amdrocm-fft_7.1.0~dev20260820-12345_amd64.deb",
+    "12345678901-linux/packages/rpm/x86_64/amdrocm-fft-7.1.0~dev20260820-12345.x86_64.rpm",
 ];
 
 #[tokio::test]

@@ -18,6 +18,7 @@ use quarry_store::{LocalStore, Store};
 use sha2::{Digest, Sha256};
 use zip::write::SimpleFileOptions;
 
+pub mod native;
 pub mod proxy;
 pub mod s3;
 
@@ -168,9 +169,20 @@ impl TestServer {
         Self::serve(dir, store_dir).await
     }
 
+    /// Serve a fresh store whose apt/dnf metadata is published with `config` (e.g. signed).
+    pub async fn start_with_config(config: quarry_index::IndexConfig) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store_dir = dir.path().join("store");
+        Self::serve_with(dir, store_dir, config).await
+    }
+
     async fn serve(dir: tempfile::TempDir, store_dir: PathBuf) -> Self {
+        Self::serve_with(dir, store_dir, quarry_index::IndexConfig::default()).await
+    }
+
+    async fn serve_with(dir: tempfile::TempDir, store_dir: PathBuf, config: quarry_index::IndexConfig) -> Self {
         let store: Arc<dyn Store> = Arc::new(LocalStore::open(&store_dir).expect("open store"));
-        let state = AppState::new(store, vec![TOKEN.into()]);
+        let state = AppState::new(store, vec![TOKEN.into()]).with_index_config(config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let url = format!("http://{}/", listener.local_addr().expect("addr"));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();

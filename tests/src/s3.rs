@@ -122,6 +122,27 @@ pub struct SqsQueue {
     pub arn: String,
 }
 
+/// Store `value` as secret `name` in moto's Secrets Manager; returns the secret's ARN.
+pub async fn create_secret(server: &S3Server, name: &str, value: &str) -> String {
+    let response = reqwest::Client::new()
+        .post(format!("{}/", server.endpoint))
+        .header("X-Amz-Target", "secretsmanager.CreateSecret")
+        .header("Content-Type", "application/x-amz-json-1.1")
+        .header(
+            "Authorization",
+            "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/secretsmanager/aws4_request, SignedHeaders=host, Signature=0",
+        )
+        .body(serde_json::json!({"Name": name, "SecretString": value}).to_string())
+        .send()
+        .await
+        .expect("CreateSecret");
+    let status = response.status();
+    let text = response.text().await.expect("CreateSecret answer");
+    assert!(status.is_success(), "CreateSecret: {status} {text}");
+    let answer: serde_json::Value = serde_json::from_str(&text).expect("CreateSecret JSON");
+    answer["ARN"].as_str().expect("ARN").to_owned()
+}
+
 impl SqsQueue {
     async fn call(http: &reqwest::Client, endpoint: &str, action: &str, body: serde_json::Value) -> serde_json::Value {
         let response = http
