@@ -1,0 +1,201 @@
+//! An artifact directory written as an archive: `artifact_manifest.txt` first, then every root
+//! the manifest names, each walked depth-first in byte order of names (TheRock walks in scandir
+//! order; sorted order makes the bytes reproducible). Owners are 0:0 without names, mtimes are
+//! one fixed time (`SOURCE_DATE_EPOCH` in the CLI), permission bits are kept, files sharing an
+//! inode become hard links. zstd is always written by the multi-threaded encoder, whose output
+//! does not depend on the number of workers.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::{ArchiveFormat, ArtifactError, MANIFEST, relative_ok};
+
+/// How to compress.
+#[derive(Clone, Copy, Debug)]
+pub struct ArchiveOptions {
+    pub format: ArchiveFormat,
+    /// zstd 1–22 (default 3, as TheRock's pyzstd), xz 0–9 (default 6).
+    pub level: Option<i32>,
+    /// zstd worker threads (≥ 1; the bytes do not depend on it).
+    pub threads: u32,
+    /// Every member's modification time, seconds since the epoch.
+    pub mtime: u64,
+}
+
+impl ArchiveOptions {
+    pub fn new(format: ArchiveFormat) -> Self {
+        ArchiveOptions { format, level: None, threads: 2, mtime: 0 }
+    }
+}
+
+/// What was written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchiveReport {
+    pub sha256: String,
+    /// Compressed size.
+    pub size: u64,
+    /// Members after the manifest.
+    pub members: u64,
+    /// Uncompressed bytes of regular files.
+    pub content_bytes: u64,
+}
+
+struct Hashing<W> {
+    inner: W,
+    hash: Sha256,
+    size: u64,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hash.update(&buf[..n]);
+        self.size += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The roots an artifact directory's manifest names, in manifest order without repeats.
+pub fn manifest_roots(text: &str) -> Result<Vec<String>, ArtifactError> {
+    let mut seen = BTreeSet::new();
+    let mut roots = Vec::new();
+    for line in text.lines().map(|l| l.trim().trim_end_matches('/')).filter(|l| !l.is_empty()) {
+        if !relative_ok(line) {
+            return Err(ArtifactError::HostileRoot(line.to_owned()));
+        }
+        if seen.insert(line.to_owned()) {
+            roots.push(line.to_owned());
+        }
+    }
+    Ok(roots)
+}
+
+/// Writes the artifact in `dir` to `out` and returns `out` with the report.
+pub fn write_archive<W: Write>(dir: &Path, out: W, opts: &ArchiveOptions) -> Result<(W, ArchiveReport), ArtifactError> {
+    let io_at = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ArtifactError::Io { path: path.clone(), source }
+    };
+    let manifest_path = dir.join(MANIFEST);
+    let manifest = fs::read(&manifest_path).map_err(io_at(&manifest_path))?;
+    let roots = manifest_roots(&String::from_utf8_lossy(&manifest))?;
+    let dir_name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    for root in &roots {
+        if !dir.join(root).is_dir() {
+            return Err(ArtifactError::MissingRoot { dir: dir_name.clone(), root: root.clone() });
+        }
+    }
+
+    let hashing = Hashing { inner: out, hash: Sha256::new(), size: 0 };
+    let encoder: Box<dyn FinishWrite<W>> = match opts.format {
+        ArchiveFormat::Zstd => {
+            let mut e =
+                zstd::stream::write::Encoder::new(hashing, opts.level.unwrap_or(3)).map_err(ArtifactError::Read)?;
+            e.multithread(opts.threads.max(1)).map_err(ArtifactError::Read)?;
+            Box::new(e)
+        }
+        ArchiveFormat::Xz => Box::new(xz2::write::XzEncoder::new(hashing, opts.level.unwrap_or(6).clamp(0, 9) as u32)),
+    };
+    let mut tar = tar::Builder::new(encoder);
+    let mut walker = Walker { opts, members: 0, content_bytes: 0, inodes: HashMap::new() };
+    let mut header = walker.header(tar::EntryType::Regular, 0o644, manifest.len() as u64);
+    tar.append_data(&mut header, MANIFEST, manifest.as_slice()).map_err(io_at(&manifest_path))?;
+    for root in &roots {
+        walker.walk(&mut tar, &dir.join(root), root)?;
+    }
+    let encoder = tar.into_inner().map_err(ArtifactError::Read)?;
+    let hashing = encoder.finish_into().map_err(ArtifactError::Read)?;
+    let report = ArchiveReport {
+        sha256: hex::encode(hashing.hash.finalize()),
+        size: hashing.size,
+        members: walker.members,
+        content_bytes: walker.content_bytes,
+    };
+    Ok((hashing.inner, report))
+}
+
+trait FinishWrite<W>: Write {
+    fn finish_into(self: Box<Self>) -> io::Result<Hashing<W>>;
+}
+
+impl<W: Write> FinishWrite<W> for zstd::stream::write::Encoder<'static, Hashing<W>> {
+    fn finish_into(self: Box<Self>) -> io::Result<Hashing<W>> {
+        self.finish()
+    }
+}
+
+impl<W: Write> FinishWrite<W> for xz2::write::XzEncoder<Hashing<W>> {
+    fn finish_into(self: Box<Self>) -> io::Result<Hashing<W>> {
+        self.finish()
+    }
+}
+
+struct Walker<'a> {
+    opts: &'a ArchiveOptions,
+    members: u64,
+    content_bytes: u64,
+    /// (device, inode) of multiply-linked files already written → their member name.
+    inodes: HashMap<(u64, u64), String>,
+}
+
+impl Walker<'_> {
+    fn header(&self, kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_mode(mode & 0o7777);
+        h.set_size(size);
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_mtime(self.opts.mtime);
+        h
+    }
+
+    fn walk<T: Write>(&mut self, tar: &mut tar::Builder<T>, path: &Path, name: &str) -> Result<(), ArtifactError> {
+        let io_at = |source| ArtifactError::Io { path: path.to_path_buf(), source };
+        let meta = fs::symlink_metadata(path).map_err(io_at)?;
+        let kind = meta.file_type();
+        self.members += 1;
+        if kind.is_symlink() {
+            let target = fs::read_link(path).map_err(io_at)?;
+            let mut h = self.header(tar::EntryType::Symlink, 0o777, 0);
+            tar.append_link(&mut h, name, &target).map_err(io_at)?;
+        } else if kind.is_dir() {
+            let mut h = self.header(tar::EntryType::Directory, meta.mode(), 0);
+            tar.append_data(&mut h, format!("{name}/"), io::empty()).map_err(io_at)?;
+            let mut children: Vec<_> = fs::read_dir(path)
+                .map_err(io_at)?
+                .map(|e| e.map(|e| e.file_name()))
+                .collect::<Result<_, _>>()
+                .map_err(io_at)?;
+            children.sort();
+            for child in children {
+                let child_name = child.to_string_lossy().into_owned();
+                self.walk(tar, &path.join(&child), &format!("{name}/{child_name}"))?;
+            }
+        } else if kind.is_file() {
+            if meta.nlink() > 1 {
+                if let Some(first) = self.inodes.get(&(meta.dev(), meta.ino())) {
+                    let mut h = self.header(tar::EntryType::Link, meta.mode(), 0);
+                    tar.append_link(&mut h, name, first).map_err(io_at)?;
+                    return Ok(());
+                }
+                self.inodes.insert((meta.dev(), meta.ino()), name.to_owned());
+            }
+            let mut h = self.header(tar::EntryType::Regular, meta.mode(), meta.len());
+            let file = fs::File::open(path).map_err(io_at)?;
+            tar.append_data(&mut h, name, file).map_err(io_at)?;
+            self.content_bytes += meta.len();
+        } else {
+            return Err(ArtifactError::Special(name.to_owned()));
+        }
+        Ok(())
+    }
+}

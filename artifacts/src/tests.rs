@@ -1,0 +1,200 @@
+//! Round trips and hostile archives for [`crate::archive`] and [`crate::extract`].
+
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+
+use crate::extract::wipe_roots;
+use crate::*;
+
+/// An artifact directory like `blas_lib_gfx942/`: two roots, a `.so` symlink chain, a hard
+/// link, an executable, a nested directory.
+fn artifact(dir: &Path) {
+    fs::create_dir_all(dir.join("math-libs/BLAS/stage/lib/cmake")).unwrap();
+    fs::create_dir_all(dir.join("base/stage/bin")).unwrap();
+    fs::write(dir.join(MANIFEST), "math-libs/BLAS/stage\nbase/stage\n").unwrap();
+    fs::write(dir.join("math-libs/BLAS/stage/lib/libblas.so.1.2"), b"ELF blas").unwrap();
+    symlink("libblas.so.1.2", dir.join("math-libs/BLAS/stage/lib/libblas.so.1")).unwrap();
+    symlink("libblas.so.1", dir.join("math-libs/BLAS/stage/lib/libblas.so")).unwrap();
+    fs::hard_link(dir.join("math-libs/BLAS/stage/lib/libblas.so.1.2"), dir.join("math-libs/BLAS/stage/lib/copy.so"))
+        .unwrap();
+    fs::write(dir.join("math-libs/BLAS/stage/lib/cmake/blas-config.cmake"), "set(X 1)\n").unwrap();
+    fs::write(dir.join("base/stage/bin/tool"), "#!/bin/sh\n").unwrap();
+    fs::set_permissions(dir.join("base/stage/bin/tool"), fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn pack(dir: &Path, format: ArchiveFormat, threads: u32) -> (Vec<u8>, ArchiveReport) {
+    let opts = ArchiveOptions { format, level: None, threads, mtime: 1_700_000_000 };
+    write_archive(dir, Vec::new(), &opts).unwrap()
+}
+
+fn listing(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        entries.sort();
+        for path in entries {
+            let rel = path.strip_prefix(base).unwrap().display().to_string();
+            let meta = fs::symlink_metadata(&path).unwrap();
+            if meta.file_type().is_symlink() {
+                out.push(format!("{rel} -> {}", fs::read_link(&path).unwrap().display()));
+            } else if meta.is_dir() {
+                out.push(format!("{rel}/"));
+                walk(base, &path, out);
+            } else {
+                let mode = meta.permissions().mode() & 0o777;
+                out.push(format!("{rel} {mode:o} {}", String::from_utf8_lossy(&fs::read(&path).unwrap())));
+            }
+        }
+    }
+    walk(root, root, &mut out);
+    out
+}
+
+#[test]
+fn round_trip_is_exact_and_reproducible() {
+    for format in [ArchiveFormat::Zstd, ArchiveFormat::Xz] {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("blas_lib_gfx942");
+        artifact(&src);
+        let (bytes, report) = pack(&src, format, 1);
+        let (again, _) = pack(&src, format, 4);
+        assert_eq!(bytes, again, "same input, same bytes, whatever the thread count ({format:?})");
+        assert_eq!(report.size, bytes.len() as u64);
+        assert_eq!(report.members, 11);
+        assert_eq!(read_manifest(bytes.as_slice(), format).unwrap(), ["math-libs/BLAS/stage", "base/stage"]);
+
+        let out = tmp.path().join("out/blas_lib_gfx942");
+        extract(bytes.as_slice(), format, &out, ExtractMode::Tree, Limits::default()).unwrap();
+        assert_eq!(listing(&src), listing(&out));
+        let (repacked, _) = pack(&out, format, 2);
+        assert_eq!(bytes, repacked, "extract then pack gives the same archive");
+    }
+}
+
+#[test]
+fn bootstrap_and_flatten_place_roots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("blas_lib_gfx942");
+    artifact(&src);
+    let (bytes, _) = pack(&src, ArchiveFormat::Zstd, 2);
+
+    let build = tmp.path().join("build");
+    fs::create_dir_all(build.join("base/stage/stale")).unwrap();
+    let roots = read_manifest(bytes.as_slice(), ArchiveFormat::Zstd).unwrap();
+    wipe_roots(&build, &roots).unwrap();
+    extract(bytes.as_slice(), ArchiveFormat::Zstd, &build, ExtractMode::Bootstrap, Limits::default()).unwrap();
+    assert!(!build.join("base/stage/stale").exists(), "bootstrap wiped the root");
+    assert!(build.join("base/stage.prebuilt").is_file() && build.join("math-libs/BLAS/stage.prebuilt").is_file());
+    assert_eq!(fs::read_link(build.join("math-libs/BLAS/stage/lib/libblas.so")).unwrap(), Path::new("libblas.so.1"));
+
+    let flat = tmp.path().join("flat");
+    extract(bytes.as_slice(), ArchiveFormat::Zstd, &flat, ExtractMode::Flatten, Limits::default()).unwrap();
+    assert!(flat.join("lib/libblas.so.1.2").is_file() && flat.join("bin/tool").is_file());
+    assert!(!flat.join(MANIFEST).exists());
+}
+
+/// A raw tar member, its name written byte for byte (the tar crate refuses to build hostile
+/// names itself).
+fn raw(tar: &mut Vec<u8>, name: &str, kind: tar::EntryType, link: &str, data: &[u8]) {
+    let mut h = tar::Header::new_old();
+    h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+    h.as_old_mut().linkname[..link.len()].copy_from_slice(link.as_bytes());
+    h.set_entry_type(kind);
+    h.set_mode(0o644);
+    h.set_size(data.len() as u64);
+    h.set_cksum();
+    tar.extend_from_slice(h.as_bytes());
+    tar.extend_from_slice(data);
+    tar.resize(tar.len().div_ceil(512) * 512, 0);
+}
+
+/// A member: name, kind, link target, data.
+type Member<'a> = (&'a str, tar::EntryType, &'a str, &'a [u8]);
+
+fn hostile(members: &[Member<'_>]) -> Vec<u8> {
+    let mut tar = Vec::new();
+    for (name, kind, link, data) in members {
+        raw(&mut tar, name, *kind, link, data);
+    }
+    tar.extend_from_slice(&[0; 1024]);
+    zstd::encode_all(tar.as_slice(), 3).unwrap()
+}
+
+#[test]
+fn hostile_archives_are_refused_and_nothing_lands_outside() {
+    use tar::EntryType::{Block, Directory, Link, Regular, Symlink};
+    let manifest: Member<'_> = (MANIFEST, Regular, "", b"stage\n");
+    let cases: Vec<(&str, Vec<Member<'_>>, &str)> = vec![
+        ("dotdot", vec![manifest, ("stage/../../evil", Regular, "", b"x")], "`..`"),
+        ("absolute", vec![manifest, ("/tmp/evil", Regular, "", b"x")], "absolute"),
+        ("outside roots", vec![manifest, ("other/file", Regular, "", b"x")], "outside every root"),
+        ("escaping symlink", vec![manifest, ("stage/l", Symlink, "../../etc", b"")], "leaves its root"),
+        ("absolute symlink", vec![manifest, ("stage/l", Symlink, "/etc/passwd", b"")], "leaves its root"),
+        ("hard link outside", vec![manifest, ("stage/h", Link, "/etc/passwd", b"")], "leaves its root"),
+        ("device", vec![manifest, ("stage/dev", Block, "", b"")], "not a regular file"),
+        ("no manifest", vec![("stage/file", Regular, "", b"x")], "first member"),
+        ("manifest root escapes", vec![(MANIFEST, Regular, "", b"../up\n")], "not a relative path"),
+        ("manifest not first", vec![("stage/", Directory, "", b""), manifest], "first member"),
+    ];
+    for (what, members, expect) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let bytes = hostile(&members);
+        for mode in [ExtractMode::Tree, ExtractMode::Bootstrap, ExtractMode::Flatten] {
+            let dest = tmp.path().join("a/b/dest");
+            let err = extract(bytes.as_slice(), ArchiveFormat::Zstd, &dest, mode, Limits::default()).unwrap_err();
+            assert!(err.to_string().contains(expect), "{what} ({mode:?}): {err}");
+            let mut everything = listing(tmp.path());
+            everything.retain(|p| !p.starts_with("a/b/dest/") && !["a/", "a/b/", "a/b/dest/"].contains(&p.as_str()));
+            assert!(everything.is_empty(), "{what} ({mode:?}) left {everything:?}");
+            assert!(mode != ExtractMode::Tree || !dest.exists(), "a refused tree extraction leaves nothing");
+        }
+    }
+}
+
+#[test]
+fn limits_bound_members_and_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("blas_lib_gfx942");
+    artifact(&src);
+    let (bytes, _) = pack(&src, ArchiveFormat::Xz, 1);
+    let few = Limits { max_members: 3, max_bytes: u64::MAX };
+    let err = extract(bytes.as_slice(), ArchiveFormat::Xz, &tmp.path().join("x"), ExtractMode::Tree, few).unwrap_err();
+    assert!(err.to_string().contains("3 members"), "{err}");
+    let small = Limits { max_members: 100, max_bytes: 4 };
+    let err =
+        extract(bytes.as_slice(), ArchiveFormat::Xz, &tmp.path().join("x"), ExtractMode::Tree, small).unwrap_err();
+    assert!(err.to_string().contains("4 bytes"), "{err}");
+    assert!(!tmp.path().join("x").exists());
+
+    let mut big = Vec::new();
+    raw(&mut big, MANIFEST, tar::EntryType::Regular, "", &vec![b'a'; (1 << 20) + 1]);
+    big.extend_from_slice(&[0; 1024]);
+    let big = zstd::encode_all(big.as_slice(), 3).unwrap();
+    let err = read_manifest(big.as_slice(), ArchiveFormat::Zstd).unwrap_err();
+    assert!(err.to_string().contains("1 MiB"), "{err}");
+}
+
+#[test]
+fn corrupt_and_truncated_archives_are_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("blas_lib_gfx942");
+    artifact(&src);
+    let (bytes, _) = pack(&src, ArchiveFormat::Zstd, 1);
+    let dest = tmp.path().join("out");
+    assert!(
+        extract(&bytes[..bytes.len() / 2], ArchiveFormat::Zstd, &dest, ExtractMode::Tree, Limits::default()).is_err()
+    );
+    assert!(extract(&b"not an archive"[..], ArchiveFormat::Xz, &dest, ExtractMode::Tree, Limits::default()).is_err());
+    assert!(!dest.exists());
+}
+
+#[test]
+fn a_manifest_root_missing_from_the_directory_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("blas_lib_gfx942");
+    artifact(&src);
+    fs::write(src.join(MANIFEST), "math-libs/BLAS/stage\nnot/there\n").unwrap();
+    let err = write_archive(&src, Vec::new(), &ArchiveOptions::new(ArchiveFormat::Zstd)).unwrap_err();
+    assert!(err.to_string().contains("not/there"), "{err}");
+}
