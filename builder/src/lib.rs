@@ -4,12 +4,17 @@
 //!
 //! - [`deb`]: `.deb` archives (`ar` + `control.tar.xz` + `data.tar.{xz,zst,gz}`).
 //! - [`rpm`]: `.rpm` packages through the `rpm` crate (zstd or gzip payload).
+//! - [`wheel`]: wheels and sdists (RECORD, reproducible zip and tar); [`python`]: the rocm-sdk
+//!   distributions built from artifacts ([`elf`] tells shared libraries and their sonames).
 //! - [`tree`]: an artifacts directory read into an index, and a planned package's content
 //!   walked into items under the install prefix (hostile manifests and links refused).
 
 pub mod deb;
+pub mod elf;
+pub mod python;
 pub mod rpm;
 pub mod tree;
+pub mod wheel;
 
 pub use deb::{Compression, DebBuildError, DebControl, DebReport, DebianDocs, Item, build_deb, debian_docs};
 pub use rpm::{RpmBuildError, RpmCompression, RpmReport, RpmSpec, build_rpm};

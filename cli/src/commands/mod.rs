@@ -1,5 +1,6 @@
 mod index;
 mod package;
+mod package_python;
 mod serve;
 mod stage;
 mod upload;

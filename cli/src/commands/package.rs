@@ -8,19 +8,24 @@ use std::sync::Mutex;
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
+use quarry_artifacts::{ArtifactName, ExtractMode, Limits, extract};
 use quarry_builder::{
     Compression, DebControl, DebianDocs, RpmCompression, RpmSpec, build_deb, build_rpm, collect_items, debian_docs,
     read_artifacts,
 };
+use quarry_packaging::therock::wheels::WheelOptions;
 use quarry_packaging::therock::{self, PackageSpec, PkgType, Plan, PlanOptions, PlannedPackage};
+
+use super::package_python;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct PackageArgs {
-    /// Which packages: deb or rpm.
-    #[arg(value_parser = ["deb", "rpm"])]
+    /// Which packages: deb, rpm, or python (the rocm-sdk wheels and the `rocm` sdist).
+    #[arg(value_parser = ["deb", "rpm", "python"])]
     pkg_type: String,
-    /// TheRock artifacts: `{name}_{component}_{target}/` directories with `artifact_manifest.txt`.
-    #[arg(long)]
+    /// TheRock artifacts: `{name}_{component}_{target}/` directories with `artifact_manifest.txt`,
+    /// or `….tar.zst` / `….tar.xz` archives of them (unpacked, checked, under the destination).
+    #[arg(long, alias = "artifact-dir")]
     artifacts_dir: PathBuf,
     /// Where the packages are written (created if missing).
     #[arg(long)]
@@ -28,9 +33,14 @@ pub(crate) struct PackageArgs {
     /// The ROCm version, e.g. 7.1.0 or 7.15.0~dev20260820.
     #[arg(long)]
     rocm_version: String,
-    /// deb `{version}-{suffix}`, rpm `Release: {suffix}` (CI: the run id).
+    /// deb `{version}-{suffix}`, rpm `Release: {suffix}` (CI: the run id); python: the suffix
+    /// of every import package name (TheRock's nonce).
     #[arg(long)]
     version_suffix: Option<String>,
+    /// python: the wheels' PEP 440 version (default `{rocm-version}.dev0` when the ROCm version
+    /// is not PEP 440 itself, else the ROCm version).
+    #[arg(long)]
+    python_version: Option<String>,
     /// GPU targets (space, comma or `;` separated; `:xnack…` stripped). Default: every
     /// target the artifacts hold.
     #[arg(long, num_args = 1..)]
@@ -79,6 +89,64 @@ struct Summary {
     built: Vec<Built>,
     skipped: Vec<(String, String)>,
     failed: Vec<(String, String)>,
+}
+
+/// When `dir` holds artifact archives: a scratch directory under `dest` where each is unpacked
+/// (checked member by member) as `{name}_{component}_{target}/`, beside links to the artifact
+/// directories `dir` already holds (a directory wins over an archive of the same name,
+/// `.tar.zst` over `.tar.xz`). `None` when there are no archives. Removed when dropped.
+fn stage_artifacts(dir: &Path, dest: &Path, jobs: usize) -> anyhow::Result<Option<tempfile::TempDir>> {
+    let mut dirs = std::collections::BTreeSet::new();
+    let mut archives = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type()?.is_dir() {
+            dirs.insert(name);
+        } else if let Some((artifact, format)) = ArtifactName::parse_archive(&name) {
+            let slot = archives.entry(artifact.dir_name()).or_insert((format, entry.path()));
+            if format < slot.0 {
+                *slot = (format, entry.path());
+            }
+        }
+    }
+    archives.retain(|name, _| !dirs.contains(name));
+    if archives.is_empty() {
+        return Ok(None);
+    }
+    let staging = tempfile::Builder::new().prefix(".quarry-artifacts-").tempdir_in(dest)?;
+    for name in &dirs {
+        std::os::unix::fs::symlink(std::path::absolute(dir.join(name))?, staging.path().join(name))?;
+    }
+    tracing::info!(archives = archives.len(), "unpacking artifact archives");
+    let queue = Mutex::new(archives.iter());
+    let failures = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                while let Some((name, (format, path))) =
+                    queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).next()
+                {
+                    let result = std::fs::File::open(path).map_err(anyhow::Error::from).and_then(|file| {
+                        let reader = std::io::BufReader::new(file);
+                        extract(reader, *format, &staging.path().join(name), ExtractMode::Tree, Limits::default())?;
+                        Ok(())
+                    });
+                    if let Err(e) = result {
+                        failures
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push(format!("{}: {e:#}", path.display()));
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !failures.is_empty() {
+        bail!("artifact archives refused:\n  {}", failures.join("\n  "));
+    }
+    Ok(Some(staging))
 }
 
 /// `--target` values split as TheRock splits them.
@@ -202,7 +270,32 @@ fn run_blocking(args: &PackageArgs) -> anyhow::Result<()> {
     if !args.artifacts_dir.is_dir() {
         bail!("{}: the artifacts directory does not exist", args.artifacts_dir.display());
     }
-    let index = read_artifacts(&args.artifacts_dir)?;
+    std::fs::create_dir_all(&args.dest_dir).with_context(|| format!("creating {}", args.dest_dir.display()))?;
+    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
+    let staged = stage_artifacts(&args.artifacts_dir, &args.dest_dir, jobs)?;
+    let artifacts_dir = staged.as_ref().map_or(args.artifacts_dir.as_path(), |t| t.path());
+    let index = read_artifacts(artifacts_dir)?;
+    let epoch: u64 = match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) => v.trim().parse().with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a number"))?,
+        Err(_) => jiff::Timestamp::now().as_second().max(0) as u64,
+    };
+    let kpack = args.enable_kpack || kpack_requested(artifacts_dir, 6);
+    if args.pkg_type == "python" {
+        let version = match &args.python_version {
+            Some(v) => v.clone(),
+            None if args.rocm_version.parse::<pep440_rs::Version>().is_ok() => args.rocm_version.clone(),
+            None => bail!("--rocm-version {:?} is not a PEP 440 version: give --python-version", args.rocm_version),
+        };
+        let opts = WheelOptions {
+            version,
+            nonce: args.version_suffix.clone().unwrap_or_default(),
+            kpack,
+            platform: package_python::platform_from_env(),
+            targets: split_targets(&args.target),
+        };
+        let (targets, built) = package_python::build(artifacts_dir, &index, &args.dest_dir, &opts, epoch, jobs)?;
+        return package_python::report(&targets, &built, args.json);
+    }
     let pkg_type = if args.pkg_type == "deb" { PkgType::Deb } else { PkgType::Rpm };
     let asan = args.build_variant.as_deref() == Some("asan");
     let options = PlanOptions {
@@ -210,7 +303,7 @@ fn run_blocking(args: &PackageArgs) -> anyhow::Result<()> {
         rocm_version: args.rocm_version.clone(),
         version_suffix: args.version_suffix.clone(),
         targets: split_targets(&args.target),
-        kpack: args.enable_kpack || kpack_requested(&args.artifacts_dir, 4),
+        kpack,
         asan,
         only: (!args.pkg_names.is_empty()).then(|| args.pkg_names.clone()),
     };
@@ -223,11 +316,6 @@ fn run_blocking(args: &PackageArgs) -> anyhow::Result<()> {
         }
     } else {
         args.install_prefix.clone()
-    };
-    std::fs::create_dir_all(&args.dest_dir).with_context(|| format!("creating {}", args.dest_dir.display()))?;
-    let epoch: u64 = match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(v) => v.trim().parse().with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a number"))?,
-        Err(_) => jiff::Timestamp::now().as_second().max(0) as u64,
     };
     let deb_compression = match (args.deb_compression.as_str(), args.compression_level) {
         ("zstd", level) => Compression::Zstd { level: level.unwrap_or(19) },
@@ -257,7 +345,6 @@ fn run_blocking(args: &PackageArgs) -> anyhow::Result<()> {
     let summary =
         Mutex::new(Summary { targets: plan.targets.clone(), skipped: plan.skipped.clone(), ..Summary::default() });
     let queue = Mutex::new(plan.packages.iter());
-    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| {
@@ -268,7 +355,7 @@ fn run_blocking(args: &PackageArgs) -> anyhow::Result<()> {
                     bar.set_message(package.name.clone());
                     let spec = by_name[package.source.as_str()];
                     let result = (|| -> anyhow::Result<(PathBuf, u64)> {
-                        let items = collect_items(&args.artifacts_dir, &package.contents, &prefix)?;
+                        let items = collect_items(artifacts_dir, &package.contents, &prefix)?;
                         match pkg_type {
                             PkgType::Deb => {
                                 let control = deb_control(&plan, spec, package);

@@ -39,6 +39,11 @@ impl ArtifactIndex {
         Self { dirs: dirs.into_iter().collect() }
     }
 
+    /// Every artifact directory name with its manifest lines, sorted by name.
+    pub fn dirs(&self) -> impl Iterator<Item = (&str, &[String])> {
+        self.dirs.iter().map(|(d, l)| (d.as_str(), l.as_slice()))
+    }
+
     /// Artifact names present: the part of a directory name before its component marker.
     fn present_artifacts(&self) -> BTreeSet<&str> {
         self.dirs
