@@ -241,3 +241,102 @@ async fn hostile_artifacts_fail_with_a_clear_error_and_write_nothing_outside() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Single-arch (no kpack) with the asan variant: per-target packages named `…-asan…`, installed
+/// under `/opt/rocm/core-asan-7.1`, judged by dpkg and lintian; the rpms signed with
+/// `--sign-key` and verified by `rpm -K`; dnf installs the unversioned asan package.
+#[tokio::test(flavor = "multi_thread")]
+async fn single_arch_asan_debs_and_signed_rpms() {
+    let tmp = tempfile::tempdir().unwrap();
+    let artifacts = tmp.path().join("artifacts");
+    // A single-arch build: the per-target artifact holds host code and kernels together.
+    let fft = [
+        ("lib/librocfft.so.0.1", "rocfft host code"),
+        ("lib/librocfft.so.0", "->librocfft.so.0.1"),
+        ("lib/librocfft.so", "->librocfft.so.0"),
+        ("lib/rocfft/gfx942.kpack", "gfx942 kernels"),
+    ];
+    artifact(&artifacts, "fft_lib_gfx942", "math-libs/rocFFT/stage", &fft);
+    artifact(&artifacts, "core-hip_lib_generic", "core/clr/stage", &[("lib/libamdhip64.so.7", "runtime")]);
+    artifact(&artifacts, "sysdeps_lib_generic", "third-party/sysdeps/stage", &[("lib/rocm_sysdeps/libz.so.1", "zlib")]);
+    let single = |kind: &'static str, dest: std::path::PathBuf, extra: Vec<String>| {
+        let artifacts = artifacts.clone();
+        async move {
+            let mut cmd = tokio::process::Command::new(quarry_bin());
+            cmd.args(["package", kind, "--json", "--artifacts-dir"])
+                .arg(&artifacts)
+                .arg("--dest-dir")
+                .arg(&dest)
+                .args(["--rocm-version", "7.1.0", "--version-suffix", "7", "--target", "gfx942"])
+                .args(["--build-variant", "asan", "--pkg-names", "amdrocm-fft", "amdrocm-runtime", "amdrocm-sysdeps"])
+                .args(extra)
+                .env("SOURCE_DATE_EPOCH", "1795000000");
+            run(cmd, Duration::from_secs(300)).await
+        }
+    };
+    let debs = tmp.path().join("debs");
+    let out = single("deb", debs.clone(), Vec::new()).await;
+    assert_success(&out, "quarry package deb --build-variant asan");
+    let mut built: Vec<String> =
+        files_in(&debs).iter().map(|p| p.file_name().unwrap().to_string_lossy().into()).collect();
+    built.sort();
+    assert_eq!(
+        built,
+        [
+            "amdrocm-fft-asan-gfx942_7.1.0-7_amd64.deb",
+            "amdrocm-fft-asan7.1-gfx942_7.1.0-7_amd64.deb",
+            "amdrocm-runtime-asan7.1_7.1.0-7_amd64.deb",
+            "amdrocm-runtime-asan_7.1.0-7_amd64.deb",
+            "amdrocm-sysdeps-asan7.1_7.1.0-7_amd64.deb",
+            "amdrocm-sysdeps-asan_7.1.0-7_amd64.deb",
+        ]
+    );
+    let fft = debs.join("amdrocm-fft-asan7.1-gfx942_7.1.0-7_amd64.deb");
+    assert_eq!(field(&fft, "Depends").await, "libc6, amdrocm-runtime-asan7.1, amdrocm-sysdeps-asan7.1");
+    let root = tmp.path().join("root");
+    let root_arg = dpkg_root(&root);
+    let mut install = tokio::process::Command::new("dpkg");
+    install.args([&root_arg, "--force-depends", "--force-not-root", "--force-script-chrootless", "-i"]).arg(&fft);
+    assert_success(&run(install, Duration::from_secs(120)).await, "dpkg --root -i");
+    let lib = root.join("opt/rocm/core-asan-7.1/lib");
+    assert_eq!(std::fs::read_to_string(lib.join("librocfft.so.0.1")).unwrap(), "rocfft host code");
+    assert_eq!(std::fs::read_to_string(lib.join("rocfft/gfx942.kpack")).unwrap(), "gfx942 kernels");
+    assert_eq!(std::fs::read_link(lib.join("librocfft.so")).unwrap(), Path::new("librocfft.so.0"));
+    let mut verify = tokio::process::Command::new("dpkg");
+    verify.args([&root_arg, "--verify"]);
+    let verified = run(verify, Duration::from_secs(60)).await;
+    assert_success(&verified, "dpkg --verify");
+    let mut lintian = tokio::process::Command::new("lintian");
+    lintian.args(["--allow-root", "--fail-on", "error"]).args(files_in(&debs));
+    let lint = run(lintian, Duration::from_secs(300)).await;
+    assert!(lint.status.success(), "lintian errors:\n{}", text(&lint));
+
+    let (secret, public) = quarry_tests::native::test_key("rsa3072");
+    let key = tmp.path().join("signing.asc");
+    std::fs::write(&key, secret).unwrap();
+    let rpms = tmp.path().join("rpms");
+    let out = single("rpm", rpms.clone(), vec!["--sign-key".into(), key.display().to_string()]).await;
+    assert_success(&out, "quarry package rpm --build-variant asan --sign-key");
+    let db = tmp.path().join("rpmdb");
+    std::fs::create_dir_all(&db).unwrap();
+    let db = format!("--dbpath={}", db.display());
+    let public_file = tmp.path().join("signing.pub.asc");
+    std::fs::write(&public_file, public).unwrap();
+    let mut import = tokio::process::Command::new("rpm");
+    import.args([&db, "--import"]).arg(&public_file);
+    assert_success(&run(import, Duration::from_secs(60)).await, "rpm --import");
+    for rpm in files_in(&rpms) {
+        let mut check = tokio::process::Command::new("rpm");
+        check.args([&db, "-Kv"]).arg(&rpm);
+        let check = run(check, Duration::from_secs(60)).await;
+        assert_success(&check, "rpm -K");
+        assert!(text(&check).contains("Signature, key ID"), "{}", text(&check));
+    }
+    let server = TestServer::start().await;
+    upload_files(&server, RPM_ROOT, files_in(&rpms)).await;
+    let dnf_root = tmp.path().join("dnfroot");
+    let out = dnf(&format!("{}{RPM_ROOT}", server.url), &dnf_root, &[], &["install", "amdrocm-fft-asan-gfx942"]).await;
+    assert_success(&out, "dnf install amdrocm-fft-asan-gfx942");
+    assert!(dnf_root.join("opt/rocm/core-asan-7.1/lib/rocfft/gfx942.kpack").is_file());
+    server.stop().await;
+}

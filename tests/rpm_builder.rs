@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use quarry_builder::{Item, RpmCompression, RpmSpec, build_rpm};
-use quarry_tests::native::{RPM_ROOT, dnf, run_tool, text, upload_files};
+use quarry_tests::native::{RPM_ROOT, dnf, run_tool, test_key, text, upload_files};
 use quarry_tests::{TestServer, assert_success};
 
 fn spec(name: &str, requires: &[&str]) -> RpmSpec {
@@ -40,8 +40,17 @@ async fn rpm_reads_and_dnf_installs_what_the_builder_writes() {
         ("opt/rocm/core-7.1/lib/libdemo.so.1".to_owned(), Item::Symlink { target: "libdemo.so.1.0".into() }),
         ("opt/rocm/core-7.1/lib/libdemo.so".to_owned(), Item::Symlink { target: "libdemo.so.1".into() }),
     ];
-    let lib =
-        build_rpm(&spec("quarry-demo-lib7.1", &[]), lib_items, &out, RpmCompression::default(), 1_795_000_000).unwrap();
+    let (ed25519, ed25519_pub) = test_key("ed25519");
+    let (rsa, rsa_pub) = test_key("rsa3072");
+    let lib = build_rpm(
+        &spec("quarry-demo-lib7.1", &[]),
+        lib_items,
+        &out,
+        RpmCompression::default(),
+        1_795_000_000,
+        Some(&ed25519),
+    )
+    .unwrap();
     let app_items =
         vec![("opt/rocm/core-7.1/etc/demo.conf".to_owned(), Item::File { source: src.join("conf"), mode: 0o644 })];
     let app = build_rpm(
@@ -50,6 +59,7 @@ async fn rpm_reads_and_dnf_installs_what_the_builder_writes() {
         &out,
         RpmCompression::Gzip { level: 9 },
         1_795_000_000,
+        Some(&rsa),
     )
     .unwrap();
 

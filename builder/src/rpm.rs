@@ -82,13 +82,15 @@ pub fn dependency(text: &str) -> Result<::rpm::Dependency, RpmBuildError> {
     }
 }
 
-/// Write `{out_dir}/{name}-{version}-{release}.{arch}.rpm`.
+/// Write `{out_dir}/{name}-{version}-{release}.{arch}.rpm`, signed (header and header+payload,
+/// RSA or EdDSA, timestamped `source_date`) when `signing_key` holds an armored OpenPGP secret key.
 pub fn build_rpm(
     spec: &RpmSpec,
     items: impl IntoIterator<Item = (String, Item)>,
     out_dir: &Path,
     compression: RpmCompression,
     source_date: u32,
+    signing_key: Option<&str>,
 ) -> Result<RpmReport, RpmBuildError> {
     for (field, value) in
         [("name", &spec.name), ("version", &spec.version), ("release", &spec.release), ("arch", &spec.arch)]
@@ -163,7 +165,10 @@ pub fn build_rpm(
             add(&mut builder, dependency(dep)?);
         }
     }
-    let package = builder.build()?;
+    let package = match signing_key {
+        Some(key) => builder.build_and_sign(::rpm::signature::pgp::Signer::from_asc(key)?)?,
+        None => builder.build()?,
+    };
     let path = out_dir.join(format!("{}-{}-{}.{}.rpm", spec.name, spec.version, spec.release, spec.arch));
     let mut tmp = tempfile::NamedTempFile::new_in(out_dir)?;
     package.write(&mut std::io::BufWriter::new(tmp.as_file_mut()))?;
@@ -203,8 +208,8 @@ mod tests {
             ]
         };
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let x = build_rpm(&spec(), items(), a.path(), RpmCompression::default(), 1_795_000_000).unwrap();
-        let y = build_rpm(&spec(), items(), b.path(), RpmCompression::default(), 1_795_000_000).unwrap();
+        let x = build_rpm(&spec(), items(), a.path(), RpmCompression::default(), 1_795_000_000, None).unwrap();
+        let y = build_rpm(&spec(), items(), b.path(), RpmCompression::default(), 1_795_000_000, None).unwrap();
         assert_eq!(std::fs::read(&x.path).unwrap(), std::fs::read(&y.path).unwrap());
         assert_eq!(x.path.file_name().unwrap(), "quarry-demo-7.1.0~dev20260820-12345.x86_64.rpm");
     }
@@ -218,18 +223,19 @@ mod tests {
             out.path(),
             RpmCompression::default(),
             0,
+            None,
         );
         assert!(matches!(err, Err(RpmBuildError::BadPath(_))));
         let mut bad = spec();
         bad.requires = vec!["x ~= 1".into()];
         assert!(matches!(
-            build_rpm(&bad, Vec::new(), out.path(), RpmCompression::default(), 0),
+            build_rpm(&bad, Vec::new(), out.path(), RpmCompression::default(), 0, None),
             Err(RpmBuildError::BadDependency(_))
         ));
         let mut nameless = spec();
         nameless.name.clear();
         assert!(matches!(
-            build_rpm(&nameless, Vec::new(), out.path(), RpmCompression::default(), 0),
+            build_rpm(&nameless, Vec::new(), out.path(), RpmCompression::default(), 0, None),
             Err(RpmBuildError::MissingField { field: "name" })
         ));
         assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);

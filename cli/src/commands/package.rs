@@ -68,6 +68,10 @@ pub(crate) struct PackageArgs {
     /// default 19, TheRock's `w9.zstdio` is level 9).
     #[arg(long)]
     compression_level: Option<i32>,
+    /// rpm: sign every package with this armored OpenPGP secret key (RSA or Ed25519);
+    /// `rpm -K` verifies them once the public key is imported.
+    #[arg(long, env = "QUARRY_RPM_SIGNING_KEY_FILE")]
+    sign_key: Option<PathBuf>,
     /// Packages built at once (default: the number of CPUs).
     #[arg(long)]
     jobs: Option<usize>,
@@ -327,6 +331,13 @@ fn run_blocking(args: &PackageArgs) -> anyhow::Result<()> {
         .strftime("%a, %d %b %Y %H:%M:%S +0000")
         .to_string();
     let changelog_date = changelog_date.as_str();
+    let rpm_key = match (&args.sign_key, pkg_type) {
+        (Some(path), PkgType::Rpm) => {
+            Some(std::fs::read_to_string(path).with_context(|| format!("reading the signing key {}", path.display()))?)
+        }
+        (Some(_), PkgType::Deb) => bail!("--sign-key signs rpm packages; debs are signed through their repository"),
+        (None, _) => None,
+    };
     let rpm_compression = RpmCompression::Zstd { level: args.compression_level.unwrap_or(19) };
     tracing::info!(
         packages = plan.packages.len(),
@@ -379,7 +390,8 @@ fn run_blocking(args: &PackageArgs) -> anyhow::Result<()> {
                             PkgType::Rpm => {
                                 let spec = rpm_spec(&plan, spec, package);
                                 let date = u32::try_from(epoch).unwrap_or(u32::MAX);
-                                let report = build_rpm(&spec, items, &args.dest_dir, rpm_compression, date)?;
+                                let report =
+                                    build_rpm(&spec, items, &args.dest_dir, rpm_compression, date, rpm_key.as_deref())?;
                                 Ok((report.path, report.size))
                             }
                         }
