@@ -8,6 +8,6 @@ cd "$(dirname "$0")/.."
 trials=${1:-100}
 export QUARRY_RACE_TRIALS=$trials
 start=$(date +%s)
-cargo nextest run -p quarry-tests --test s3_events racing_uploads --no-capture 2>&1 \
+cargo nextest run -p quarry-tests --test e2e s3_events::racing_uploads --no-capture 2>&1 \
   | grep -E '^trial|trials of|PASS|FAIL|panicked'
 echo "soak: $trials trials passed in $(( $(date +%s) - start )) s"

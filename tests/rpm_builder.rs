@@ -77,8 +77,28 @@ async fn rpm_reads_and_dnf_installs_what_the_builder_writes() {
     }
     for rpm in [lib_path, app.path.to_str().unwrap()] {
         let check = run_tool("rpm", &["-K", "--nosignature", rpm]).await;
-        assert_success(&check, "rpm -K");
+        assert_success(&check, "rpm -K --nosignature");
         assert!(text(&check).contains("digests OK"), "{}", text(&check));
+    }
+    // Signed: rpm -K fails without the keys (NOKEY), passes with both imported into an
+    // rpmdb of our own.
+    let db = tmp.path().join("rpmdb");
+    std::fs::create_dir_all(&db).unwrap();
+    let db = format!("--dbpath={}", db.display());
+    for rpm in [lib_path, app.path.to_str().unwrap()] {
+        let check = run_tool("rpm", &[&db, "-K", rpm]).await;
+        assert!(!check.status.success(), "no key imported yet: {}", text(&check));
+    }
+    for public in [&ed25519_pub, &rsa_pub] {
+        let file = tmp.path().join("key.asc");
+        std::fs::write(&file, public).unwrap();
+        assert_success(&run_tool("rpm", &[&db, "--import", file.to_str().unwrap()]).await, "rpm --import");
+    }
+    for rpm in [lib_path, app.path.to_str().unwrap()] {
+        let check = run_tool("rpm", &[&db, "-Kv", rpm]).await;
+        assert_success(&check, "rpm -K with the keys");
+        let out = text(&check);
+        assert!(out.contains("Header V4") && out.contains("Signature, key ID") && out.contains(": OK"), "{out}");
     }
 
     // Indexed by Quarry, installed by dnf with the pinned dependency.

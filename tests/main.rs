@@ -1,0 +1,22 @@
+//! Quarry's end-to-end suites with real clients against real servers on loopback, built as one
+//! test binary. Each module is one suite (`cargo nextest run -p quarry-tests -E 'test(/^apt_dnf::/)'`).
+
+mod apt_chroot;
+mod apt_dnf;
+mod bad_input;
+mod cli;
+mod deb_builder;
+mod http;
+mod infra_template;
+mod lambda_emulator;
+mod packager;
+mod pip_clients;
+mod races;
+mod rpm_builder;
+mod s3_events;
+mod s3_faults;
+mod s3_index;
+mod s3_stores;
+mod s3_upload;
+mod versions;
+mod wheels;
