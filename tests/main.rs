@@ -3,6 +3,7 @@
 
 mod apt_chroot;
 mod apt_dnf;
+mod artifacts;
 mod bad_input;
 mod cli;
 mod deb_builder;

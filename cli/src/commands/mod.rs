@@ -1,3 +1,4 @@
+mod artifacts;
 mod index;
 mod package;
 mod package_python;
@@ -28,10 +29,12 @@ enum Command {
     Index(index::IndexArgs),
     /// Upload distribution files to a Quarry server.
     Upload(upload::UploadArgs),
-    /// Build native packages (deb, rpm) from TheRock stage artifacts.
+    /// Build native packages (deb, rpm) and the rocm-sdk Python distributions from TheRock stage artifacts.
     Package(package::PackageArgs),
     /// TheRock build stages: list, info, and the CMake arguments to configure one.
     Stage(stage::StageArgs),
+    /// Stage artifacts: push a stage's outputs, fetch what a stage needs (local staging or S3).
+    Artifacts(artifacts::ArtifactsArgs),
 }
 
 pub(crate) fn init_logging(verbose: u8) {
@@ -51,6 +54,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Upload(args) => upload::run(args).await,
         Command::Package(args) => package::run(args).await,
         Command::Stage(args) => stage::run(args),
+        Command::Artifacts(args) => artifacts::run(args).await,
     }
 }
 
