@@ -12,6 +12,7 @@ mod infra_template;
 mod lambda_emulator;
 mod packager;
 mod pip_clients;
+mod pipeline;
 mod races;
 mod rpm_builder;
 mod s3_events;

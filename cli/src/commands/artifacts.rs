@@ -39,108 +39,117 @@ enum ArtifactsCommand {
 
 /// Where a run's artifacts live.
 #[derive(Debug, Clone, clap::Args)]
-struct Backend {
-    /// The topology file.
-    #[arg(long, default_value = "BUILD_TOPOLOGY.toml")]
-    topology: PathBuf,
+pub(crate) struct Backend {
+    /// The topology file (set from the command's `--topology`).
+    #[arg(skip = PathBuf::from("BUILD_TOPOLOGY.toml"))]
+    pub(crate) topology: PathBuf,
     /// The CI run (default: `THEROCK_RUN_ID`, else `GITHUB_RUN_ID`, else `local`).
     #[arg(long)]
-    run_id: Option<String>,
+    pub(crate) run_id: Option<String>,
     /// `linux` or `windows` (default: `THEROCK_PLATFORM`, else this machine's).
     #[arg(long)]
-    platform: Option<String>,
+    pub(crate) platform: Option<String>,
     /// A directory standing in for the bucket: `{dir}/{run}-{platform}/{file}`.
     #[arg(long, env = "THEROCK_LOCAL_STAGING_DIR")]
-    local_staging_dir: Option<PathBuf>,
+    pub(crate) local_staging_dir: Option<PathBuf>,
     /// The store when not staging locally: `s3://bucket[/prefix]` or a directory (default:
     /// TheRock's bucket for `RELEASE_TYPE` and `GITHUB_REPOSITORY`).
     #[arg(long)]
-    store: Option<String>,
+    pub(crate) store: Option<String>,
     /// `owner/repo` of the run (default: `GITHUB_REPOSITORY`, else `ROCm/TheRock`).
     #[arg(long)]
-    run_github_repo: Option<String>,
+    pub(crate) run_github_repo: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
-struct PushArgs {
+pub(crate) struct PushArgs {
+    /// The topology file.
+    #[arg(long, default_value = "BUILD_TOPOLOGY.toml")]
+    pub(crate) topology: PathBuf,
     #[command(flatten)]
-    backend: Backend,
+    pub(crate) backend: Backend,
     /// The stage whose produced artifacts are pushed (`all`: every artifact found).
     #[arg(long)]
-    stage: String,
+    pub(crate) stage: String,
     /// The build directory: artifacts are read from `<build-dir>/artifacts/`, archives written
     /// to `<build-dir>/.upload_cache/` (ready archives in `artifacts/` are uploaded as they are).
     #[arg(long)]
-    build_dir: PathBuf,
+    pub(crate) build_dir: PathBuf,
     #[arg(long, value_parser = ["zstd", "xz"], default_value = "zstd")]
-    compression_type: String,
+    pub(crate) compression_type: String,
     /// zstd 1–22 (default 3), xz 0–9 (default 6).
     #[arg(long)]
-    compression_level: Option<i32>,
+    pub(crate) compression_level: Option<i32>,
     /// Archives written at once (each zstd archive also uses every core).
     #[arg(long, default_value_t = 1)]
-    compress_concurrency: usize,
+    pub(crate) compress_concurrency: usize,
     #[arg(long, default_value_t = 10)]
-    upload_concurrency: usize,
+    pub(crate) upload_concurrency: usize,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
-#[derive(Debug, clap::Args)]
-struct Targets {
+#[derive(Debug, Default, clap::Args)]
+pub(crate) struct Targets {
     /// GPU families or targets to fetch besides `generic` (`;` or `,` separated).
     #[arg(long, conflicts_with = "generic_only")]
-    amdgpu_families: Option<String>,
+    pub(crate) amdgpu_families: Option<String>,
     /// Specific targets (`gfx942,gfx1100`); `gfx942` also matches `gfx942:xnack+`.
     #[arg(long)]
-    amdgpu_targets: Option<String>,
+    pub(crate) amdgpu_targets: Option<String>,
     /// Only target-neutral artifacts.
     #[arg(long)]
-    generic_only: bool,
+    pub(crate) generic_only: bool,
 }
 
 #[derive(Debug, clap::Args)]
-struct FetchArgs {
+pub(crate) struct FetchArgs {
+    /// The topology file.
+    #[arg(long, default_value = "BUILD_TOPOLOGY.toml")]
+    pub(crate) topology: PathBuf,
     #[command(flatten)]
-    backend: Backend,
+    pub(crate) backend: Backend,
     #[command(flatten)]
-    targets: Targets,
+    pub(crate) targets: Targets,
     /// The stage whose inbound artifacts are fetched (`all`: every topology artifact).
     #[arg(long, default_value = "all")]
-    stage: String,
+    pub(crate) stage: String,
     #[arg(long)]
-    output_dir: PathBuf,
+    pub(crate) output_dir: PathBuf,
     /// Wipe each manifest root, unpack into `<output-dir>/<root>`, touch `<root>.prebuilt`.
     #[arg(long, conflicts_with = "flatten")]
-    bootstrap: bool,
+    pub(crate) bootstrap: bool,
     /// Merge every artifact's contents into `<output-dir>`.
     #[arg(long)]
-    flatten: bool,
+    pub(crate) flatten: bool,
     /// Download only (archives land in `<output-dir>`).
     #[arg(long, conflicts_with_all = ["bootstrap", "flatten"])]
-    no_extract: bool,
+    pub(crate) no_extract: bool,
     /// Keep downloads here (default: `<output-dir>/.download_cache`, deleted afterwards).
     #[arg(long)]
-    download_cache_dir: Option<PathBuf>,
+    pub(crate) download_cache_dir: Option<PathBuf>,
     #[arg(long, default_value_t = 10)]
-    download_concurrency: usize,
+    pub(crate) download_concurrency: usize,
     /// Archives unpacked at once (default: the number of CPUs).
     #[arg(long)]
-    extract_concurrency: Option<usize>,
+    pub(crate) extract_concurrency: Option<usize>,
     /// Components to leave out (`,` or `;` separated: lib run dbg dev doc test).
     #[arg(long)]
-    exclude_components: Option<String>,
+    pub(crate) exclude_components: Option<String>,
     /// Artifacts to leave out (names from the topology).
     #[arg(long)]
-    exclude_artifacts: Option<String>,
+    pub(crate) exclude_artifacts: Option<String>,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, clap::Args)]
 struct InfoArgs {
+    /// The topology file.
+    #[arg(long, default_value = "BUILD_TOPOLOGY.toml")]
+    pub(crate) topology: PathBuf,
     /// The same backend flags as push and fetch (only `--topology` is read).
     #[command(flatten)]
     backend: Backend,
@@ -150,9 +159,18 @@ struct InfoArgs {
 
 pub(crate) async fn run(args: ArtifactsArgs) -> anyhow::Result<()> {
     match args.command {
-        ArtifactsCommand::Push(args) => push(args).await,
-        ArtifactsCommand::Fetch(args) => fetch(args).await,
-        ArtifactsCommand::Info(args) => info(&args),
+        ArtifactsCommand::Push(mut args) => {
+            args.backend.topology = args.topology.clone();
+            push(args).await
+        }
+        ArtifactsCommand::Fetch(mut args) => {
+            args.backend.topology = args.topology.clone();
+            fetch(args).await
+        }
+        ArtifactsCommand::Info(mut args) => {
+            args.backend.topology = args.topology.clone();
+            info(&args)
+        }
     }
 }
 
@@ -184,7 +202,7 @@ impl Backend {
 
     /// The store and the run's key prefix (`{run}-{platform}/`, with TheRock's external-repo
     /// folder in the external bucket).
-    async fn open(&self) -> anyhow::Result<(Arc<dyn Store>, String)> {
+    pub(crate) async fn open(&self) -> anyhow::Result<(Arc<dyn Store>, String)> {
         let (run, platform) = (self.run_id(), self.platform());
         if Key::new(format!("{run}-{platform}/x")).is_err() || run.contains('/') || platform.contains('/') {
             bail!("--run-id {run:?} / --platform {platform:?} do not make a valid key prefix");
@@ -237,15 +255,37 @@ fn mtime() -> anyhow::Result<u64> {
     })
 }
 
-#[derive(Debug, serde::Serialize)]
-struct Moved {
-    artifact: String,
-    file: String,
-    size: u64,
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Moved {
+    pub(crate) artifact: String,
+    pub(crate) file: String,
+    pub(crate) size: u64,
     sha256: String,
 }
 
 async fn push(args: PushArgs) -> anyhow::Result<()> {
+    let (prefix, pushed, failures) = push_stage(&args).await?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let value = serde_json::json!({ "prefix": prefix, "pushed": pushed, "failed": failures });
+        serde_json::to_writer_pretty(&mut out, &value)?;
+        writeln!(out)?;
+    } else {
+        for m in &pushed {
+            writeln!(out, "pushed  {prefix}{} ({} bytes)", m.file, m.size)?;
+        }
+        for f in &failures {
+            writeln!(out, "failed  {f}")?;
+        }
+    }
+    if !failures.is_empty() {
+        bail!("{} of {} artifacts not pushed", failures.len(), failures.len() + pushed.len());
+    }
+    Ok(())
+}
+
+/// Archives and uploads a stage's artifacts: (run prefix, pushed, failures).
+pub(crate) async fn push_stage(args: &PushArgs) -> anyhow::Result<(String, Vec<Moved>, Vec<String>)> {
     let topology = load_topology(&args.backend.topology)?;
     let wanted = stage_set(&topology, &args.stage, false)?;
     let (store, prefix) = args.backend.open().await?;
@@ -319,25 +359,7 @@ async fn push(args: PushArgs) -> anyhow::Result<()> {
         }
     }
     pushed.sort_by(|a, b| a.file.cmp(&b.file));
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(
-            &mut out,
-            &serde_json::json!({ "prefix": prefix, "pushed": pushed, "failed": failures }),
-        )?;
-        writeln!(out)?;
-    } else {
-        for m in &pushed {
-            writeln!(out, "pushed  {prefix}{} ({} bytes)", m.file, m.size)?;
-        }
-        for f in &failures {
-            writeln!(out, "failed  {f}")?;
-        }
-    }
-    if !failures.is_empty() {
-        bail!("{} of {} artifacts not pushed", failures.len(), failures.len() + pushed.len());
-    }
-    Ok(())
+    Ok((prefix, pushed, failures))
 }
 
 /// Uploads an archive, then its sidecar (a reader that sees the sidecar sees the archive).
@@ -444,6 +466,42 @@ async fn fetch_one(store: &dyn Store, prefix: &str, file: &str, to: &Path) -> an
 }
 
 async fn fetch(args: FetchArgs) -> anyhow::Result<()> {
+    let report = fetch_stage(&args).await?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let value = serde_json::json!({
+            "prefix": report.prefix,
+            "fetched": report.fetched,
+            "failed": report.failures,
+            "not_in_run": report.not_in_run,
+        });
+        serde_json::to_writer_pretty(&mut out, &value)?;
+        writeln!(out)?;
+    } else {
+        for m in &report.fetched {
+            writeln!(out, "fetched {} ({} bytes)", m.file, m.size)?;
+        }
+        for f in &report.failures {
+            writeln!(out, "failed  {f}")?;
+        }
+    }
+    if !report.failures.is_empty() {
+        bail!("{} artifacts could not be fetched:\n  {}", report.failures.len(), report.failures.join("\n  "));
+    }
+    Ok(())
+}
+
+/// What a fetch did.
+#[derive(Debug, Default)]
+pub(crate) struct FetchReport {
+    pub(crate) prefix: String,
+    pub(crate) fetched: Vec<Moved>,
+    pub(crate) failures: Vec<String>,
+    pub(crate) not_in_run: Vec<String>,
+}
+
+/// Downloads, verifies and unpacks a stage's artifacts; failures are in the report.
+pub(crate) async fn fetch_stage(args: &FetchArgs) -> anyhow::Result<FetchReport> {
     let topology = load_topology(&args.backend.topology)?;
     let mut wanted = stage_set(&topology, &args.stage, true)?;
     for name in split_list(args.exclude_artifacts.as_deref()) {
@@ -463,13 +521,14 @@ async fn fetch(args: FetchArgs) -> anyhow::Result<()> {
     let chosen = select(&listed, &wanted, &args.targets, &excluded);
     let found: BTreeSet<&str> = chosen.keys().map(|n| n.name.as_str()).collect();
     let platform = args.backend.platform();
-    let not_in_run: Vec<&String> = wanted
+    let not_in_run: Vec<String> = wanted
         .iter()
         .filter(|w| !found.contains(w.as_str()))
         .filter(|w| match platform.as_str() {
             "windows" => !topology.disabled_on(w, quarry_topology::Platform::Windows, &BTreeSet::new()),
             _ => !topology.disabled_on(w, quarry_topology::Platform::Linux, &BTreeSet::new()),
         })
+        .cloned()
         .collect();
     for name in &not_in_run {
         tracing::warn!(artifact = %name, "no archive in {prefix} for this artifact");
@@ -529,25 +588,7 @@ async fn fetch(args: FetchArgs) -> anyhow::Result<()> {
         let _ = std::fs::remove_dir_all(&cache);
     }
     fetched.sort_by(|a, b| a.file.cmp(&b.file));
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(
-            &mut out,
-            &serde_json::json!({ "prefix": prefix, "fetched": fetched, "failed": failures, "not_in_run": not_in_run }),
-        )?;
-        writeln!(out)?;
-    } else {
-        for m in &fetched {
-            writeln!(out, "fetched {} ({} bytes)", m.file, m.size)?;
-        }
-        for f in &failures {
-            writeln!(out, "failed  {f}")?;
-        }
-    }
-    if !failures.is_empty() {
-        bail!("{} artifacts could not be fetched:\n  {}", failures.len(), failures.join("\n  "));
-    }
-    Ok(())
+    Ok(FetchReport { prefix, fetched, failures, not_in_run })
 }
 
 /// Unpacks every archive; bootstrap wipes every root of every archive first, so two artifacts

@@ -2,6 +2,7 @@ mod artifacts;
 mod index;
 mod package;
 mod package_python;
+mod pipeline;
 mod serve;
 mod stage;
 mod upload;
@@ -35,6 +36,8 @@ enum Command {
     Stage(stage::StageArgs),
     /// Stage artifacts: push a stage's outputs, fetch what a stage needs (local staging or S3).
     Artifacts(artifacts::ArtifactsArgs),
+    /// The whole topology locally: every stage in dependency order through a staging directory.
+    Pipeline(pipeline::PipelineArgs),
 }
 
 pub(crate) fn init_logging(verbose: u8) {
@@ -53,7 +56,8 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Index(args) => index::run(args).await,
         Command::Upload(args) => upload::run(args).await,
         Command::Package(args) => package::run(args).await,
-        Command::Stage(args) => stage::run(args),
+        Command::Stage(args) => stage::run(args).await,
+        Command::Pipeline(args) => pipeline::run(args).await,
         Command::Artifacts(args) => artifacts::run(args).await,
     }
 }

@@ -30,6 +30,8 @@ enum StageCommand {
     },
     /// The CMake arguments for a stage, exactly as configure_stage.py prints them.
     Configure(ConfigureArgs),
+    /// One stage end to end: fetch inbound artifacts, configure, build, push.
+    Build(super::pipeline::BuildArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -65,12 +67,19 @@ struct ConfigureArgs {
     print_args: bool,
 }
 
-pub(crate) fn run(args: StageArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: StageArgs) -> anyhow::Result<()> {
+    let command = match args.command {
+        StageCommand::Build(mut build) => {
+            build.set_topology(args.topology);
+            return super::pipeline::stage_build(build).await;
+        }
+        other => other,
+    };
     let text =
         std::fs::read_to_string(&args.topology).with_context(|| format!("reading {}", args.topology.display()))?;
     let topology = Topology::parse(&text)?;
     let mut out = std::io::stdout().lock();
-    match args.command {
+    match command {
         StageCommand::List => {
             for name in topology.build_order() {
                 let stage = &topology.build_stages[&name];
@@ -92,6 +101,7 @@ pub(crate) fn run(args: StageArgs) -> anyhow::Result<()> {
                 writeln!(out, "inbound: {}", inbound.into_iter().collect::<Vec<_>>().join(" "))?;
             }
         }
+        StageCommand::Build(_) => {}
         StageCommand::Configure(c) => {
             let platform = match c.platform.as_deref() {
                 Some("windows") => Platform::Windows,

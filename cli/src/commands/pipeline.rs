@@ -1,0 +1,406 @@
+//! `quarry stage build` and `quarry pipeline run`: a stage end to end (fetch inbound artifacts
+//! with bootstrap → `cmake -G Ninja` with the stage's arguments → `cmake --build` of
+//! `stage-<S>` and `therock-artifacts` → push what it produced), and the whole topology in
+//! dependency order through one staging directory, per-arch stages fanned out per family.
+//!
+//! A stage build records what it was built from in `<build-dir>/.quarry-stage.json` (the
+//! sha256 of every inbound archive and the archives it pushed). `pipeline run` reuses a stage
+//! whose inputs are unchanged and whose outputs are all still staged, so a second run with
+//! nothing changed builds nothing, and deleting one family's artifact rebuilds only the stage
+//! that produced it and whatever its new output changes downstream.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use quarry_store::{Key, StoreExt as _};
+use quarry_topology::configure::{ConfigureOptions, cmake_args};
+use quarry_topology::{Platform, StageType, Topology};
+
+use super::artifacts::{Backend, FetchArgs, PushArgs, Targets, fetch_stage, push_stage};
+
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct BuildArgs {
+    #[command(flatten)]
+    backend: Backend,
+    /// The stage to build.
+    #[arg(long)]
+    stage: String,
+    /// GPU families (`;` or `,` separated) for `-DTHEROCK_AMDGPU_FAMILIES` and the per-arch
+    /// artifacts to fetch.
+    #[arg(long, default_value = "")]
+    amdgpu_families: String,
+    /// The superproject.
+    #[arg(long, default_value = ".")]
+    source_dir: PathBuf,
+    #[arg(long, default_value = "build")]
+    build_dir: PathBuf,
+    /// More CMake arguments, after the stage's.
+    #[arg(last = true)]
+    extra: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct PipelineArgs {
+    #[command(subcommand)]
+    command: PipelineCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum PipelineCommand {
+    /// Every stage in dependency order through one staging directory.
+    Run(RunArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// The topology file.
+    #[arg(long, default_value = "BUILD_TOPOLOGY.toml")]
+    topology: PathBuf,
+    #[command(flatten)]
+    backend: Backend,
+    /// GPU families: per-arch stages run once per family.
+    #[arg(long)]
+    families: String,
+    #[arg(long, default_value = ".")]
+    source_dir: PathBuf,
+    /// Build directories go under here: `<build-root>/<stage>` and `<build-root>/<stage>-<family>`.
+    #[arg(long, default_value = "build")]
+    build_root: PathBuf,
+    /// Rebuild every stage even when its inputs and outputs are unchanged.
+    #[arg(long)]
+    force: bool,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+impl BuildArgs {
+    /// `quarry stage build` takes `--topology` from `quarry stage`'s global flag.
+    pub(crate) fn set_topology(&mut self, topology: PathBuf) {
+        self.backend.topology = topology;
+    }
+}
+
+/// What one stage build did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct StageReport {
+    stage: String,
+    family: Option<String>,
+    /// `built` or `reused`.
+    status: &'static str,
+    seconds: f64,
+    /// Seconds per step: fetch, configure, build, push.
+    steps: BTreeMap<&'static str, f64>,
+    artifacts: Vec<String>,
+}
+
+#[derive(Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Stamp {
+    /// Inbound archive → sha256.
+    inputs: BTreeMap<String, String>,
+    /// Archives this stage pushed.
+    outputs: Vec<String>,
+}
+
+const STAMP: &str = ".quarry-stage.json";
+
+fn load_topology(path: &Path) -> anyhow::Result<Topology> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(Topology::parse(&text)?)
+}
+
+async fn command(program: &str, args: &[String], what: &str) -> anyhow::Result<()> {
+    tracing::info!("{program} {}", args.join(" "));
+    let status = tokio::process::Command::new(program)
+        .args(args)
+        // The tools' output is log, not data: stdout stays for the summary.
+        .stdout(std::process::Stdio::from(std::io::stderr()))
+        .stderr(std::process::Stdio::inherit())
+        .status()
+        .await
+        .with_context(|| format!("running {program} (is it installed?)"))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
+/// The sha256 of every archive the stage would fetch, from the staged sidecars.
+async fn inbound_digests(
+    backend: &Backend,
+    topology: &Topology,
+    stage: &str,
+    families: &[String],
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let (store, prefix) = backend.open().await?;
+    let wanted = topology.inbound(stage)?;
+    let listing = store.list_all(&prefix, true).await?;
+    let mut out = BTreeMap::new();
+    for object in &listing.objects {
+        let Some(file) = object.key.as_str().strip_prefix(&prefix) else { continue };
+        let Some((name, _)) = quarry_artifacts::ArtifactName::parse_archive(file) else { continue };
+        let target_ok = name.is_generic() || families.iter().any(|f| f == name.base_target() || *f == name.target);
+        if wanted.contains(&name.name) && target_ok {
+            let side = Key::new(format!("{prefix}{}", quarry_artifacts::sidecar::sidecar_name(file)))?;
+            let sha = match store.get_bytes(&side, 4096).await {
+                Ok((_, bytes)) => {
+                    quarry_artifacts::sidecar::parse(&String::from_utf8_lossy(&bytes)).unwrap_or_default()
+                }
+                Err(_) => object.etag.clone(),
+            };
+            out.insert(file.to_owned(), sha);
+        }
+    }
+    Ok(out)
+}
+
+async fn outputs_staged(backend: &Backend, outputs: &[String]) -> anyhow::Result<bool> {
+    let (store, prefix) = backend.open().await?;
+    for file in outputs {
+        match store.head(&Key::new(format!("{prefix}{file}"))?).await {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(true)
+}
+
+fn split(raw: &str) -> Vec<String> {
+    raw.split([';', ',']).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
+/// Builds one stage; with `reuse`, skips it when the stamp says nothing changed.
+pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool) -> anyhow::Result<StageReport> {
+    let started = Instant::now();
+    let topology = load_topology(&args.backend.topology)?;
+    let per_arch = topology.build_stages.get(&args.stage).map(|s| s.kind) == Some(StageType::PerArch);
+    let families = split(&args.amdgpu_families);
+    let family = per_arch.then(|| families.join(";"));
+    std::fs::create_dir_all(&args.build_dir).with_context(|| format!("creating {}", args.build_dir.display()))?;
+    let stamp_path = args.build_dir.join(STAMP);
+    let inputs = inbound_digests(&args.backend, &topology, &args.stage, &families).await?;
+    if reuse
+        && let Ok(text) = std::fs::read_to_string(&stamp_path)
+        && let Ok(stamp) = serde_json::from_str::<Stamp>(&text)
+        && stamp.inputs == inputs
+        && !stamp.outputs.is_empty()
+        && outputs_staged(&args.backend, &stamp.outputs).await?
+    {
+        tracing::info!(stage = %args.stage, family = ?family, "inputs unchanged and outputs staged: reused");
+        return Ok(StageReport {
+            stage: args.stage.clone(),
+            family,
+            status: "reused",
+            seconds: started.elapsed().as_secs_f64(),
+            steps: BTreeMap::new(),
+            artifacts: stamp.outputs,
+        });
+    }
+    let mut steps = BTreeMap::new();
+
+    // 1. Inbound artifacts, bootstrapped into the build tree.
+    let step = Instant::now();
+    let fetch = FetchArgs {
+        topology: args.backend.topology.clone(),
+        backend: args.backend.clone(),
+        targets: Targets {
+            amdgpu_families: (!families.is_empty()).then(|| families.join(";")),
+            amdgpu_targets: None,
+            generic_only: families.is_empty(),
+        },
+        stage: args.stage.clone(),
+        output_dir: args.build_dir.clone(),
+        bootstrap: true,
+        flatten: false,
+        no_extract: false,
+        download_cache_dir: None,
+        download_concurrency: 10,
+        extract_concurrency: None,
+        exclude_components: None,
+        exclude_artifacts: None,
+        json: false,
+    };
+    if !topology.inbound(&args.stage)?.is_empty() {
+        let report = fetch_stage(&fetch).await?;
+        if !report.failures.is_empty() {
+            bail!("fetching {}'s inputs:\n  {}", args.stage, report.failures.join("\n  "));
+        }
+    }
+    steps.insert("fetch", step.elapsed().as_secs_f64());
+
+    // 2. Configure with the stage's arguments.
+    let step = Instant::now();
+    let platform = match args.backend.platform.as_deref() {
+        Some("windows") => Platform::Windows,
+        _ => Platform::Linux,
+    };
+    let options = ConfigureOptions {
+        amdgpu_families: families.join(";"),
+        platform: Some(platform),
+        ..ConfigureOptions::default()
+    };
+    let mut configure: Vec<String> = vec![
+        "-B".into(),
+        args.build_dir.display().to_string(),
+        "-S".into(),
+        args.source_dir.display().to_string(),
+        "-G".into(),
+        "Ninja".into(),
+    ];
+    configure.extend(
+        cmake_args(&topology, &args.stage, &options)?.into_iter().filter(|a| !a.starts_with('#') && !a.is_empty()),
+    );
+    configure.extend(args.extra.iter().cloned());
+    command("cmake", &configure, "cmake configure").await?;
+    steps.insert("configure", step.elapsed().as_secs_f64());
+
+    // 3. Build the stage and lay out its artifacts.
+    let step = Instant::now();
+    let artifacts_dir = args.build_dir.join("artifacts");
+    if artifacts_dir.exists() {
+        std::fs::remove_dir_all(&artifacts_dir).with_context(|| format!("clearing {}", artifacts_dir.display()))?;
+    }
+    let build: Vec<String> = vec![
+        "--build".into(),
+        args.build_dir.display().to_string(),
+        "--target".into(),
+        format!("stage-{}", args.stage),
+        "therock-artifacts".into(),
+    ];
+    command("cmake", &build, "cmake --build").await?;
+    steps.insert("build", step.elapsed().as_secs_f64());
+
+    // 4. Push what the stage produced.
+    let step = Instant::now();
+    let push = PushArgs {
+        topology: args.backend.topology.clone(),
+        backend: args.backend.clone(),
+        stage: args.stage.clone(),
+        build_dir: args.build_dir.clone(),
+        compression_type: "zstd".into(),
+        compression_level: None,
+        compress_concurrency: 2,
+        upload_concurrency: 10,
+        json: false,
+    };
+    let (_, pushed, failures) = push_stage(&push).await?;
+    if !failures.is_empty() {
+        bail!("pushing {}'s artifacts:\n  {}", args.stage, failures.join("\n  "));
+    }
+    steps.insert("push", step.elapsed().as_secs_f64());
+    let outputs: Vec<String> = pushed.iter().map(|m| m.file.clone()).collect();
+    if outputs.is_empty() {
+        bail!("stage {} produced no artifacts in {}", args.stage, artifacts_dir.display());
+    }
+    let stamp = Stamp { inputs, outputs: outputs.clone() };
+    std::fs::write(&stamp_path, serde_json::to_vec_pretty(&stamp)?)?;
+    for (name, seconds) in &steps {
+        tracing::info!(stage = %args.stage, family = ?family, step = name, seconds, "step done");
+    }
+    Ok(StageReport {
+        stage: args.stage.clone(),
+        family,
+        status: "built",
+        seconds: started.elapsed().as_secs_f64(),
+        steps,
+        artifacts: outputs,
+    })
+}
+
+pub(crate) async fn stage_build(args: BuildArgs) -> anyhow::Result<()> {
+    let report = build_stage(&args, false).await?;
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, &report)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
+    let PipelineCommand::Run(args) = args.command;
+    let topology = load_topology(&args.topology)?;
+    let families = split(&args.families);
+    if families.is_empty() {
+        bail!("--families names no GPU family");
+    }
+    let mut backend = args.backend.clone();
+    backend.topology = args.topology.clone();
+    if backend.local_staging_dir.is_none() && backend.store.is_none() {
+        backend.local_staging_dir = Some(args.build_root.join("staging"));
+    }
+    let started = Instant::now();
+    let mut reports = Vec::new();
+    for stage in topology.build_order() {
+        let per_arch = topology.build_stages[&stage].kind == StageType::PerArch;
+        let builds: Vec<BuildArgs> = if per_arch {
+            families
+                .iter()
+                .map(|family| BuildArgs {
+                    backend: backend.clone(),
+                    stage: stage.clone(),
+                    amdgpu_families: family.clone(),
+                    source_dir: args.source_dir.clone(),
+                    build_dir: args.build_root.join(format!("{stage}-{family}")),
+                    extra: Vec::new(),
+                })
+                .collect()
+        } else {
+            vec![BuildArgs {
+                backend: backend.clone(),
+                stage: stage.clone(),
+                amdgpu_families: String::new(),
+                source_dir: args.source_dir.clone(),
+                build_dir: args.build_root.join(&stage),
+                extra: Vec::new(),
+            }]
+        };
+        eprintln_progress(&format!("stage {stage}: {} build(s)", builds.len()));
+        // Per-arch builds of one stage depend only on earlier stages: run them together.
+        let results = futures_util::future::join_all(builds.iter().map(|b| build_stage(b, !args.force))).await;
+        for (build, result) in builds.iter().zip(results) {
+            let report = result.with_context(|| {
+                format!(
+                    "stage {stage}{}",
+                    if per_arch { format!(" ({})", build.amdgpu_families) } else { String::new() }
+                )
+            })?;
+            eprintln_progress(&format!(
+                "  {stage}{} {} in {:.1} s: {}",
+                report.family.as_deref().map(|f| format!(" [{f}]")).unwrap_or_default(),
+                report.status,
+                report.seconds,
+                report.artifacts.join(" ")
+            ));
+            reports.push(report);
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let value = serde_json::json!({ "seconds": started.elapsed().as_secs_f64(), "stages": reports });
+        serde_json::to_writer_pretty(&mut out, &value)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{:<16} {:<10} {:<7} {:>8}  artifacts", "stage", "family", "status", "seconds")?;
+        for r in &reports {
+            writeln!(
+                out,
+                "{:<16} {:<10} {:<7} {:>8.1}  {}",
+                r.stage,
+                r.family.as_deref().unwrap_or("-"),
+                r.status,
+                r.seconds,
+                r.artifacts.join(" ")
+            )?;
+        }
+        writeln!(out, "pipeline done in {:.1} s", started.elapsed().as_secs_f64())?;
+    }
+    Ok(())
+}
+
+/// A progress line on stderr (stdout carries the summary).
+fn eprintln_progress(line: &str) {
+    tracing::info!("{line}");
+}
