@@ -163,3 +163,154 @@ fn every_problem_names_its_table_and_key() {
         assert!(got.starts_with("BUILD_TOPOLOGY.toml: ") && got.contains(want), "want {want:?}, got:\n{got}");
     }
 }
+
+/// A header every small topology below shares.
+const HEADER: &str = "[metadata]\nversion = \"2.0\"\n";
+
+fn topo(body: &str) -> Topology {
+    Topology::parse(&format!("{HEADER}{body}")).unwrap()
+}
+
+fn names(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[test]
+fn an_empty_topology_has_no_stages() {
+    let t = topo("");
+    assert!(t.build_order().is_empty());
+    assert_eq!(t.produced("any").unwrap_err(), TopologyError::UnknownStage("any".into()));
+}
+
+#[test]
+fn a_diamond_is_fetched_once() {
+    // a -> b, c -> d: the second stage fetches b, c and d, each once.
+    let t = topo(
+        r#"
+[build_stages.stage1]
+artifact_groups = ["group1"]
+[build_stages.stage2]
+artifact_groups = ["group2"]
+[artifact_groups.group1]
+[artifact_groups.group2]
+artifact_group_deps = ["group1"]
+[artifacts.d]
+artifact_group = "group1"
+[artifacts.b]
+artifact_group = "group1"
+artifact_deps = ["d"]
+[artifacts.c]
+artifact_group = "group1"
+artifact_deps = ["d"]
+[artifacts.a]
+artifact_group = "group2"
+artifact_deps = ["b", "c"]
+"#,
+    );
+    assert_eq!(t.inbound("stage2").unwrap(), names(&["b", "c", "d"]));
+    assert_eq!(t.produced("stage2").unwrap(), names(&["a"]));
+    assert_eq!(t.build_order(), ["stage1", "stage2"]);
+}
+
+#[test]
+fn group_dependencies_bring_their_artifacts_dependencies() {
+    let t = topo(
+        r#"
+[build_stages.producer]
+artifact_groups = ["base"]
+[build_stages.consumer]
+artifact_groups = ["leaf"]
+[artifact_groups.base]
+[artifact_groups.leaf]
+artifact_group_deps = ["base"]
+[artifacts.toolchain-runtime]
+artifact_group = "base"
+artifact_deps = ["toolchain-frontend"]
+[artifacts.toolchain-frontend]
+artifact_group = "base"
+artifact_deps = ["toolchain-base"]
+[artifacts.toolchain-base]
+artifact_group = "base"
+[artifacts.leaf-artifact]
+artifact_group = "leaf"
+"#,
+    );
+    assert_eq!(t.inbound("consumer").unwrap(), names(&["toolchain-base", "toolchain-frontend", "toolchain-runtime"]));
+}
+
+#[test]
+fn a_long_chain_resolves_in_order() {
+    let t = topo(
+        r#"
+[build_stages.foundation]
+artifact_groups = ["base"]
+[build_stages.compiler]
+artifact_groups = ["llvm"]
+[build_stages.runtime]
+artifact_groups = ["hip"]
+[build_stages.libraries]
+artifact_groups = ["math"]
+[artifact_groups.base]
+[artifact_groups.llvm]
+artifact_group_deps = ["base"]
+[artifact_groups.hip]
+artifact_group_deps = ["base", "llvm"]
+[artifact_groups.math]
+artifact_group_deps = ["hip"]
+[artifacts.base-artifact]
+artifact_group = "base"
+[artifacts.llvm-artifact]
+artifact_group = "llvm"
+artifact_deps = ["base-artifact"]
+[artifacts.hip-artifact]
+artifact_group = "hip"
+artifact_deps = ["base-artifact", "llvm-artifact"]
+[artifacts.math-artifact]
+artifact_group = "math"
+artifact_deps = ["hip-artifact"]
+"#,
+    );
+    assert_eq!(t.inbound("libraries").unwrap(), names(&["base-artifact", "hip-artifact", "llvm-artifact"]));
+    assert!(t.inbound("foundation").unwrap().is_empty());
+    assert_eq!(t.build_order(), ["foundation", "compiler", "runtime", "libraries"]);
+}
+
+#[test]
+fn platform_disables_can_be_lifted_by_a_flag_and_processors_disable_too() {
+    use crate::configure::{ConfigureOptions, stage_features};
+    let t = topo(
+        r#"
+[build_stages.all]
+artifact_groups = ["g"]
+[artifact_groups.g]
+[artifacts.always]
+artifact_group = "g"
+[artifacts.linux-only]
+artifact_group = "g"
+disable_platforms = ["windows"]
+[artifacts.guarded]
+artifact_group = "g"
+disable_platforms_if_flags_not_set = { windows = "ENABLE_GUARDED" }
+[artifacts.no-arm]
+artifact_group = "g"
+disable_processors = ["aarch64"]
+"#,
+    );
+    let none = BTreeSet::new();
+    let flag = names(&["ENABLE_GUARDED"]);
+    assert!(
+        t.disabled_on("linux-only", Platform::Windows, &none) && !t.disabled_on("linux-only", Platform::Linux, &none)
+    );
+    assert!(t.disabled_on("guarded", Platform::Windows, &none));
+    assert!(!t.disabled_on("guarded", Platform::Windows, &flag) && !t.disabled_on("guarded", Platform::Linux, &none));
+    assert!(
+        t.disabled_on_processor("no-arm", Processor::Aarch64) && !t.disabled_on_processor("no-arm", Processor::X86_64)
+    );
+
+    let windows = ConfigureOptions { platform: Some(Platform::Windows), ..ConfigureOptions::default() };
+    assert_eq!(stage_features(&t, "all", &windows).unwrap(), names(&["ALWAYS", "NO_ARM"]));
+    let lifted = ConfigureOptions { flags: flag, ..windows };
+    assert_eq!(stage_features(&t, "all", &lifted).unwrap(), names(&["ALWAYS", "GUARDED", "NO_ARM"]));
+    let linux = ConfigureOptions { platform: Some(Platform::Linux), ..ConfigureOptions::default() };
+    assert_eq!(stage_features(&t, "all", &linux).unwrap(), names(&["ALWAYS", "GUARDED", "LINUX_ONLY", "NO_ARM"]));
+}
