@@ -247,6 +247,38 @@ async fn push_and_fetch_through_a_local_staging_dir() {
     assert!(staging.join("42-linux/blas_lib_gfx942.tar.xz").is_file());
     runner.fetch_and_compare(&build, &tmp.path().join("out")).await;
 
+    // copy: a later run takes the early stages of run 42 (archives and sidecars, same bytes).
+    let mut copy = tokio::process::Command::new(quarry_bin());
+    copy.args(["artifacts", "copy", "--topology"]).arg(&topology).arg("--local-staging-dir").arg(&staging).args([
+        "--run-id",
+        "43",
+        "--platform",
+        "linux",
+        "--source-run-id",
+        "42",
+        "--stage",
+        "foundation,compiler",
+    ]);
+    assert_success(&run(copy, Duration::from_secs(120)).await, "artifacts copy");
+    let mut copied: Vec<String> = std::fs::read_dir(staging.join("43-linux"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    copied.sort();
+    assert_eq!(
+        copied,
+        [
+            "amd-llvm_lib_generic.tar.zst",
+            "amd-llvm_lib_generic.tar.zst.sha256sum",
+            "sysdeps_dev_generic.tar.zst",
+            "sysdeps_dev_generic.tar.zst.sha256sum",
+            "sysdeps_lib_generic.tar.zst",
+            "sysdeps_lib_generic.tar.zst.sha256sum"
+        ]
+    );
+    assert_eq!(std::fs::read(staging.join("43-linux/sysdeps_lib_generic.tar.zst")).unwrap(), first);
+
     // A corrupted archive fails its sidecar check (after retries) and the fetch says which.
     let llvm = staging.join("42-linux/amd-llvm_lib_generic.tar.zst");
     let mut bytes = std::fs::read(&llvm).unwrap();

@@ -33,8 +33,33 @@ enum ArtifactsCommand {
     Push(PushArgs),
     /// Download and unpack the artifacts a stage needs (or every artifact: `--stage all`).
     Fetch(FetchArgs),
+    /// Copy stages' artifacts (with sidecars) from another run into this one, e.g. to reuse
+    /// a baseline run's early stages.
+    Copy(CopyArgs),
     /// What a stage produces and fetches.
     Info(InfoArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CopyArgs {
+    /// The topology file.
+    #[arg(long, default_value = "BUILD_TOPOLOGY.toml")]
+    topology: PathBuf,
+    #[command(flatten)]
+    backend: Backend,
+    #[command(flatten)]
+    targets: Targets,
+    /// The run to copy from (same platform, same store).
+    #[arg(long)]
+    source_run_id: String,
+    /// Stages whose produced artifacts are copied (`,` separated).
+    #[arg(long)]
+    stage: String,
+    #[arg(long, default_value_t = 10)]
+    concurrency: usize,
+    /// Print what would be copied and copy nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// Where a run's artifacts live.
@@ -166,6 +191,10 @@ pub(crate) async fn run(args: ArtifactsArgs) -> anyhow::Result<()> {
         ArtifactsCommand::Fetch(mut args) => {
             args.backend.topology = args.topology.clone();
             fetch(args).await
+        }
+        ArtifactsCommand::Copy(mut args) => {
+            args.backend.topology = args.topology.clone();
+            copy(args).await
         }
         ArtifactsCommand::Info(mut args) => {
             args.backend.topology = args.topology.clone();
@@ -631,6 +660,74 @@ fn unpack_all(
         }
     });
     Ok(errors.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner))
+}
+
+async fn copy(args: CopyArgs) -> anyhow::Result<()> {
+    let topology = load_topology(&args.backend.topology)?;
+    let mut wanted = BTreeSet::new();
+    for stage in split_list(Some(&args.stage)) {
+        wanted.extend(stage_set(&topology, &stage, false)?);
+    }
+    let (store, prefix) = args.backend.open().await?;
+    let mut source_backend = args.backend.clone();
+    source_backend.run_id = Some(args.source_run_id.clone());
+    let (_, source_prefix) = source_backend.open().await?;
+    if source_prefix == prefix {
+        bail!("--source-run-id is this run ({prefix})");
+    }
+    let listing = store.list_all(&source_prefix, true).await.with_context(|| format!("listing {source_prefix}"))?;
+    let listed: Vec<String> =
+        listing.objects.iter().filter_map(|o| o.key.as_str().strip_prefix(&source_prefix).map(str::to_owned)).collect();
+    let chosen = select(&listed, &wanted, &args.targets, &BTreeSet::new());
+    let mut files = Vec::new();
+    for (name, format) in &chosen {
+        let file = name.archive_name(*format);
+        let side = sidecar::sidecar_name(&file);
+        if listed.contains(&side) {
+            files.push(side);
+        }
+        files.push(file);
+    }
+    let mut out = std::io::stdout().lock();
+    if args.dry_run {
+        for file in &files {
+            writeln!(out, "would copy {source_prefix}{file} -> {prefix}{file}")?;
+        }
+        return Ok(());
+    }
+    let results: Vec<(String, anyhow::Result<()>)> = futures_util::stream::iter(files)
+        .map(|file| {
+            let (store, from, to) = (store.clone(), format!("{source_prefix}{file}"), format!("{prefix}{file}"));
+            async move {
+                let result = async {
+                    let object = store.get(&Key::new(from.clone())?, None).await?;
+                    let options = PutOptions { sha256: object.meta.sha256.clone(), ..PutOptions::default() };
+                    store.put(&Key::new(to)?, object.body, options).await?;
+                    Ok(())
+                }
+                .await;
+                (file, result)
+            }
+        })
+        .buffer_unordered(args.concurrency.max(1))
+        .collect()
+        .await;
+    let mut failures = Vec::new();
+    let mut copied = Vec::new();
+    for (file, result) in results {
+        match result {
+            Ok(()) => copied.push(file),
+            Err(e) => failures.push(format!("{file}: {e:#}")),
+        }
+    }
+    copied.sort();
+    for file in &copied {
+        writeln!(out, "copied  {prefix}{file}")?;
+    }
+    if !failures.is_empty() {
+        bail!("{} files not copied:\n  {}", failures.len(), failures.join("\n  "));
+    }
+    Ok(())
 }
 
 fn info(args: &InfoArgs) -> anyhow::Result<()> {
