@@ -208,7 +208,8 @@ fn load_topology(path: &Path) -> anyhow::Result<Topology> {
     Ok(Topology::parse(&text)?)
 }
 
-fn split_list(raw: Option<&str>) -> Vec<String> {
+/// A `,`, `;` or space separated list, empty items dropped.
+pub(crate) fn split_list(raw: Option<&str>) -> Vec<String> {
     raw.unwrap_or_default().split([',', ';', ' ']).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
 }
 

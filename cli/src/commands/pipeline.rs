@@ -19,7 +19,7 @@ use quarry_store::{Key, StoreExt as _};
 use quarry_topology::configure::{ConfigureOptions, cmake_args};
 use quarry_topology::{Platform, StageType, Topology};
 
-use super::artifacts::{Backend, FetchArgs, PushArgs, Targets, fetch_stage, push_stage};
+use super::artifacts::{Backend, FetchArgs, PushArgs, Targets, fetch_stage, push_stage, split_list};
 
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct BuildArgs {
@@ -169,16 +169,12 @@ async fn outputs_staged(backend: &Backend, outputs: &[String]) -> anyhow::Result
     Ok(true)
 }
 
-fn split(raw: &str) -> Vec<String> {
-    raw.split([';', ',']).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
-}
-
 /// Builds one stage; with `reuse`, skips it when the stamp says nothing changed.
 pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool) -> anyhow::Result<StageReport> {
     let started = Instant::now();
     let topology = load_topology(&args.backend.topology)?;
     let per_arch = topology.build_stages.get(&args.stage).map(|s| s.kind) == Some(StageType::PerArch);
-    let families = split(&args.amdgpu_families);
+    let families = split_list(Some(&args.amdgpu_families));
     let family = per_arch.then(|| families.join(";"));
     std::fs::create_dir_all(&args.build_dir).with_context(|| format!("creating {}", args.build_dir.display()))?;
     let stamp_path = args.build_dir.join(STAMP);
@@ -322,7 +318,7 @@ pub(crate) async fn stage_build(args: BuildArgs) -> anyhow::Result<()> {
 pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
     let PipelineCommand::Run(args) = args.command;
     let topology = load_topology(&args.topology)?;
-    let families = split(&args.families);
+    let families = split_list(Some(&args.families));
     if families.is_empty() {
         bail!("--families names no GPU family");
     }
