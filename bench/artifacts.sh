@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `quarry artifacts push` and `fetch --bootstrap` through a local staging directory against
 # `tar | zstd -T0` and `zstd -d | tar -x` on the same artifact set, with TheRock's
-# `artifact_manager.py` beside them when AM_PYTHON and AM_TOOLS point at a runnable copy.
+# `artifact_manager.py` beside them when AM_PYTHON and AM_TOOLS point at a runnable copy
+# (AM_TOOLS: a directory holding TheRock's build_tools/; AM_PYTHON: a Python >= 3.11.4 with
+# pyzstd installed, e.g. `python3 -m venv v && v/bin/pip install 'pyzstd>=0.16'`).
 #
 #   bench/artifacts.sh                 # 2 GiB in 4 artifacts, best of 2
 #   SIZE_MB=128 bench/artifacts.sh     # a quick trial
@@ -81,7 +83,12 @@ bytes=$(du -sb --apparent-size "$build/artifacts" | cut -f1)
 sync
 now() { date +%s.%N; }
 best() { printf '%s\n' "$@" | sort -g | head -1; }
-declare -a q_push q_fetch b_push b_fetch
+declare -a q_push q_fetch b_push b_fetch a_push a_fetch
+am=""
+if [[ -n "${AM_PYTHON:-}" && -n "${AM_TOOLS:-}" ]]; then
+    am="$AM_PYTHON $AM_TOOLS/build_tools/artifact_manager.py"
+    log "TheRock's artifact_manager.py from $AM_TOOLS runs beside us"
+fi
 for round in $(seq "$rounds"); do
     rm -rf "$work/staging" "$work/out" "$build/.upload_cache"
     t0=$(now)
@@ -109,6 +116,20 @@ for round in $(seq "$rounds"); do
     t2=$(now)
     b_push+=("$(echo "$t1 - $t0" | bc)"); b_fetch+=("$(echo "$t2 - $t1" | bc)")
     log "round $round: quarry push ${q_push[-1]} s fetch ${q_fetch[-1]} s; tar+zstd ${b_push[-1]} s, unzstd+tar ${b_fetch[-1]} s"
+    if [[ -n "$am" ]]; then
+        rm -rf "$work/am-staging" "$work/am-out" "$build/.upload_cache"
+        t0=$(now)
+        $am push --topology "$work/BUILD_TOPOLOGY.toml" --stage libs --build-dir "$build" \
+            --local-staging-dir "$work/am-staging" --run-id 2 --platform linux > "$work/am-push.log" 2>&1 \
+            || die "artifact_manager.py push: $(tail -3 "$work/am-push.log")"
+        t1=$(now)
+        $am fetch --topology "$work/BUILD_TOPOLOGY.toml" --stage consumer --bootstrap --output-dir "$work/am-out" \
+            --local-staging-dir "$work/am-staging" --run-id 2 --platform linux > "$work/am-fetch.log" 2>&1 \
+            || die "artifact_manager.py fetch: $(tail -3 "$work/am-fetch.log")"
+        t2=$(now)
+        a_push+=("$(echo "$t1 - $t0" | bc)"); a_fetch+=("$(echo "$t2 - $t1" | bc)")
+        log "round $round: artifact_manager.py push ${a_push[-1]} s fetch ${a_fetch[-1]} s"
+    fi
 done
 for a in a b c d; do
     diff -r --no-dereference "$build/artifacts/$a-lib_lib_generic/libs/$a/stage" "$work/out/libs/$a/stage" \
@@ -129,4 +150,16 @@ echo "| step | tar + zstd -T0 (s) | quarry (s) | MB/s quarry | ratio |"
 echo "| --- | ---: | ---: | ---: | ---: |"
 printf '| push (archive + sha256, local staging) | %.2f | %.2f | %.0f | **%.2f** |\n' "$bp" "$qp" "$(echo "$bytes / 1000000 / $qp" | bc -l)" "$(echo "$bp / $qp" | bc -l)"
 printf '| fetch --bootstrap (verify + extract) | %.2f | %.2f | %.0f | **%.2f** |\n' "$bf" "$qf" "$(echo "$bytes / 1000000 / $qf" | bc -l)" "$(echo "$bf / $qf" | bc -l)"
+if [[ -n "$am" ]]; then
+    for a in a b c d; do
+        diff -r --no-dereference "$build/artifacts/$a-lib_lib_generic/libs/$a/stage" "$work/am-out/libs/$a/stage" \
+            || die "artifact_manager.py's fetched tree differs for $a"
+    done
+    ap=$(best "${a_push[@]}"); af=$(best "${a_fetch[@]}")
+    echo
+    echo "| step | artifact_manager.py (s) | quarry (s) | ratio |"
+    echo "| --- | ---: | ---: | ---: |"
+    printf '| push | %.2f | %.2f | **%.2f** |\n' "$ap" "$qp" "$(echo "$ap / $qp" | bc -l)"
+    printf '| fetch --bootstrap | %.2f | %.2f | **%.2f** |\n' "$af" "$qf" "$(echo "$af / $qf" | bc -l)"
+fi
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
