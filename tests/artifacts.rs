@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use quarry_tests::native::artifact;
+use quarry_tests::native::{artifact, raw_tar_zst};
 use quarry_tests::s3::{S3Server, s3_client};
 use quarry_tests::{assert_success, quarry_bin, run};
 
@@ -298,23 +298,10 @@ async fn push_and_fetch_through_a_local_staging_dir() {
     );
 
     // A hostile archive with a matching sidecar: refused by the extractor, nothing outside.
-    let mut tar = Vec::new();
-    for (name, data) in [
-        ("artifact_manifest.txt", &b"compiler/amd-llvm/stage\n"[..]),
-        ("compiler/amd-llvm/stage/../../../../escaped", &b"x"[..]),
-    ] {
-        let mut h = tar::Header::new_old();
-        h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
-        h.set_size(data.len() as u64);
-        h.set_mode(0o644);
-        h.set_entry_type(tar::EntryType::Regular);
-        h.set_cksum();
-        tar.extend_from_slice(h.as_bytes());
-        tar.extend_from_slice(data);
-        tar.resize(tar.len().div_ceil(512) * 512, 0);
-    }
-    tar.extend_from_slice(&[0; 1024]);
-    let hostile = zstd::encode_all(tar.as_slice(), 3).unwrap();
+    let hostile = raw_tar_zst(&[
+        ("artifact_manifest.txt", b"compiler/amd-llvm/stage\n"),
+        ("compiler/amd-llvm/stage/../../../../escaped", b"x"),
+    ]);
     std::fs::write(&llvm, &hostile).unwrap();
     std::fs::write(
         staging.join("42-linux/amd-llvm_lib_generic.tar.zst.sha256sum"),

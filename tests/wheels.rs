@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use quarry_artifacts::{ArchiveFormat, ArchiveOptions, ArtifactName, write_archive};
-use quarry_tests::native::artifact;
+use quarry_tests::native::{artifact, raw_tar_zst};
 use quarry_tests::{assert_success, quarry_bin, run, venv_dir};
 
 const VERSION: &str = "7.1.0";
@@ -300,20 +300,8 @@ async fn hostile_artifact_archives_are_refused_and_nothing_is_written() {
     let archives = tmp.path().join("archives");
     std::fs::create_dir_all(&archives).unwrap();
     // A valid-looking archive whose member climbs out of its root.
-    let mut tar = Vec::new();
-    for (name, data) in [("artifact_manifest.txt", &b"base/stage\n"[..]), ("base/stage/../../../../evil", &b"x"[..])] {
-        let mut h = tar::Header::new_old();
-        h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
-        h.set_size(data.len() as u64);
-        h.set_mode(0o644);
-        h.set_entry_type(tar::EntryType::Regular);
-        h.set_cksum();
-        tar.extend_from_slice(h.as_bytes());
-        tar.extend_from_slice(data);
-        tar.resize(tar.len().div_ceil(512) * 512, 0);
-    }
-    tar.extend_from_slice(&[0; 1024]);
-    std::fs::write(archives.join("base_run_generic.tar.zst"), zstd::encode_all(tar.as_slice(), 3).unwrap()).unwrap();
+    let hostile = raw_tar_zst(&[("artifact_manifest.txt", b"base/stage\n"), ("base/stage/../../../../evil", b"x")]);
+    std::fs::write(archives.join("base_run_generic.tar.zst"), hostile).unwrap();
     let dest = tmp.path().join("out/dist");
     for kind in ["python", "deb"] {
         let mut cmd = tokio::process::Command::new(quarry_bin());

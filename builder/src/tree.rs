@@ -12,6 +12,7 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use quarry_artifacts::link_stays_inside;
 use quarry_packaging::therock::{ArtifactIndex, ContentPath};
 
 use crate::deb::Item;
@@ -59,25 +60,6 @@ pub fn read_artifacts(dir: &Path) -> Result<ArtifactIndex, TreeError> {
 
 fn relative_ok(path: &str) -> bool {
     !path.starts_with('/') && path.split('/').all(|s| s != ".." && !s.contains('\\'))
-}
-
-/// Whether a symlink at `link` (relative to the package root) pointing at `target` stays in it.
-fn link_stays_inside(link: &str, target: &str) -> bool {
-    if target.starts_with('/') || target.is_empty() {
-        return false;
-    }
-    let mut depth: i64 = link.split('/').count() as i64 - 1;
-    for part in target.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => depth -= 1,
-            _ => depth += 1,
-        }
-        if depth < 0 {
-            return false;
-        }
-    }
-    true
 }
 
 /// The items of a package: each content path's directory walked (symlinks kept as links),

@@ -173,3 +173,22 @@ pub async fn upload_files(server: &crate::TestServer, prefix: &str, files: impl 
         assert_eq!(status, 201, "upload of {name}: {body}");
     }
 }
+
+/// A `.tar.zst` of regular-file members whose names are written byte for byte (the tar crate
+/// refuses to build hostile names such as `stage/../../evil` itself).
+pub fn raw_tar_zst(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut tar = Vec::new();
+    for (name, data) in members {
+        let mut h = tar::Header::new_old();
+        h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_cksum();
+        tar.extend_from_slice(h.as_bytes());
+        tar.extend_from_slice(data);
+        tar.resize(tar.len().div_ceil(512) * 512, 0);
+    }
+    tar.extend_from_slice(&[0; 1024]);
+    zstd::encode_all(tar.as_slice(), 3).expect("zstd")
+}
