@@ -13,7 +13,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::{ArchiveFormat, ArtifactError, MANIFEST, relative_ok};
+use crate::{ArchiveFormat, ArtifactError, MANIFEST, io_at, relative_ok};
 
 /// How to compress.
 #[derive(Clone, Copy, Debug)]
@@ -80,10 +80,6 @@ pub fn manifest_roots(text: &str) -> Result<Vec<String>, ArtifactError> {
 
 /// Writes the artifact in `dir` to `out` and returns `out` with the report.
 pub fn write_archive<W: Write>(dir: &Path, out: W, opts: &ArchiveOptions) -> Result<(W, ArchiveReport), ArtifactError> {
-    let io_at = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ArtifactError::Io { path: path.clone(), source }
-    };
     let manifest_path = dir.join(MANIFEST);
     let manifest = fs::read(&manifest_path).map_err(io_at(&manifest_path))?;
     let roots = manifest_roots(&String::from_utf8_lossy(&manifest))?;
@@ -159,7 +155,7 @@ impl Walker<'_> {
     }
 
     fn walk<T: Write>(&mut self, tar: &mut tar::Builder<T>, path: &Path, name: &str) -> Result<(), ArtifactError> {
-        let io_at = |source| ArtifactError::Io { path: path.to_path_buf(), source };
+        let io_at = io_at(path);
         let meta = fs::symlink_metadata(path).map_err(io_at)?;
         let kind = meta.file_type();
         self.members += 1;

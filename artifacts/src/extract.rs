@@ -20,7 +20,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::archive::manifest_roots;
-use crate::{ArchiveFormat, ArtifactError, MANIFEST, relative_ok};
+use crate::{ArchiveFormat, ArtifactError, MANIFEST, io_at, relative_ok};
 
 const MAX_MANIFEST: u64 = 1 << 20;
 
@@ -165,7 +165,7 @@ pub fn extract<R: Read>(
         return unpack(reader, format, dest, mode, limits);
     }
     let parent = dest.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(parent).map_err(|source| ArtifactError::Io { path: parent.to_path_buf(), source })?;
+    fs::create_dir_all(parent).map_err(io_at(parent))?;
     let scratch = parent.join(format!(
         ".{}.partial-{}",
         dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
@@ -173,11 +173,10 @@ pub fn extract<R: Read>(
     ));
     let _ = fs::remove_dir_all(&scratch);
     let result = unpack(reader, format, &scratch, mode, limits).and_then(|report| {
-        let io_at = |source| ArtifactError::Io { path: dest.to_path_buf(), source };
         if dest.exists() {
-            fs::remove_dir_all(dest).map_err(io_at)?;
+            fs::remove_dir_all(dest).map_err(io_at(dest))?;
         }
-        fs::rename(&scratch, dest).map_err(io_at)?;
+        fs::rename(&scratch, dest).map_err(io_at(dest))?;
         Ok(report)
     });
     if result.is_err() {
@@ -193,10 +192,6 @@ fn unpack<R: Read>(
     mode: ExtractMode,
     limits: Limits,
 ) -> Result<ExtractReport, ArtifactError> {
-    let io_at = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ArtifactError::Io { path: path.clone(), source }
-    };
     let mut archive = tar::Archive::new(decoder(reader, format)?);
     let mut entries = archive.entries().map_err(ArtifactError::Read)?;
     let (roots, manifest) = read_manifest_entry(&mut entries)?;
@@ -299,18 +294,17 @@ fn link_name(entry: &tar::Entry<'_, impl Read>, member: &str) -> Result<String, 
 /// Makes room for a new file, link or hard link at `path`: its parents exist, and whatever
 /// non-directory was there is removed (never followed).
 fn prepare(path: &Path) -> Result<(), ArtifactError> {
-    let io_at = |source| ArtifactError::Io { path: path.to_path_buf(), source };
     if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).map_err(io_at)?;
+        fs::create_dir_all(parent).map_err(io_at(parent))?;
     }
     match fs::symlink_metadata(path) {
         Ok(m) if m.is_dir() => Err(ArtifactError::HostileMember {
             member: path.display().to_string(),
             reason: "a file member replaces a directory",
         }),
-        Ok(_) => fs::remove_file(path).map_err(io_at),
+        Ok(_) => fs::remove_file(path).map_err(io_at(path)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_at(e)),
+        Err(e) => Err(io_at(path)(e)),
     }
 }
 

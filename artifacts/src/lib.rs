@@ -56,6 +56,11 @@ pub enum ArtifactError {
     MissingRoot { dir: String, root: String },
 }
 
+/// Maps an I/O error to [`ArtifactError::Io`] naming `path`.
+pub(crate) fn io_at(path: &std::path::Path) -> impl Fn(std::io::Error) -> ArtifactError + Copy + '_ {
+    move |source| ArtifactError::Io { path: path.to_path_buf(), source }
+}
+
 /// Whether `path` is relative, non-empty and free of `..`, backslashes and NUL.
 pub fn relative_ok(path: &str) -> bool {
     !path.is_empty()
