@@ -115,7 +115,7 @@ pub(crate) struct PushArgs {
     pub(crate) json: bool,
 }
 
-#[derive(Debug, Default, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct Targets {
     /// GPU families or targets to fetch besides `generic` (`;` or `,` separated).
     #[arg(long, conflicts_with = "generic_only")]
@@ -417,7 +417,7 @@ async fn upload_archive(
 }
 
 /// Which listed archives a fetch takes.
-fn select(
+pub(crate) fn select(
     listed: &[String],
     wanted: &BTreeSet<String>,
     targets: &Targets,

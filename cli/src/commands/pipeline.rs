@@ -9,17 +9,17 @@
 //! nothing changed builds nothing, and deleting one family's artifact rebuilds only the stage
 //! that produced it and whatever its new output changes downstream.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use quarry_store::{Key, StoreExt as _};
+use quarry_store::{Key, Store, StoreExt as _};
 use quarry_topology::configure::{ConfigureOptions, cmake_args};
 use quarry_topology::{Platform, StageType, Topology};
 
-use super::artifacts::{Backend, FetchArgs, PushArgs, Targets, fetch_stage, push_stage, split_list};
+use super::artifacts::{Backend, FetchArgs, PushArgs, Targets, fetch_stage, push_stage, select, split_list};
 
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct BuildArgs {
@@ -128,37 +128,33 @@ async fn command(program: &str, args: &[String], what: &str) -> anyhow::Result<(
     Ok(())
 }
 
-/// The sha256 of every archive the stage would fetch, from the staged sidecars.
+/// The sha256 of every archive the stage's fetch takes (the same selection), from the staged
+/// sidecars (the object's ETag when a sidecar is missing).
 async fn inbound_digests(
-    backend: &Backend,
+    store: &dyn Store,
+    prefix: &str,
     topology: &Topology,
     stage: &str,
-    families: &[String],
+    targets: &Targets,
 ) -> anyhow::Result<BTreeMap<String, String>> {
-    let (store, prefix) = backend.open().await?;
     let wanted = topology.inbound(stage)?;
-    let listing = store.list_all(&prefix, true).await?;
+    let listing = store.list_all(prefix, true).await?;
+    let listed: Vec<String> =
+        listing.objects.iter().filter_map(|o| o.key.as_str().strip_prefix(prefix).map(str::to_owned)).collect();
     let mut out = BTreeMap::new();
-    for object in &listing.objects {
-        let Some(file) = object.key.as_str().strip_prefix(&prefix) else { continue };
-        let Some((name, _)) = quarry_artifacts::ArtifactName::parse_archive(file) else { continue };
-        let target_ok = name.is_generic() || families.iter().any(|f| f == name.base_target() || *f == name.target);
-        if wanted.contains(&name.name) && target_ok {
-            let side = Key::new(format!("{prefix}{}", quarry_artifacts::sidecar::sidecar_name(file)))?;
-            let sha = match store.get_bytes(&side, 4096).await {
-                Ok((_, bytes)) => {
-                    quarry_artifacts::sidecar::parse(&String::from_utf8_lossy(&bytes)).unwrap_or_default()
-                }
-                Err(_) => object.etag.clone(),
-            };
-            out.insert(file.to_owned(), sha);
-        }
+    for (name, format) in select(&listed, &wanted, targets, &BTreeSet::new()) {
+        let file = name.archive_name(format);
+        let side = Key::new(format!("{prefix}{}", quarry_artifacts::sidecar::sidecar_name(&file)))?;
+        let sha = match store.get_bytes(&side, 4096).await {
+            Ok((_, bytes)) => quarry_artifacts::sidecar::parse(&String::from_utf8_lossy(&bytes)).unwrap_or_default(),
+            Err(_) => store.head(&Key::new(format!("{prefix}{file}"))?).await?.etag,
+        };
+        out.insert(file, sha);
     }
     Ok(out)
 }
 
-async fn outputs_staged(backend: &Backend, outputs: &[String]) -> anyhow::Result<bool> {
-    let (store, prefix) = backend.open().await?;
+async fn outputs_staged(store: &dyn Store, prefix: &str, outputs: &[String]) -> anyhow::Result<bool> {
     for file in outputs {
         match store.head(&Key::new(format!("{prefix}{file}"))?).await {
             Ok(_) => {}
@@ -178,13 +174,19 @@ pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool) -> anyhow::Result
     let family = per_arch.then(|| families.join(";"));
     std::fs::create_dir_all(&args.build_dir).with_context(|| format!("creating {}", args.build_dir.display()))?;
     let stamp_path = args.build_dir.join(STAMP);
-    let inputs = inbound_digests(&args.backend, &topology, &args.stage, &families).await?;
+    let targets = Targets {
+        amdgpu_families: (!families.is_empty()).then(|| families.join(";")),
+        amdgpu_targets: None,
+        generic_only: families.is_empty(),
+    };
+    let (store, prefix) = args.backend.open().await?;
+    let inputs = inbound_digests(store.as_ref(), &prefix, &topology, &args.stage, &targets).await?;
     if reuse
         && let Ok(text) = std::fs::read_to_string(&stamp_path)
         && let Ok(stamp) = serde_json::from_str::<Stamp>(&text)
         && stamp.inputs == inputs
         && !stamp.outputs.is_empty()
-        && outputs_staged(&args.backend, &stamp.outputs).await?
+        && outputs_staged(store.as_ref(), &prefix, &stamp.outputs).await?
     {
         tracing::info!(stage = %args.stage, family = ?family, "inputs unchanged and outputs staged: reused");
         return Ok(StageReport {
@@ -203,11 +205,7 @@ pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool) -> anyhow::Result
     let fetch = FetchArgs {
         topology: args.backend.topology.clone(),
         backend: args.backend.clone(),
-        targets: Targets {
-            amdgpu_families: (!families.is_empty()).then(|| families.join(";")),
-            amdgpu_targets: None,
-            generic_only: families.is_empty(),
-        },
+        targets,
         stage: args.stage.clone(),
         output_dir: args.build_dir.clone(),
         bootstrap: true,
