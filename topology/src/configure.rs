@@ -86,8 +86,7 @@ pub fn render(args: &[String], oneline: bool) -> String {
 
 /// `pip install` arguments for the stage's artifacts (`python_requires`), deduplicated.
 pub fn pip_install_args(topology: &Topology, stage: &str) -> Result<Vec<String>, TopologyError> {
-    let groups =
-        &topology.build_stages.get(stage).ok_or_else(|| TopologyError::UnknownStage(stage.to_owned()))?.artifact_groups;
+    let groups = &topology.build_stages.get(stage).ok_or_else(|| topology.unknown_stage(stage))?.artifact_groups;
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for group in groups {

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 
 pub mod configure;
+pub mod families;
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -150,6 +151,10 @@ pub struct Topology {
     pub artifact_groups: BTreeMap<String, ArtifactGroup>,
     #[serde(default)]
     pub artifacts: BTreeMap<String, Artifact>,
+    /// Build stage names in the order the file lists them (what "all stages" means to
+    /// TheRock's CI tools).
+    #[serde(skip)]
+    pub stage_file_order: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -160,8 +165,12 @@ pub enum TopologyError {
     /// Every problem `validate` found, one per line, each naming its table and key.
     #[error("BUILD_TOPOLOGY.toml is not valid:\n  {}", .0.join("\n  "))]
     Invalid(Vec<String>),
-    #[error("unknown build stage {0:?}")]
-    UnknownStage(String),
+    #[error("unknown build stage {stage:?} (the topology has: {known})")]
+    UnknownStage { stage: String, known: String },
+    #[error("unknown GPU {0}")]
+    UnknownFamilies(String),
+    #[error("{0}: {1}")]
+    Targets(String, String),
 }
 
 fn is_name(s: &str) -> bool {
@@ -211,9 +220,18 @@ fn find_cycle<'a>(edges: &BTreeMap<&'a str, Vec<&'a str>>) -> Option<String> {
 impl Topology {
     /// Parse and validate.
     pub fn parse(text: &str) -> Result<Self, TopologyError> {
-        let topology: Self = toml::from_str(text).map_err(|e| TopologyError::Parse(e.to_string().trim().to_owned()))?;
+        let mut topology: Self =
+            toml::from_str(text).map_err(|e| TopologyError::Parse(e.to_string().trim().to_owned()))?;
+        topology.stage_file_order = stage_file_order(text, &topology.build_stages);
         let problems = topology.validate();
         if problems.is_empty() { Ok(topology) } else { Err(TopologyError::Invalid(problems)) }
+    }
+
+    /// The error for a stage name the topology does not have, listing the ones it has.
+    pub fn unknown_stage(&self, stage: &str) -> TopologyError {
+        let known: Vec<&str> = self.stage_file_order.iter().map(String::as_str).collect();
+        let known = if known.is_empty() { self.build_stages.keys().map(String::as_str).collect() } else { known };
+        TopologyError::UnknownStage { stage: stage.to_owned(), known: known.join(", ") }
     }
 
     /// Every problem, each naming its table and key.
@@ -363,7 +381,7 @@ impl Topology {
     }
 
     fn stage(&self, stage: &str) -> Result<&BuildStage, TopologyError> {
-        self.build_stages.get(stage).ok_or_else(|| TopologyError::UnknownStage(stage.to_owned()))
+        self.build_stages.get(stage).ok_or_else(|| self.unknown_stage(stage))
     }
 
     /// Artifacts of every group the stage builds.
@@ -447,3 +465,23 @@ impl Topology {
 
 #[cfg(test)]
 mod tests;
+
+/// `[build_stages.NAME]` headers in file order; stages written another way (inline or dotted
+/// keys) follow in name order.
+fn stage_file_order(text: &str, stages: &BTreeMap<String, BuildStage>) -> Vec<String> {
+    let mut order: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        let Some(name) = line.strip_prefix("[build_stages.").and_then(|r| r.split(']').next()) else { continue };
+        let name = name.trim().trim_matches('"');
+        if stages.contains_key(name) && !order.iter().any(|n| n == name) {
+            order.push(name.to_owned());
+        }
+    }
+    for name in stages.keys() {
+        if !order.contains(name) {
+            order.push(name.clone());
+        }
+    }
+    order
+}

@@ -57,7 +57,7 @@ fn the_real_topology_matches_therocks_own_answers() {
             }
         }
     }
-    assert_eq!(topology.inbound("nope").unwrap_err(), TopologyError::UnknownStage("nope".into()));
+    assert_eq!(topology.inbound("nope").unwrap_err(), topology.unknown_stage("nope"));
 }
 
 fn problems(toml: &str) -> String {
@@ -179,7 +179,7 @@ fn names(items: &[&str]) -> BTreeSet<String> {
 fn an_empty_topology_has_no_stages() {
     let t = topo("");
     assert!(t.build_order().is_empty());
-    assert_eq!(t.produced("any").unwrap_err(), TopologyError::UnknownStage("any".into()));
+    assert_eq!(t.produced("any").unwrap_err(), t.unknown_stage("any"));
 }
 
 #[test]
