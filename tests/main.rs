@@ -5,6 +5,7 @@ mod apt_chroot;
 mod apt_dnf;
 mod artifacts;
 mod bad_input;
+mod ci_matrix;
 mod cli;
 mod deb_builder;
 mod http;
