@@ -75,3 +75,103 @@ async fn pipeline_builds_reuses_and_rebuilds_only_what_changed() {
     );
     assert!(staged.join("blas_lib_famA.tar.zst").is_file());
 }
+
+/// Bad input exits 2 with a message naming the problem, before anything is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_families_stages_and_cyclic_topologies_exit_2_and_write_nothing() {
+    let fixture = workspace_root().join("tests/fixtures/pipeline");
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("build");
+    let quarry = |args: &[&str]| {
+        let mut cmd = tokio::process::Command::new(quarry_bin());
+        cmd.args(args).current_dir(tmp.path()).env_remove("THEROCK_LOCAL_STAGING_DIR");
+        cmd
+    };
+    let topology = fixture.join("BUILD_TOPOLOGY.toml");
+    let (topology, fixture_dir, build_root) =
+        (topology.to_str().unwrap(), fixture.to_str().unwrap(), root.to_str().unwrap());
+
+    // An unknown family: named, the fixture's own families listed, nothing built.
+    let mut cmd = quarry(&["pipeline", "run", "--families", "famA,famQ", "--topology", topology]);
+    cmd.args(["--source-dir", fixture_dir, "--build-root", build_root]);
+    let out = run(cmd, Duration::from_secs(60)).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unknown GPU family famQ; known families: all, famA, famB, famC"), "{stderr}");
+    assert!(!root.exists(), "nothing written for bad input");
+
+    // Without a project table, TheRock's families apply, with a spelling hint.
+    let mut cmd = quarry(&["stage", "build", "--topology", topology, "--stage", "math-libs"]);
+    cmd.args(["--amdgpu-families", "gfx94x-dcgpu", "--build-dir", build_root, "--local-staging-dir", build_root]);
+    let out = run(cmd, Duration::from_secs(60)).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("gfx94x-dcgpu (did you mean gfx94X-dcgpu?)"), "{stderr}");
+    assert!(!root.exists());
+
+    // An unknown stage: named, the topology's stages listed.
+    let staging = tmp.path().join("staging");
+    let staging = staging.to_str().unwrap();
+    for args in [
+        &[
+            "stage",
+            "build",
+            "--topology",
+            topology,
+            "--stage",
+            "nope",
+            "--build-dir",
+            build_root,
+            "--local-staging-dir",
+            staging,
+        ][..],
+        &["stage", "configure", "--topology", topology, "--stage", "nope"][..],
+        &[
+            "artifacts",
+            "fetch",
+            "--topology",
+            topology,
+            "--stage",
+            "nope",
+            "--run-id",
+            "1",
+            "--output-dir",
+            build_root,
+            "--local-staging-dir",
+            staging,
+        ][..],
+    ] {
+        let cmd = quarry(args);
+        let out = run(cmd, Duration::from_secs(60)).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("unknown build stage \"nope\" (the topology has: foundation, compiler, math-libs)"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!root.exists(), "{args:?} wrote nothing");
+    }
+
+    // A per-arch stage without families.
+    let mut cmd =
+        quarry(&["stage", "build", "--topology", topology, "--stage", "math-libs", "--build-dir", build_root]);
+    cmd.args(["--source-dir", fixture_dir]);
+    let out = run(cmd, Duration::from_secs(60)).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is per-arch"));
+
+    // A cycle in the topology.
+    let text = std::fs::read_to_string(fixture.join("BUILD_TOPOLOGY.toml")).unwrap();
+    let cyclic = tmp.path().join("cyclic.toml");
+    // base → math → compiler → base.
+    let patched =
+        text.replacen("[artifact_groups.base]", "[artifact_groups.base]\nartifact_group_deps = [\"math\"]", 1);
+    std::fs::write(&cyclic, patched).unwrap();
+    let mut cmd = quarry(&["pipeline", "run", "--families", "famA", "--topology", cyclic.to_str().unwrap()]);
+    cmd.args(["--source-dir", fixture_dir, "--build-root", build_root]);
+    let out = run(cmd, Duration::from_secs(60)).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("artifact_groups: dependency cycle"), "{stderr}");
+    assert!(!root.exists());
+}

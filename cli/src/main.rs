@@ -18,7 +18,7 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(commands::exit_code(&e))
         }
     }
 }

@@ -126,6 +126,10 @@ pub(crate) struct Targets {
     /// Only target-neutral artifacts.
     #[arg(long)]
     pub(crate) generic_only: bool,
+    /// Also match each family's gfx targets (kpack-split artifacts are named per target):
+    /// `gfx94X-dcgpu` fetches `*_gfx942` too. Unknown names just match nothing more.
+    #[arg(long)]
+    pub(crate) expand_family_to_targets: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -423,11 +427,18 @@ pub(crate) fn select(
     targets: &Targets,
     excluded_components: &BTreeSet<String>,
 ) -> BTreeMap<ArtifactName, ArchiveFormat> {
-    let families: BTreeSet<String> = split_list(targets.amdgpu_families.as_deref())
+    let mut families: BTreeSet<String> = split_list(targets.amdgpu_families.as_deref())
         .into_iter()
         .chain(split_list(targets.amdgpu_targets.as_deref()))
         .map(|t| t.split(':').next().unwrap_or_default().to_owned())
         .collect();
+    if targets.expand_family_to_targets {
+        let table = quarry_topology::families::AmdgpuTargets::builtin();
+        let map = table.family_map();
+        for family in split_list(targets.amdgpu_families.as_deref()) {
+            families.extend(map.get(family.as_str()).into_iter().flatten().map(|t| (*t).to_owned()));
+        }
+    }
     let any_target = families.is_empty() && !targets.generic_only;
     let mut chosen: BTreeMap<ArtifactName, ArchiveFormat> = BTreeMap::new();
     for file in listed {
@@ -762,13 +773,21 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         let wanted: BTreeSet<String> = ["blas".to_owned()].into();
-        let targets = Targets { amdgpu_families: Some("gfx942".into()), amdgpu_targets: None, generic_only: false };
+        let targets = Targets { amdgpu_families: Some("gfx942".into()), ..Default::default() };
         let chosen = select(&listed, &wanted, &targets, &["dev".to_owned()].into());
         let names: Vec<String> = chosen.iter().map(|(n, f)| n.archive_name(*f)).collect();
         assert_eq!(names, ["blas_lib_generic.tar.zst", "blas_lib_gfx942:xnack+.tar.zst"]);
-        let generic = Targets { amdgpu_families: None, amdgpu_targets: None, generic_only: true };
+        let generic = Targets { generic_only: true, ..Default::default() };
         assert_eq!(select(&listed, &wanted, &generic, &BTreeSet::new()).len(), 2);
-        let all = Targets { amdgpu_families: None, amdgpu_targets: None, generic_only: false };
+        let all = Targets::default();
         assert_eq!(select(&listed, &wanted, &all, &BTreeSet::new()).len(), 4);
+
+        // A family matches per-target (kpack-split) archives only when expanded.
+        let family = Targets { amdgpu_families: Some("gfx110X-all".into()), ..Default::default() };
+        assert_eq!(select(&listed, &wanted, &family, &BTreeSet::new()).len(), 2);
+        let expanded = Targets { expand_family_to_targets: true, ..family };
+        let names: Vec<String> =
+            select(&listed, &wanted, &expanded, &BTreeSet::new()).iter().map(|(n, f)| n.archive_name(*f)).collect();
+        assert!(names.contains(&"blas_lib_gfx1100.tar.zst".to_owned()), "{names:?}");
     }
 }

@@ -1,4 +1,5 @@
 mod artifacts;
+mod ci;
 mod index;
 mod package;
 mod package_python;
@@ -13,7 +14,7 @@ use tracing_subscriber::EnvFilter;
 
 /// Quarry: an artifact store and pip index server for CI-built software.
 #[derive(Debug, Parser)]
-#[command(name = "quarry", version, about, propagate_version = true)]
+#[command(name = "quarry", version, about, propagate_version = true, after_help = EXIT_CODES)]
 pub(crate) struct Cli {
     /// More log output on stderr (repeat for more). `RUST_LOG` overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -38,6 +39,37 @@ enum Command {
     Artifacts(artifacts::ArtifactsArgs),
     /// The whole topology locally: every stage in dependency order through a staging directory.
     Pipeline(pipeline::PipelineArgs),
+    /// CI configuration: the multi-arch matrix of a workflow run.
+    Ci(Box<ci::CiArgs>),
+}
+
+const EXIT_CODES: &str = "Exit codes: 0 success; 1 the work failed (a build step, missing artifacts, \
+I/O, network); 2 bad input (unknown flag, stage or GPU family, an invalid topology or matrix file).";
+
+/// Bad input from the user (exit code 2): the message says what and how to fix it.
+#[derive(Debug)]
+pub(crate) struct UsageError(String);
+
+impl UsageError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// The exit code for an error: 2 when any cause is bad input, else 1.
+pub(crate) fn exit_code(error: &anyhow::Error) -> u8 {
+    let bad_input = error.chain().any(|cause| {
+        cause.downcast_ref::<UsageError>().is_some() || cause.downcast_ref::<quarry_topology::TopologyError>().is_some()
+    });
+    if bad_input { 2 } else { 1 }
 }
 
 pub(crate) fn init_logging(verbose: u8) {
@@ -59,6 +91,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Stage(args) => stage::run(args).await,
         Command::Pipeline(args) => pipeline::run(args).await,
         Command::Artifacts(args) => artifacts::run(args).await,
+        Command::Ci(args) => ci::run(*args).await,
     }
 }
 

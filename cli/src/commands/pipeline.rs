@@ -10,13 +10,14 @@
 //! that produced it and whatever its new output changes downstream.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use quarry_store::{Key, Store, StoreExt as _};
 use quarry_topology::configure::{ConfigureOptions, cmake_args};
+use quarry_topology::families::AmdgpuTargets;
 use quarry_topology::{Platform, StageType, Topology};
 
 use super::artifacts::{Backend, FetchArgs, PushArgs, Targets, fetch_stage, push_stage, select, split_list};
@@ -112,20 +113,66 @@ fn load_topology(path: &Path) -> anyhow::Result<Topology> {
     Ok(Topology::parse(&text)?)
 }
 
-async fn command(program: &str, args: &[String], what: &str) -> anyhow::Result<()> {
-    tracing::info!("{program} {}", args.join(" "));
-    let status = tokio::process::Command::new(program)
-        .args(args)
-        // The tools' output is log, not data: stdout stays for the summary.
-        .stdout(std::process::Stdio::from(std::io::stderr()))
-        .stderr(std::process::Stdio::inherit())
-        .status()
-        .await
-        .with_context(|| format!("running {program} (is it installed?)"))?;
+/// Runs a build tool. Its output is log, not data: it goes to stderr, or to `log` when the
+/// live progress view owns the terminal (the error then quotes the log's last lines).
+async fn command(program: &str, args: &[String], what: &str, log: Option<&Path>) -> anyhow::Result<()> {
+    tracing::debug!("{program} {}", args.join(" "));
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args);
+    if let Some(log) = log {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("opening {}", log.display()))?;
+        cmd.stdout(file.try_clone()?).stderr(file);
+    } else {
+        cmd.stdout(std::process::Stdio::from(std::io::stderr())).stderr(std::process::Stdio::inherit());
+    }
+    let status = cmd.status().await.with_context(|| format!("running {program} (is it installed?)"))?;
     if !status.success() {
-        bail!("{what} failed ({status})");
+        let tail = log
+            .and_then(|l| std::fs::read_to_string(l).ok())
+            .map(|text| {
+                let lines: Vec<&str> = text.lines().collect();
+                format!("\n  {}", lines[lines.len().saturating_sub(15)..].join("\n  "))
+            })
+            .unwrap_or_default();
+        let log_name = log.map(|l| format!(" (log: {})", l.display())).unwrap_or_default();
+        bail!("{what} failed ({status}){log_name}{tail}");
     }
     Ok(())
+}
+
+/// How a stage build shows its progress: a line in the live view, or log lines.
+#[derive(Clone, Default)]
+pub(crate) struct View {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl View {
+    fn step(&self, stage: &str, family: Option<&str>, step: &str) {
+        match &self.bar {
+            Some(bar) => bar.set_message(step.to_owned()),
+            None => tracing::info!(stage, family, "{step}"),
+        }
+    }
+
+    /// Tool output goes to a log file while the live view owns the terminal.
+    fn log_file(&self, build_dir: &Path) -> Option<PathBuf> {
+        self.bar.as_ref().map(|_| build_dir.join("quarry-build.log"))
+    }
+}
+
+/// The family → targets table for a superproject: its own `cmake/therock_amdgpu_targets.cmake`
+/// when it has one, else the built-in one (TheRock's).
+fn family_table(source_dir: &Path) -> anyhow::Result<AmdgpuTargets> {
+    let own = source_dir.join("cmake/therock_amdgpu_targets.cmake");
+    if own.is_file() {
+        let text = std::fs::read_to_string(&own).with_context(|| format!("reading {}", own.display()))?;
+        return Ok(AmdgpuTargets::parse_cmake(&text, &own.display().to_string())?);
+    }
+    Ok(AmdgpuTargets::builtin())
 }
 
 /// The sha256 of every archive the stage's fetch takes (the same selection), from the staged
@@ -166,18 +213,29 @@ async fn outputs_staged(store: &dyn Store, prefix: &str, outputs: &[String]) -> 
 }
 
 /// Builds one stage; with `reuse`, skips it when the stamp says nothing changed.
-pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool) -> anyhow::Result<StageReport> {
+pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool, view: &View) -> anyhow::Result<StageReport> {
     let started = Instant::now();
     let topology = load_topology(&args.backend.topology)?;
-    let per_arch = topology.build_stages.get(&args.stage).map(|s| s.kind) == Some(StageType::PerArch);
+    let stage = topology.build_stages.get(&args.stage).ok_or_else(|| topology.unknown_stage(&args.stage))?;
+    let per_arch = stage.kind == StageType::PerArch;
     let families = split_list(Some(&args.amdgpu_families));
+    family_table(&args.source_dir)?.check(&families)?;
+    if per_arch && families.is_empty() {
+        return Err(super::UsageError::new(format!(
+            "stage {} is per-arch: name its GPU families with --amdgpu-families",
+            args.stage
+        ))
+        .into());
+    }
     let family = per_arch.then(|| families.join(";"));
+    let log = view.log_file(&args.build_dir);
     std::fs::create_dir_all(&args.build_dir).with_context(|| format!("creating {}", args.build_dir.display()))?;
     let stamp_path = args.build_dir.join(STAMP);
     let targets = Targets {
         amdgpu_families: (!families.is_empty()).then(|| families.join(";")),
         amdgpu_targets: None,
         generic_only: families.is_empty(),
+        expand_family_to_targets: false,
     };
     let (store, prefix) = args.backend.open().await?;
     let inputs = inbound_digests(store.as_ref(), &prefix, &topology, &args.stage, &targets).await?;
@@ -200,7 +258,11 @@ pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool) -> anyhow::Result
     }
     let mut steps = BTreeMap::new();
 
+    if let Some(log) = &log {
+        let _ = std::fs::remove_file(log);
+    }
     // 1. Inbound artifacts, bootstrapped into the build tree.
+    view.step(&args.stage, family.as_deref(), "fetching inputs");
     let step = Instant::now();
     let fetch = FetchArgs {
         topology: args.backend.topology.clone(),
@@ -227,6 +289,7 @@ pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool) -> anyhow::Result
     steps.insert("fetch", step.elapsed().as_secs_f64());
 
     // 2. Configure with the stage's arguments.
+    view.step(&args.stage, family.as_deref(), "configuring");
     let step = Instant::now();
     let platform = match args.backend.platform.as_deref() {
         Some("windows") => Platform::Windows,
@@ -249,10 +312,11 @@ pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool) -> anyhow::Result
         cmake_args(&topology, &args.stage, &options)?.into_iter().filter(|a| !a.starts_with('#') && !a.is_empty()),
     );
     configure.extend(args.extra.iter().cloned());
-    command("cmake", &configure, "cmake configure").await?;
+    command("cmake", &configure, "cmake configure", log.as_deref()).await?;
     steps.insert("configure", step.elapsed().as_secs_f64());
 
     // 3. Build the stage and lay out its artifacts.
+    view.step(&args.stage, family.as_deref(), "building");
     let step = Instant::now();
     let artifacts_dir = args.build_dir.join("artifacts");
     if artifacts_dir.exists() {
@@ -265,10 +329,11 @@ pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool) -> anyhow::Result
         format!("stage-{}", args.stage),
         "therock-artifacts".into(),
     ];
-    command("cmake", &build, "cmake --build").await?;
+    command("cmake", &build, "cmake --build", log.as_deref()).await?;
     steps.insert("build", step.elapsed().as_secs_f64());
 
     // 4. Push what the stage produced.
+    view.step(&args.stage, family.as_deref(), "pushing");
     let step = Instant::now();
     let push = PushArgs {
         topology: args.backend.topology.clone(),
@@ -292,8 +357,10 @@ pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool) -> anyhow::Result
     }
     let stamp = Stamp { inputs, outputs: outputs.clone() };
     std::fs::write(&stamp_path, serde_json::to_vec_pretty(&stamp)?)?;
-    for (name, seconds) in &steps {
-        tracing::info!(stage = %args.stage, family = ?family, step = name, seconds, "step done");
+    if view.bar.is_none() {
+        for (name, seconds) in &steps {
+            tracing::info!(stage = %args.stage, family = ?family, step = name, seconds, "step done");
+        }
     }
     Ok(StageReport {
         stage: args.stage.clone(),
@@ -306,7 +373,7 @@ pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool) -> anyhow::Result
 }
 
 pub(crate) async fn stage_build(args: BuildArgs) -> anyhow::Result<()> {
-    let report = build_stage(&args, false).await?;
+    let report = build_stage(&args, false, &View::default()).await?;
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &report)?;
     writeln!(out)?;
@@ -318,8 +385,13 @@ pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
     let topology = load_topology(&args.topology)?;
     let families = split_list(Some(&args.families));
     if families.is_empty() {
-        bail!("--families names no GPU family");
+        return Err(super::UsageError::new("--families names no GPU family").into());
     }
+    family_table(&args.source_dir)?.check(&families)?;
+    // The live view: one line per running build, when stderr is a terminal.
+    let multi = std::io::stderr().is_terminal().then(indicatif::MultiProgress::new);
+    let style = indicatif::ProgressStyle::with_template("{spinner} {prefix:<28} {elapsed:>4} {wide_msg}")
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
     let mut backend = args.backend.clone();
     backend.topology = args.topology.clone();
     if backend.local_staging_dir.is_none() && backend.store.is_none() {
@@ -351,23 +423,44 @@ pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
                 extra: Vec::new(),
             }]
         };
-        eprintln_progress(&format!("stage {stage}: {} build(s)", builds.len()));
+        let views: Vec<View> = builds
+            .iter()
+            .map(|b| View {
+                bar: multi.as_ref().map(|m| {
+                    let bar = m.add(indicatif::ProgressBar::new_spinner());
+                    bar.set_style(style.clone());
+                    let family = if per_arch { format!(" [{}]", b.amdgpu_families) } else { String::new() };
+                    bar.set_prefix(format!("{stage}{family}"));
+                    bar.enable_steady_tick(Duration::from_millis(120));
+                    bar
+                }),
+            })
+            .collect();
+        if multi.is_none() {
+            eprintln_progress(&format!("stage {stage}: {} build(s)", builds.len()));
+        }
         // Per-arch builds of one stage depend only on earlier stages: run them together.
-        let results = futures_util::future::join_all(builds.iter().map(|b| build_stage(b, !args.force))).await;
-        for (build, result) in builds.iter().zip(results) {
+        let results =
+            futures_util::future::join_all(builds.iter().zip(&views).map(|(b, v)| build_stage(b, !args.force, v)))
+                .await;
+        for ((build, result), view) in builds.iter().zip(results).zip(&views) {
+            if let (Some(bar), Err(e)) = (&view.bar, &result) {
+                bar.abandon_with_message(format!("failed: {}", e.to_string().lines().next().unwrap_or("")));
+            }
             let report = result.with_context(|| {
                 format!(
                     "stage {stage}{}",
                     if per_arch { format!(" ({})", build.amdgpu_families) } else { String::new() }
                 )
             })?;
-            eprintln_progress(&format!(
-                "  {stage}{} {} in {:.1} s: {}",
-                report.family.as_deref().map(|f| format!(" [{f}]")).unwrap_or_default(),
-                report.status,
-                report.seconds,
-                report.artifacts.join(" ")
-            ));
+            let line = format!("{} in {:.1} s: {}", report.status, report.seconds, report.artifacts.join(" "));
+            match &view.bar {
+                Some(bar) => bar.finish_with_message(line),
+                None => eprintln_progress(&format!(
+                    "  {stage}{} {line}",
+                    report.family.as_deref().map(|f| format!(" [{f}]")).unwrap_or_default()
+                )),
+            }
             reports.push(report);
         }
     }
