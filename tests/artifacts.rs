@@ -357,3 +357,68 @@ async fn push_and_fetch_through_s3() {
     runner.fetch_and_compare(&build, &tmp.path().join("out")).await;
     server.stop().await;
 }
+
+/// `--platform windows`: the run's own `{run}-windows/` prefix, and an artifact the topology
+/// disables on Windows is not reported missing there (it is on Linux).
+#[tokio::test(flavor = "multi_thread")]
+async fn windows_runs_have_their_own_prefix_and_skip_linux_only_artifacts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let topology = tmp.path().join("BUILD_TOPOLOGY.toml");
+    let text = TOPOLOGY
+        .replace(
+            "[artifacts.amd-llvm]",
+            "[artifacts.sysdeps-mesa]\nartifact_group = \"base\"\ndisable_platforms = [\"windows\"]\n\n[artifacts.amd-llvm]",
+        )
+        .replace("artifact_deps = [\"sysdeps\"]", "artifact_deps = [\"sysdeps\", \"sysdeps-mesa\"]");
+    std::fs::write(&topology, text).unwrap();
+    let build = tmp.path().join("build");
+    build_tree(&build);
+    let staging = tmp.path().join("staging");
+    let quarry = |platform: &str, args: &[&str]| {
+        let mut cmd = tokio::process::Command::new(quarry_bin());
+        cmd.arg("artifacts")
+            .args(args)
+            .arg("--topology")
+            .arg(&topology)
+            .arg("--local-staging-dir")
+            .arg(&staging)
+            .args(["--run-id", "42", "--platform", platform])
+            .env_remove("THEROCK_LOCAL_STAGING_DIR")
+            .env_remove("THEROCK_PLATFORM");
+        cmd
+    };
+    for platform in ["windows", "linux"] {
+        for stage in ["foundation", "compiler"] {
+            let out = run(
+                quarry(platform, &["push", "--stage", stage, "--build-dir", build.to_str().unwrap()]),
+                Duration::from_secs(120),
+            )
+            .await;
+            assert_success(&out, &format!("{platform} push {stage}"));
+        }
+        assert!(staging.join(format!("42-{platform}/sysdeps_lib_generic.tar.zst")).is_file());
+        let out_dir = tmp.path().join(format!("out-{platform}"));
+        let args = [
+            "fetch",
+            "--stage",
+            "math-libs",
+            "--json",
+            "--amdgpu-families",
+            "gfx942",
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ];
+        let out = run(quarry(platform, &args), Duration::from_secs(120)).await;
+        assert_success(&out, &format!("{platform} fetch"));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let missing: Vec<&str> = report["not_in_run"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        if platform == "windows" {
+            assert!(missing.is_empty(), "windows does not build sysdeps-mesa: {report}");
+        } else {
+            assert_eq!(missing, ["sysdeps-mesa"], "{report}");
+        }
+    }
+    // A platform that is neither is refused by the flag parser.
+    let out = run(quarry("macos", &["info", "--stage", "foundation"]), Duration::from_secs(60)).await;
+    assert_eq!(out.status.code(), Some(2));
+}

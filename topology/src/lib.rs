@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 pub mod configure;
 pub mod families;
+pub mod platform;
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]

@@ -72,7 +72,7 @@ pub(crate) struct Backend {
     #[arg(long)]
     pub(crate) run_id: Option<String>,
     /// `linux` or `windows` (default: `THEROCK_PLATFORM`, else this machine's).
-    #[arg(long)]
+    #[arg(long, value_parser = ["linux", "windows"])]
     pub(crate) platform: Option<String>,
     /// A directory standing in for the bucket: `{dir}/{run}-{platform}/{file}`.
     #[arg(long, env = "THEROCK_LOCAL_STAGING_DIR")]
@@ -561,15 +561,13 @@ pub(crate) async fn fetch_stage(args: &FetchArgs) -> anyhow::Result<FetchReport>
         listing.objects.iter().filter_map(|o| o.key.as_str().strip_prefix(&prefix).map(str::to_owned)).collect();
     let chosen = select(&listed, &wanted, &args.targets, &excluded);
     let found: BTreeSet<&str> = chosen.keys().map(|n| n.name.as_str()).collect();
-    let platform = args.backend.platform();
-    let not_in_run: Vec<String> = wanted
-        .iter()
+    let platform =
+        quarry_topology::Platform::parse(&args.backend.platform()).unwrap_or(quarry_topology::Platform::Linux);
+    // What this platform does not build is not missing.
+    let not_in_run: Vec<String> = topology
+        .built_on(&wanted, platform, &BTreeSet::new())
+        .into_iter()
         .filter(|w| !found.contains(w.as_str()))
-        .filter(|w| match platform.as_str() {
-            "windows" => !topology.disabled_on(w, quarry_topology::Platform::Windows, &BTreeSet::new()),
-            _ => !topology.disabled_on(w, quarry_topology::Platform::Linux, &BTreeSet::new()),
-        })
-        .cloned()
         .collect();
     for name in &not_in_run {
         tracing::warn!(artifact = %name, "no archive in {prefix} for this artifact");

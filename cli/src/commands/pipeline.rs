@@ -18,6 +18,7 @@ use anyhow::{Context, bail};
 use quarry_store::{Key, Store, StoreExt as _};
 use quarry_topology::configure::{ConfigureOptions, cmake_args};
 use quarry_topology::families::AmdgpuTargets;
+use quarry_topology::platform::cmake_path;
 use quarry_topology::{Platform, StageType, Topology};
 
 use super::artifacts::{Backend, FetchArgs, PushArgs, Targets, fetch_stage, push_stage, select, split_list};
@@ -291,20 +292,18 @@ pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool, view: &View) -> a
     // 2. Configure with the stage's arguments.
     view.step(&args.stage, family.as_deref(), "configuring");
     let step = Instant::now();
-    let platform = match args.backend.platform.as_deref() {
-        Some("windows") => Platform::Windows,
-        _ => Platform::Linux,
-    };
+    let platform = args.backend.platform.as_deref().and_then(Platform::parse).unwrap_or(Platform::Linux);
     let options = ConfigureOptions {
         amdgpu_families: families.join(";"),
         platform: Some(platform),
         ..ConfigureOptions::default()
     };
+    // CMake wants `B:/build`, not `B:\build`, on Windows.
     let mut configure: Vec<String> = vec![
         "-B".into(),
-        args.build_dir.display().to_string(),
+        cmake_path(&args.build_dir.display().to_string(), platform),
         "-S".into(),
-        args.source_dir.display().to_string(),
+        cmake_path(&args.source_dir.display().to_string(), platform),
         "-G".into(),
         "Ninja".into(),
     ];
