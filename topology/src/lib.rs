@@ -139,6 +139,15 @@ pub struct Artifact {
     pub test_artifacts: Vec<String>,
 }
 
+/// One build of a pipeline: a stage, for one family when it is per-arch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildJob {
+    pub stage: String,
+    pub family: Option<String>,
+    /// Indices (into the job list) of the builds this one fetches from.
+    pub deps: Vec<usize>,
+}
+
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -424,6 +433,50 @@ impl Topology {
         let produced = self.produced(stage)?;
         inbound.retain(|a| !produced.contains(a));
         Ok(inbound)
+    }
+
+    /// The other stages whose artifacts `stage` fetches (directly or through artifact deps):
+    /// what must be built before it.
+    pub fn stage_deps(&self, stage: &str) -> Result<BTreeSet<String>, TopologyError> {
+        let inbound = self.inbound(stage)?;
+        let mut deps = BTreeSet::new();
+        for (name, other) in &self.build_stages {
+            if name == stage {
+                continue;
+            }
+            let groups: BTreeSet<&String> = other.artifact_groups.iter().collect();
+            if inbound.iter().any(|a| self.artifacts.get(a).is_some_and(|a| groups.contains(&a.artifact_group))) {
+                deps.insert(name.clone());
+            }
+        }
+        Ok(deps)
+    }
+
+    /// The builds of a whole pipeline, in build order: one per generic stage and one per
+    /// (per-arch stage, family), each with the indices of the builds it fetches from (the same
+    /// family's for a per-arch dependency of a per-arch stage, every family's for a generic
+    /// stage). Builds with no path between them can run side by side.
+    pub fn build_jobs(&self, families: &[String]) -> Result<Vec<BuildJob>, TopologyError> {
+        let mut jobs: Vec<BuildJob> = Vec::new();
+        for stage in self.build_order() {
+            let per_arch = self.build_stages[&stage].kind == StageType::PerArch;
+            let stage_families: Vec<Option<&String>> =
+                if per_arch { families.iter().map(Some).collect() } else { vec![None] };
+            let deps_of_stage = self.stage_deps(&stage)?;
+            for family in stage_families {
+                let deps = jobs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, j)| {
+                        deps_of_stage.contains(&j.stage)
+                            && (j.family.is_none() || family.is_none() || j.family.as_ref() == family)
+                    })
+                    .map(|(i, _)| i)
+                    .collect();
+                jobs.push(BuildJob { stage: stage.clone(), family: family.cloned(), deps });
+            }
+        }
+        Ok(jobs)
     }
 
     /// Stages after the stages producing the groups theirs depend on; ties by name.

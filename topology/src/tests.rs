@@ -314,3 +314,49 @@ disable_processors = ["aarch64"]
     let linux = ConfigureOptions { platform: Some(Platform::Linux), ..ConfigureOptions::default() };
     assert_eq!(stage_features(&t, "all", &linux).unwrap(), names(&["ALWAYS", "GUARDED", "LINUX_ONLY", "NO_ARM"]));
 }
+
+#[test]
+fn stage_deps_follow_inbound_artifacts() {
+    let t = Topology::parse(include_str!("../data/BUILD_TOPOLOGY.toml")).unwrap();
+    assert!(t.stage_deps("compiler-runtime").unwrap().is_empty());
+    let math = t.stage_deps("math-libs").unwrap();
+    assert!(math.contains("compiler-runtime"), "{math:?}");
+    assert!(!math.contains("math-libs"));
+    for stage in t.build_order() {
+        let position = |s: &str| t.build_order().iter().position(|x| x == s).unwrap();
+        for dep in t.stage_deps(&stage).unwrap() {
+            assert!(position(&dep) < position(&stage), "{dep} before {stage}");
+        }
+    }
+    assert!(t.stage_deps("nope").is_err());
+}
+
+#[test]
+fn pipeline_jobs_fan_out_per_family_and_wait_only_for_their_inputs() {
+    let t = Topology::parse(include_str!("../data/BUILD_TOPOLOGY.toml")).unwrap();
+    let families = vec!["gfx94X-dcgpu".to_owned(), "gfx110X-all".to_owned()];
+    let jobs = t.build_jobs(&families).unwrap();
+    let find = |stage: &str, family: Option<&str>| {
+        jobs.iter().position(|j| j.stage == stage && j.family.as_deref() == family).unwrap()
+    };
+    let math_a = find("math-libs", Some("gfx94X-dcgpu"));
+    let math_b = find("math-libs", Some("gfx110X-all"));
+    let compiler = find("compiler-runtime", None);
+    assert!(jobs[math_a].deps.contains(&compiler));
+    assert!(!jobs[math_a].deps.contains(&math_b), "families do not wait for each other");
+    // A per-arch stage that fetches math-libs waits for its own family's math-libs only.
+    for (i, job) in jobs.iter().enumerate() {
+        for &d in &job.deps {
+            assert!(d < i, "dependencies come first");
+            if let (Some(f), Some(g)) = (&job.family, &jobs[d].family) {
+                assert_eq!(f, g, "{} waits for another family's {}", job.stage, jobs[d].stage);
+            }
+        }
+    }
+    let per_family = jobs.iter().filter(|j| j.family.is_some()).count();
+    let per_arch_stages = t.build_stages.values().filter(|s| s.kind == StageType::PerArch).count();
+    assert_eq!(per_family, 2 * per_arch_stages);
+    // Two generic stages with no path between them are independent.
+    let roots: Vec<&str> = jobs.iter().filter(|j| j.deps.is_empty()).map(|j| j.stage.as_str()).collect();
+    assert!(roots.contains(&"compiler-runtime"), "{roots:?}");
+}

@@ -74,6 +74,9 @@ struct RunArgs {
     /// Rebuild every stage even when its inputs and outputs are unchanged.
     #[arg(long)]
     force: bool,
+    /// At most this many stage builds at once (each runs its own Ninja).
+    #[arg(long, default_value_t = 4)]
+    parallel: usize,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -119,7 +122,7 @@ fn load_topology(path: &Path) -> anyhow::Result<Topology> {
 async fn command(program: &str, args: &[String], what: &str, log: Option<&Path>) -> anyhow::Result<()> {
     tracing::debug!("{program} {}", args.join(" "));
     let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args);
+    cmd.args(args).kill_on_drop(true);
     if let Some(log) = log {
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -397,72 +400,90 @@ pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
         backend.local_staging_dir = Some(args.build_root.join("staging"));
     }
     let started = Instant::now();
-    let mut reports = Vec::new();
-    for stage in topology.build_order() {
-        let per_arch = topology.build_stages[&stage].kind == StageType::PerArch;
-        let builds: Vec<BuildArgs> = if per_arch {
-            families
-                .iter()
-                .map(|family| BuildArgs {
-                    backend: backend.clone(),
-                    stage: stage.clone(),
-                    amdgpu_families: family.clone(),
-                    source_dir: args.source_dir.clone(),
-                    build_dir: args.build_root.join(format!("{stage}-{family}")),
-                    extra: Vec::new(),
-                })
-                .collect()
-        } else {
-            vec![BuildArgs {
+
+    // One job per generic stage and per (per-arch stage, family); a job waits for the jobs of
+    // the stages it fetches from (the same family's for a per-arch one), so independent
+    // branches and families build side by side, at most --parallel at a time.
+    let jobs: Vec<Job> = topology
+        .build_jobs(&families)?
+        .into_iter()
+        .map(|job| Job {
+            build: BuildArgs {
                 backend: backend.clone(),
-                stage: stage.clone(),
-                amdgpu_families: String::new(),
+                amdgpu_families: job.family.clone().unwrap_or_default(),
                 source_dir: args.source_dir.clone(),
-                build_dir: args.build_root.join(&stage),
+                build_dir: match &job.family {
+                    Some(f) => args.build_root.join(format!("{}-{f}", job.stage)),
+                    None => args.build_root.join(&job.stage),
+                },
+                stage: job.stage,
                 extra: Vec::new(),
-            }]
+            },
+            family: job.family,
+            deps: job.deps,
+        })
+        .collect();
+    let mut state = vec![JobState::Waiting; jobs.len()];
+    let mut reports: Vec<(usize, StageReport)> = Vec::new();
+    let mut running = futures_util::stream::FuturesUnordered::new();
+    loop {
+        let mut free = args.parallel.max(1).saturating_sub(running.len());
+        for i in 0..jobs.len() {
+            if free == 0 {
+                break;
+            }
+            if state[i] == JobState::Waiting && jobs[i].deps.iter().all(|d| state[*d] == JobState::Done) {
+                state[i] = JobState::Running;
+                free -= 1;
+                let job = &jobs[i];
+                let label = match &job.family {
+                    Some(f) => format!("{} [{f}]", job.build.stage),
+                    None => job.build.stage.clone(),
+                };
+                let view = View {
+                    bar: multi.as_ref().map(|m| {
+                        let bar = m.add(indicatif::ProgressBar::new_spinner());
+                        bar.set_style(style.clone());
+                        bar.set_prefix(label.clone());
+                        bar.enable_steady_tick(Duration::from_millis(120));
+                        bar
+                    }),
+                };
+                if multi.is_none() {
+                    eprintln_progress(&format!("{label}: started"));
+                }
+                let force = args.force;
+                running.push(async move {
+                    let result = build_stage(&job.build, !force, &view).await;
+                    (i, label, view, result)
+                });
+            }
+        }
+        let Some((i, label, view, result)) = futures_util::StreamExt::next(&mut running).await else { break };
+        let report = match result {
+            Ok(report) => report,
+            Err(e) => {
+                if let Some(bar) = &view.bar {
+                    bar.abandon_with_message(format!("failed: {}", e.to_string().lines().next().unwrap_or("")));
+                }
+                // Dropping the other running builds stops their tools (kill on drop).
+                return Err(e.context(format!("stage {label}")));
+            }
         };
-        let views: Vec<View> = builds
-            .iter()
-            .map(|b| View {
-                bar: multi.as_ref().map(|m| {
-                    let bar = m.add(indicatif::ProgressBar::new_spinner());
-                    bar.set_style(style.clone());
-                    let family = if per_arch { format!(" [{}]", b.amdgpu_families) } else { String::new() };
-                    bar.set_prefix(format!("{stage}{family}"));
-                    bar.enable_steady_tick(Duration::from_millis(120));
-                    bar
-                }),
-            })
-            .collect();
-        if multi.is_none() {
-            eprintln_progress(&format!("stage {stage}: {} build(s)", builds.len()));
+        state[i] = JobState::Done;
+        let line = format!("{} in {:.1} s: {}", report.status, report.seconds, report.artifacts.join(" "));
+        match &view.bar {
+            Some(bar) => bar.finish_with_message(line),
+            None => eprintln_progress(&format!("{label}: {line}")),
         }
-        // Per-arch builds of one stage depend only on earlier stages: run them together.
-        let results =
-            futures_util::future::join_all(builds.iter().zip(&views).map(|(b, v)| build_stage(b, !args.force, v)))
-                .await;
-        for ((build, result), view) in builds.iter().zip(results).zip(&views) {
-            if let (Some(bar), Err(e)) = (&view.bar, &result) {
-                bar.abandon_with_message(format!("failed: {}", e.to_string().lines().next().unwrap_or("")));
-            }
-            let report = result.with_context(|| {
-                format!(
-                    "stage {stage}{}",
-                    if per_arch { format!(" ({})", build.amdgpu_families) } else { String::new() }
-                )
-            })?;
-            let line = format!("{} in {:.1} s: {}", report.status, report.seconds, report.artifacts.join(" "));
-            match &view.bar {
-                Some(bar) => bar.finish_with_message(line),
-                None => eprintln_progress(&format!(
-                    "  {stage}{} {line}",
-                    report.family.as_deref().map(|f| format!(" [{f}]")).unwrap_or_default()
-                )),
-            }
-            reports.push(report);
-        }
+        reports.push((i, report));
     }
+    if let Some(i) = state.iter().position(|s| *s != JobState::Done) {
+        bail!("stage {} never became ready (a dependency cycle?)", jobs[i].build.stage);
+    }
+    // The summary in build order (jobs were created in it), not completion order.
+    reports.sort_by_key(|(i, _)| *i);
+    let reports: Vec<StageReport> = reports.into_iter().map(|(_, r)| r).collect();
     let mut out = std::io::stdout().lock();
     if args.json {
         let value = serde_json::json!({ "seconds": started.elapsed().as_secs_f64(), "stages": reports });
@@ -484,6 +505,20 @@ pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
         writeln!(out, "pipeline done in {:.1} s", started.elapsed().as_secs_f64())?;
     }
     Ok(())
+}
+
+struct Job {
+    build: BuildArgs,
+    family: Option<String>,
+    /// Indices of the jobs this one fetches from.
+    deps: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobState {
+    Waiting,
+    Running,
+    Done,
 }
 
 /// A progress line on stderr (stdout carries the summary).
