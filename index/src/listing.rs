@@ -33,7 +33,7 @@ const MAX_PASSES: u32 = 10;
 pub struct ListingDir(String);
 
 /// Whether a path segment names a run: `{digits}-{platform}`.
-fn is_run_segment(segment: &str) -> bool {
+pub fn is_run_segment(segment: &str) -> bool {
     let Some((run, platform)) = segment.split_once('-') else {
         return false;
     };
@@ -200,6 +200,14 @@ pub async fn update_listing(store: &dyn Store, dir: &ListingDir) -> Result<Listi
     };
     let cached_page = cache.sha256.get(LISTING_PAGE).map(|(_, sha)| sha.clone());
     let mut entries = list_entries(store, dir, &mut cache).await?;
+    if entries.is_empty() {
+        // An emptied directory (a run deleted by gc or a lifecycle rule) gets no page: its
+        // own page and cache go too, so it does not come back as an empty run.
+        for key in [&page_key, &cache_key] {
+            store.delete(key).await?;
+        }
+        return Ok(report);
+    }
     for pass in 1..=MAX_PASSES {
         report.passes = pass;
         let body = render_listing(dir, &entries);

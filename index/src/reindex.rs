@@ -281,6 +281,12 @@ impl Indexer {
             }
         }
 
+        // Nothing to index and never indexed: a root that was deleted (a run removed by gc or
+        // a lifecycle rule fires one event per object) is not brought back as empty pages.
+        if files.is_empty() && yank_markers.is_empty() && state_etag.is_none() && !force {
+            return Ok(ReindexReport { root: root.to_string(), ..ReindexReport::default() });
+        }
+
         let mut new = RepoState::empty();
         let mut todo = Vec::new();
         for (name, object) in &files {
@@ -669,6 +675,20 @@ mod tests {
     use super::*;
 
     const ROOT: &str = "run-linux/python/";
+
+    #[tokio::test]
+    async fn a_deleted_root_is_not_brought_back_as_empty_pages() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let indexer = Indexer::new(store.clone());
+        for root in [ROOT, "run-linux/packages/deb/", "run-linux/packages/rpm/x86_64/"] {
+            let report = indexer.reindex(&RepoRoot::new(root).unwrap()).await.unwrap();
+            assert!(!report.committed && report.written.is_empty(), "{report}");
+        }
+        let dir = crate::ListingDir::for_key(&Key::new("7-linux/x.tar.zst").unwrap()).unwrap();
+        let listed = crate::update_listing(store.as_ref(), &dir).await.unwrap();
+        assert!(!listed.written);
+        assert!(store.list_all("", false).await.unwrap().objects.is_empty(), "nothing written");
+    }
 
     fn wheel(name: &str, version: &str, filler: usize) -> (String, Vec<u8>) {
         let dist = name.replace('-', "_");
