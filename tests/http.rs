@@ -132,7 +132,7 @@ async fn files_support_head_ranges_and_conditional_get() {
     let r = server.client.get(format!("{}healthz", server.url)).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let metrics = server.client.get(format!("{}metrics", server.url)).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("quarry_uploads_total 1"), "{metrics}");
+    assert!(metrics.contains("quarry_uploads_total{kind=\"wheel\",outcome=\"created\"} 1"), "{metrics}");
     server.stop().await;
 }
 

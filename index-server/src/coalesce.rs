@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use quarry_index::{Indexer, RepoRoot};
+use quarry_index::{Indexer, RepoKind, RepoRoot};
+
+use crate::metrics::ReindexStats;
 use tokio::sync::watch;
 
 #[derive(Debug)]
@@ -20,11 +22,17 @@ struct Slot {
 pub struct Coalescer {
     indexer: Indexer,
     slots: Mutex<HashMap<RepoRoot, Arc<Slot>>>,
+    stats: Arc<ReindexStats>,
 }
 
 impl Coalescer {
     pub fn new(indexer: Indexer) -> Arc<Self> {
-        Arc::new(Self { indexer, slots: Mutex::new(HashMap::new()) })
+        Arc::new(Self { indexer, slots: Mutex::new(HashMap::new()), stats: Arc::default() })
+    }
+
+    /// Every reindex run so far (for `/metrics`).
+    pub fn stats(&self) -> &ReindexStats {
+        &self.stats
     }
 
     pub fn indexer(&self) -> &Indexer {
@@ -48,7 +56,7 @@ impl Coalescer {
             state.0 += 1;
             if !state.1 {
                 state.1 = true;
-                tokio::spawn(Self::run(self.indexer.clone(), root, slot.clone()));
+                tokio::spawn(Self::run(self.indexer.clone(), root, slot.clone(), self.stats.clone()));
             }
             state.0
         };
@@ -62,11 +70,23 @@ impl Coalescer {
         }
     }
 
-    async fn run(indexer: Indexer, root: RepoRoot, slot: Arc<Slot>) {
+    async fn run(indexer: Indexer, root: RepoRoot, slot: Arc<Slot>, stats: Arc<ReindexStats>) {
+        let kind = match root.kind() {
+            RepoKind::Pip => "pip",
+            RepoKind::Apt => "apt",
+            RepoKind::Dnf => "dnf",
+        };
         loop {
             let target = slot.state.lock().unwrap_or_else(PoisonError::into_inner).0;
+            let started = std::time::Instant::now();
             let run = std::panic::AssertUnwindSafe(indexer.reindex(&root));
-            let error = match futures_util::FutureExt::catch_unwind(run).await {
+            let outcome = futures_util::FutureExt::catch_unwind(run).await;
+            let conflicts = match &outcome {
+                Ok(Ok(report)) => u64::from(report.attempts.saturating_sub(1)),
+                _ => 0,
+            };
+            stats.record(kind, !matches!(outcome, Ok(Ok(_))), started.elapsed(), conflicts);
+            let error = match outcome {
                 Err(_) => {
                     tracing::error!(root = %root, "reindex panicked");
                     Some("the reindex panicked; see the server log".to_owned())

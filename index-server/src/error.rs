@@ -10,6 +10,10 @@ pub enum AppError {
     BadRequest(String),
     #[error("{0}")]
     Unauthorized(String),
+    /// A private store's read without valid credentials: 401 with a Basic challenge, so pip,
+    /// apt and browsers ask for (or send) the token.
+    #[error("{0}")]
+    Unauthenticated(String),
     #[error("{0}")]
     Forbidden(String),
     #[error("{0}")]
@@ -51,7 +55,7 @@ impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let status = match &self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
-            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized(_) | Self::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Conflict(_) => StatusCode::CONFLICT,
@@ -72,6 +76,9 @@ impl IntoResponse for AppError {
         match self {
             Self::Unauthorized(_) => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"quarry\""));
+            }
+            Self::Unauthenticated(_) => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"quarry\""));
             }
             Self::RangeNotSatisfiable(size) => {
                 if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {

@@ -55,6 +55,12 @@ pub(crate) async fn get_path(
     if let Some(response) = reader.simple(&path).await? {
         return Ok(response);
     }
+    // A run's own page: the browser (its stored listing stays at `…/index.html`).
+    if let Some(run) = path.strip_suffix('/')
+        && crate::browse::is_run(run)
+    {
+        return crate::browse::run_page(&state, run, &headers).await;
+    }
     if path.is_empty() || path.ends_with('/') {
         let key = Key::new(format!("{path}index.html"))?;
         return match reader.object(&key, presentation_for(&key)).await {

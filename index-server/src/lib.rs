@@ -7,21 +7,28 @@
 //!   unknown projects.
 //! - `PUT /<root>/<file>` with `Authorization: Bearer <token>`: streamed into the store,
 //!   validated, then the root is reindexed in-process (coalesced) before the response.
-//! - `/healthz`, `/metrics`.
+//! - The run browser (`browse`): `/` lists runs, `/{run}-{platform}/` shows one with install
+//!   lines, `/-/package/{run}/{project}/` one Python project.
+//! - `/healthz`, `/metrics` (Prometheus text), an access log line per request (`tracing`
+//!   target `quarry::access`).
+//! - Tokens may be scoped to key prefixes; reads may be made private (`auth`).
 //!
 //! No index logic lives here: pages are what `quarry-index` published into the store.
 
+mod auth;
+pub mod browse;
 mod coalesce;
 mod error;
 mod files;
+mod metrics;
 mod negotiate;
 mod upload;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
+use axum::body::HttpBody as _;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -31,8 +38,10 @@ use quarry_index::Indexer;
 use quarry_store::StoreExt;
 use quarry_store::{CountingStore, Store};
 
+pub use auth::{Access, Token};
 pub use coalesce::Coalescer;
 pub use error::AppError;
+pub use metrics::{Metrics, ReindexStats, route_of};
 pub use negotiate::{SimpleFormat, negotiate};
 pub use upload::SHA256_HEADER;
 
@@ -49,21 +58,17 @@ pub struct LoggedRequest {
     pub content_type: Option<String>,
 }
 
-#[derive(Debug, Default)]
-struct Metrics {
-    requests: AtomicU64,
-    client_errors: AtomicU64,
-    server_errors: AtomicU64,
-    uploads: AtomicU64,
-}
-
 /// Everything the handlers share. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct AppState {
     store: Arc<dyn Store>,
     coalescer: Arc<Coalescer>,
-    tokens: Arc<Vec<String>>,
+    access: Arc<Access>,
     max_upload: u64,
+    /// The URL install lines name (else the request's `Host`).
+    public_url: Option<String>,
+    /// Groups a run's artifacts by the stage that produced them on its page.
+    topology: Option<Arc<quarry_topology::Topology>>,
     log: Arc<Mutex<VecDeque<LoggedRequest>>>,
     metrics: Arc<Metrics>,
     /// The store wrapped to count operations (reported on `/metrics`).
@@ -71,16 +76,20 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// Serve `store`; uploads need one of `tokens` (none: uploads are refused).
+    /// Serve `store`; uploads need one of `tokens`, which may write anywhere (none: uploads
+    /// are refused).
     pub fn new(store: Arc<dyn Store>, tokens: Vec<String>) -> Self {
         let counting = Arc::new(CountingStore::new(store));
         let store: Arc<dyn Store> = counting.clone();
         let coalescer = Coalescer::new(Indexer::new(store.clone()));
+        let tokens = tokens.into_iter().filter(|t| !t.is_empty()).map(|t| Token::new(t, Vec::new())).collect();
         Self {
             store,
             coalescer,
-            tokens: Arc::new(tokens.into_iter().filter(|t| !t.is_empty()).collect()),
+            access: Arc::new(Access { tokens, private: false }),
             max_upload: DEFAULT_MAX_UPLOAD,
+            public_url: None,
+            topology: None,
             log: Arc::default(),
             metrics: Arc::default(),
             counting,
@@ -91,6 +100,34 @@ impl AppState {
     #[must_use]
     pub fn with_index_config(mut self, config: quarry_index::IndexConfig) -> Self {
         self.coalescer = Coalescer::new(Indexer::new(self.store.clone()).with_config(config));
+        self
+    }
+
+    /// Replace the tokens (each possibly scoped to key prefixes).
+    #[must_use]
+    pub fn with_tokens(mut self, tokens: Vec<Token>) -> Self {
+        self.access = Arc::new(Access { tokens, private: self.access.private });
+        self
+    }
+
+    /// Require a valid token for reads too (`/healthz` stays open).
+    #[must_use]
+    pub fn with_private_reads(mut self, private: bool) -> Self {
+        self.access = Arc::new(Access { tokens: self.access.tokens.clone(), private });
+        self
+    }
+
+    /// The base URL install lines on the browse pages name (e.g. behind a proxy).
+    #[must_use]
+    pub fn with_public_url(mut self, url: Option<String>) -> Self {
+        self.public_url = url;
+        self
+    }
+
+    /// Group run artifacts by stage on the run pages.
+    #[must_use]
+    pub fn with_topology(mut self, topology: Option<quarry_topology::Topology>) -> Self {
+        self.topology = topology.map(Arc::new);
         self
     }
 
@@ -119,27 +156,62 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
-        .route("/", get(files::get_path))
+        .route("/", get(browse::runs_page))
+        .route("/-/package/{run}/{project}", get(browse::package_page))
+        .route("/-/package/{run}/{project}/", get(browse::package_page))
+        .route("/-/dnf/{file}", get(browse::dnf_repo_file))
         .route("/{*path}", get(files::get_path).put(upload::put_path))
         .layer(DefaultBodyLimit::disable())
+        .layer(middleware::from_fn_with_state(state.clone(), guard_reads))
         .layer(middleware::from_fn_with_state(state.clone(), record))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
 
+/// A private store answers reads only with a valid token; `/healthz` stays open for probes.
+async fn guard_reads(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let write = request.method() == axum::http::Method::PUT;
+    if !write
+        && request.uri().path() != "/healthz"
+        && let Err(e) = state.access.authorize_read(request.headers())
+    {
+        return e.into_response();
+    }
+    next.run(request).await
+}
+
+/// Metrics and the access log for every request.
 async fn record(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
     let method = request.method().to_string();
     let path = request.uri().path().to_owned();
     let response = next.run(request).await;
+    let took = started.elapsed();
     let status = response.status().as_u16();
     let content_type =
         response.headers().get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    state.metrics.requests.fetch_add(1, Ordering::Relaxed);
-    if (400..500).contains(&status) {
-        state.metrics.client_errors.fetch_add(1, Ordering::Relaxed);
-    } else if status >= 500 {
-        state.metrics.server_errors.fetch_add(1, Ordering::Relaxed);
-    }
+    let bytes = if method == "HEAD" {
+        0
+    } else {
+        response
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .or_else(|| response.body().size_hint().exact())
+            .unwrap_or(0)
+    };
+    let route = route_of(&method, &path);
+    state.metrics.request(route, &method, status, bytes, took);
+    tracing::info!(
+        target: "quarry::access",
+        method = %method,
+        path = %path,
+        route,
+        status,
+        bytes,
+        duration_ms = took.as_secs_f64() * 1000.0,
+        "request"
+    );
     let mut log = state.log.lock().unwrap_or_else(PoisonError::into_inner);
     if log.len() == REQUEST_LOG_CAPACITY {
         log.pop_front();
@@ -149,30 +221,8 @@ async fn record(State(state): State<AppState>, request: Request, next: Next) -> 
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let m = &state.metrics;
-    let ops = state.counting.counts();
-    let body = format!(
-        "# TYPE quarry_requests_total counter\nquarry_requests_total {}\n\
-         # TYPE quarry_client_errors_total counter\nquarry_client_errors_total {}\n\
-         # TYPE quarry_server_errors_total counter\nquarry_server_errors_total {}\n\
-         # TYPE quarry_uploads_total counter\nquarry_uploads_total {}\n\
-         # TYPE quarry_store_operations_total counter\n\
-         quarry_store_operations_total{{op=\"list\"}} {}\n\
-         quarry_store_operations_total{{op=\"head\"}} {}\n\
-         quarry_store_operations_total{{op=\"get\"}} {}\n\
-         quarry_store_operations_total{{op=\"put\"}} {}\n\
-         quarry_store_operations_total{{op=\"delete\"}} {}\n",
-        m.requests.load(Ordering::Relaxed),
-        m.client_errors.load(Ordering::Relaxed),
-        m.server_errors.load(Ordering::Relaxed),
-        m.uploads.load(Ordering::Relaxed),
-        ops.list,
-        ops.head,
-        ops.get,
-        ops.put,
-        ops.delete,
-    );
-    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], body)
+    let body = state.metrics.render(state.coalescer.stats(), &state.counting.counts());
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
 }
 
 /// Decode a request path into the store key it names (without the leading `/`).
@@ -232,8 +282,9 @@ mod tests {
         let (status, body) = call(app.clone(), get("/r/python/simple/nope/")).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         insta::assert_snapshot!(body, @r#"error: no project "nope" in r/python/"#);
-        let (status, _) = call(app, get("/")).await;
-        assert_eq!(status, StatusCode::NOT_FOUND);
+        let (status, body) = call(app, get("/")).await;
+        assert_eq!(status, StatusCode::OK, "the run list");
+        assert!(body.contains("No runs in this store yet"), "{body}");
     }
 
     #[tokio::test]

@@ -1,8 +1,6 @@
 //! Writes: `PUT /<root>/<file>` streams a distribution into the store, validates it, and
 //! reindexes its root before answering.
 
-use std::sync::atomic::Ordering;
-
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
@@ -40,30 +38,23 @@ struct Uploaded {
     public_key: Option<String>,
 }
 
-fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), AppError> {
-    if state.tokens.is_empty() {
-        return Err(AppError::Forbidden(
-            "uploads are disabled: start the server with --token-file or QUARRY_TOKEN set".into(),
-        ));
-    }
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| AppError::Unauthorized("uploads need an 'Authorization: Bearer <token>' header".into()))?;
-    if state.tokens.iter().any(|t| constant_time_eq(t.as_bytes(), presented.trim().as_bytes())) {
-        Ok(())
-    } else {
-        Err(AppError::Unauthorized("the upload token is not valid".into()))
-    }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 fn body_stream(body: Body) -> ByteStream {
     Box::pin(body.into_data_stream().map_err(std::io::Error::other))
+}
+
+/// The kind of file a key names, for metrics.
+fn kind_of(name: &str) -> &'static str {
+    if name.ends_with(".whl") {
+        "wheel"
+    } else if name.ends_with(".deb") {
+        "deb"
+    } else if name.ends_with(".rpm") {
+        "rpm"
+    } else if name.ends_with(".tar.gz") || name.ends_with(".zip") {
+        "sdist"
+    } else {
+        "other"
+    }
 }
 
 pub(crate) async fn put_path(
@@ -72,8 +63,27 @@ pub(crate) async fn put_path(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, AppError> {
-    authorize(&state, &headers)?;
+    let kind = kind_of(uri.path());
+    let result = put(&state, &uri, &headers, body).await;
+    let (outcome, bytes) = match &result {
+        Ok((outcome, size, _)) => (*outcome, *size),
+        Err(AppError::Unauthorized(_) | AppError::Forbidden(_)) => ("denied", 0),
+        Err(AppError::BadRequest(_) | AppError::TooLarge(_)) => ("rejected", 0),
+        Err(AppError::Conflict(_)) => ("conflict", 0),
+        Err(_) => ("failed", 0),
+    };
+    state.metrics.upload(kind, outcome, bytes);
+    result.map(|(_, _, response)| response)
+}
+
+async fn put(
+    state: &AppState,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(&'static str, u64, Response), AppError> {
     let path = decode_path(uri.path())?;
+    state.access.authorize_write(headers, &path)?;
     let key = Key::new(path)?;
     let native = [".deb", ".rpm"].iter().any(|s| key.filename().ends_with(s));
     if !native {
@@ -102,7 +112,7 @@ pub(crate) async fn put_path(
     let (status, size, sha256) = match store.head(&key).await {
         Ok(existing) => {
             let (size, sha256) = hash_stream(key.as_str(), body_stream(body), Some(state.max_upload)).await?;
-            same_or_refuse(&state, &existing, &sha256).await?;
+            same_or_refuse(state, &existing, &sha256).await?;
             (("exists", StatusCode::OK), size, sha256)
         }
         Err(e) if e.is_not_found() => {
@@ -143,7 +153,6 @@ pub(crate) async fn put_path(
         }
         Err(e) => return Err(e.into()),
     };
-    state.metrics.uploads.fetch_add(1, Ordering::Relaxed);
     state
         .coalescer
         .reindex(root.clone())
@@ -169,7 +178,7 @@ pub(crate) async fn put_path(
             RepoKind::Dnf => Some(encode_path(&format!("{root}{}", quarry_index::dnf::KEY_NAME))),
         },
     };
-    Ok((status.1, Json(body)).into_response())
+    Ok((status.0, size, (status.1, Json(body)).into_response()))
 }
 
 /// Identical bytes at an existing key are fine; different bytes are refused (package files are

@@ -1,5 +1,6 @@
 mod artifacts;
 mod ci;
+mod gc;
 mod index;
 mod package;
 mod package_python;
@@ -19,6 +20,9 @@ pub(crate) struct Cli {
     /// More log output on stderr (repeat for more). `RUST_LOG` overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub(crate) verbose: u8,
+    /// Log lines as `text` or `json` (one object per line, for log shippers).
+    #[arg(long, global = true, env = "QUARRY_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub(crate) log_format: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -41,6 +45,8 @@ enum Command {
     Pipeline(pipeline::PipelineArgs),
     /// CI configuration: the multi-arch matrix of a workflow run.
     Ci(Box<ci::CiArgs>),
+    /// Delete whole CI runs by age or count; keep every remaining index consistent.
+    Gc(gc::GcArgs),
 }
 
 const EXIT_CODES: &str = "Exit codes: 0 success; 1 the work failed (a build step, missing artifacts, \
@@ -72,14 +78,19 @@ pub(crate) fn exit_code(error: &anyhow::Error) -> u8 {
     if bad_input { 2 } else { 1 }
 }
 
-pub(crate) fn init_logging(verbose: u8) {
+pub(crate) fn init_logging(verbose: u8, format: &str) {
     let default = match verbose {
         0 => "warn,quarry=info,quarry_index=info,quarry_index_server=info",
         1 => "info,quarry=debug,quarry_index=debug,quarry_index_server=debug",
         _ => "debug,tower_http=debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().with_target(true).init();
+    } else {
+        builder.with_target(false).init();
+    }
 }
 
 pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -92,11 +103,18 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Pipeline(args) => pipeline::run(args).await,
         Command::Artifacts(args) => artifacts::run(args).await,
         Command::Ci(args) => ci::run(*args).await,
+        Command::Gc(args) => gc::run(args).await,
     }
 }
 
 /// Read upload tokens: the token file's non-empty lines plus `QUARRY_TOKEN`.
 pub(crate) fn read_tokens(path: Option<&std::path::Path>) -> anyhow::Result<Vec<String>> {
+    // A line may scope its token (`TOKEN PREFIX…`); a client only needs the token.
+    Ok(read_token_lines(path)?.iter().filter_map(|l| l.split_whitespace().next().map(str::to_owned)).collect())
+}
+
+/// The token file's non-comment lines (`TOKEN [PREFIX …]`) plus `QUARRY_TOKEN` (unscoped).
+pub(crate) fn read_token_lines(path: Option<&std::path::Path>) -> anyhow::Result<Vec<String>> {
     let mut tokens = Vec::new();
     if let Some(path) = path {
         let text = std::fs::read_to_string(path)

@@ -5,23 +5,153 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 use quarry_index::{Indexer, discover_roots};
-use quarry_index_server::{AppState, DEFAULT_MAX_UPLOAD, serve};
+use quarry_index_server::{AppState, DEFAULT_MAX_UPLOAD, Token, serve};
 
+/// `quarry serve`. Every setting comes from, highest first: the flag, its `QUARRY_*`
+/// variable, the configuration file (`--config`, `QUARRY_CONFIG`), the default. The file's
+/// keys are documented in `docs/configuration.md`.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// The store to serve: a directory (created if missing).
-    #[arg(long, default_value = "./quarry-store")]
-    store: String,
-    /// Address to listen on. Port 0 picks a free port; the URL is printed on stdout.
-    #[arg(long, default_value = "127.0.0.1:8470")]
-    addr: SocketAddr,
-    /// File with upload tokens, one per line. Created with a random token if missing.
-    /// `QUARRY_TOKEN` adds one more. With neither, uploads are refused.
-    #[arg(long)]
+    /// Configuration file (TOML, see docs/configuration.md).
+    #[arg(long, env = "QUARRY_CONFIG")]
+    config: Option<PathBuf>,
+    /// The store to serve: a directory (created if missing), file:// or s3://bucket/prefix
+    /// [default: ./quarry-store].
+    #[arg(long, env = "QUARRY_STORE")]
+    store: Option<String>,
+    /// Address to listen on. Port 0 picks a free port; the URL is printed on stdout
+    /// [default: 127.0.0.1:8470].
+    #[arg(long, env = "QUARRY_ADDR")]
+    addr: Option<SocketAddr>,
+    /// File with upload tokens, one per line: `TOKEN [PREFIX …]` (prefixes limit where the
+    /// token may write). Created with a random token if missing. `QUARRY_TOKEN` adds one more.
+    /// With none, uploads are refused.
+    #[arg(long, env = "QUARRY_TOKEN_FILE")]
     token_file: Option<PathBuf>,
-    /// Largest accepted upload, in bytes.
-    #[arg(long, default_value_t = DEFAULT_MAX_UPLOAD)]
+    /// Largest accepted upload, in bytes [default: 64 GiB].
+    #[arg(long, env = "QUARRY_MAX_UPLOAD_BYTES")]
+    max_upload_bytes: Option<u64>,
+    /// Reads need a token too (Bearer, or Basic auth with the token as password).
+    #[arg(long, env = "QUARRY_PRIVATE", num_args = 0..=1, default_missing_value = "true")]
+    private: Option<bool>,
+    /// The URL the browse pages' install lines name (default: the request's Host).
+    #[arg(long, env = "QUARRY_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// BUILD_TOPOLOGY.toml: run pages group artifacts by the stage that produced them.
+    #[arg(long, env = "QUARRY_TOPOLOGY")]
+    topology: Option<PathBuf>,
+}
+
+/// The configuration file. Unknown keys are refused.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServeConfig {
+    store: Option<String>,
+    addr: Option<SocketAddr>,
+    token_file: Option<PathBuf>,
+    max_upload_bytes: Option<u64>,
+    private: Option<bool>,
+    public_url: Option<String>,
+    topology: Option<PathBuf>,
+    #[serde(default)]
+    tokens: Vec<TokenConfig>,
+    #[serde(default)]
+    index: IndexFileConfig,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenConfig {
+    /// The secret itself, or the name of the variable holding it.
+    token: Option<String>,
+    token_env: Option<String>,
+    #[serde(default)]
+    prefixes: Vec<String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IndexFileConfig {
+    grace_seconds: Option<i64>,
+    signing_key_file: Option<PathBuf>,
+    apt_origin: Option<String>,
+    apt_label: Option<String>,
+}
+
+impl ServeConfig {
+    pub(crate) fn parse(text: &str) -> anyhow::Result<Self> {
+        toml::from_str(text).map_err(|e| anyhow::Error::new(super::UsageError::new(e.to_string().trim())))
+    }
+}
+
+/// Everything `serve` runs with, after flags, variables and the file are merged.
+struct Settings {
+    store: String,
+    addr: SocketAddr,
+    token_file: Option<PathBuf>,
     max_upload_bytes: u64,
+    private: bool,
+    public_url: Option<String>,
+    topology: Option<PathBuf>,
+    tokens: Vec<Token>,
+    index: quarry_index::IndexConfig,
+}
+
+fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
+    let file = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            ServeConfig::parse(&text).with_context(|| format!("{}", path.display()))?
+        }
+        None => ServeConfig::default(),
+    };
+    let mut tokens = Vec::new();
+    for (i, t) in file.tokens.iter().enumerate() {
+        let secret = match (&t.token, &t.token_env) {
+            (Some(s), None) => s.clone(),
+            (None, Some(var)) => std::env::var(var)
+                .map_err(|_| super::UsageError::new(format!("[[tokens]] #{}: ${var} is not set", i + 1)))?,
+            _ => {
+                return Err(
+                    super::UsageError::new(format!("[[tokens]] #{}: set one of token, token_env", i + 1)).into()
+                );
+            }
+        };
+        tokens.push(Token::new(secret, t.prefixes.clone()));
+    }
+    let mut index = quarry_index::IndexConfig::from_env()?;
+    if std::env::var_os("QUARRY_GRACE_SECONDS").is_none()
+        && let Some(g) = file.index.grace_seconds
+    {
+        index.grace_seconds = g;
+    }
+    if index.signer.is_none()
+        && let Some(path) = &file.index.signing_key_file
+    {
+        let armored = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        index.signer = Some(std::sync::Arc::new(quarry_index::Signer::from_armored(&armored)?));
+    }
+    if std::env::var_os("QUARRY_APT_ORIGIN").is_none()
+        && let Some(o) = file.index.apt_origin
+    {
+        index.apt.origin = o;
+    }
+    if std::env::var_os("QUARRY_APT_LABEL").is_none()
+        && let Some(l) = file.index.apt_label
+    {
+        index.apt.label = l;
+    }
+    Ok(Settings {
+        store: args.store.or(file.store).unwrap_or_else(|| "./quarry-store".into()),
+        addr: args.addr.or(file.addr).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8470))),
+        token_file: args.token_file.or(file.token_file),
+        max_upload_bytes: args.max_upload_bytes.or(file.max_upload_bytes).unwrap_or(DEFAULT_MAX_UPLOAD),
+        private: args.private.or(file.private).unwrap_or(false),
+        public_url: args.public_url.or(file.public_url),
+        topology: args.topology.or(file.topology),
+        tokens,
+        index,
+    })
 }
 
 fn ensure_token_file(path: &Path) -> anyhow::Result<()> {
@@ -43,17 +173,30 @@ fn ensure_token_file(path: &Path) -> anyhow::Result<()> {
 }
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
-    if let Some(path) = &args.token_file {
+    let settings = settings(args)?;
+    let store =
+        quarry_store::open(&settings.store).await.with_context(|| format!("opening store {}", settings.store))?;
+    if let Some(path) = &settings.token_file {
         ensure_token_file(path)?;
     }
-    let tokens = super::read_tokens(args.token_file.as_deref())?;
+    let mut tokens = settings.tokens;
+    tokens.extend(super::read_token_lines(settings.token_file.as_deref())?.iter().filter_map(|l| Token::parse_line(l)));
     if tokens.is_empty() {
         tracing::warn!("no upload tokens configured: the server is read-only");
     }
+    if settings.private && tokens.is_empty() {
+        return Err(super::UsageError::new("a private server needs at least one token to read with").into());
+    }
+    let topology = match &settings.topology {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            Some(quarry_topology::Topology::parse(&text)?)
+        }
+        None => None,
+    };
 
     // Catch up with files that landed while no server was running.
-    let config = quarry_index::IndexConfig::from_env()?;
+    let config = settings.index;
     let indexer = Indexer::new(store.clone()).with_config(config.clone());
     for root in discover_roots(store.as_ref(), "").await? {
         let report = indexer.reindex(&root).await.with_context(|| format!("reindexing {root}"))?;
@@ -62,9 +205,16 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
 
-    let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
+    let listener =
+        tokio::net::TcpListener::bind(settings.addr).await.with_context(|| format!("binding {}", settings.addr))?;
     let local = listener.local_addr()?;
-    let state = AppState::new(store.clone(), tokens).with_max_upload(args.max_upload_bytes).with_index_config(config);
+    let state = AppState::new(store.clone(), Vec::new())
+        .with_tokens(tokens)
+        .with_private_reads(settings.private)
+        .with_public_url(settings.public_url)
+        .with_topology(topology)
+        .with_max_upload(settings.max_upload_bytes)
+        .with_index_config(config);
     tracing::info!(store = %store.describe(), "serving on http://{local}/");
     {
         let mut out = std::io::stdout().lock();
@@ -110,4 +260,24 @@ async fn shutdown() {
         () = term => {},
     }
     tracing::info!("shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The documented file is the real one: every key in docs/configuration.md parses.
+    #[test]
+    fn the_documented_configuration_parses() {
+        let doc = include_str!("../../../docs/configuration.md");
+        let start = doc.find("```toml\n").expect("a toml block") + "```toml\n".len();
+        let block = &doc[start..start + doc[start..].find("```").unwrap()];
+        let config = ServeConfig::parse(block).unwrap();
+        assert_eq!(config.store.as_deref(), Some("./quarry-store"));
+        assert_eq!(config.tokens.len(), 1);
+        assert_eq!(config.tokens[0].prefixes, ["123-linux/", "123-windows/"]);
+        assert_eq!(config.index.grace_seconds, Some(86400));
+        let err = ServeConfig::parse("stroe = \"x\"\n").unwrap_err().to_string();
+        assert!(err.contains("stroe"), "{err}");
+    }
 }

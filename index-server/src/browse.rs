@@ -1,0 +1,665 @@
+//! The run browser: server-rendered pages over the same store the indexes live in.
+//!
+//! - `/` lists runs (`{run}-{platform}/` prefixes), newest first, 50 a page: size, file count,
+//!   age, what each holds (python, deb, rpm, artifacts, logs).
+//! - `/{run}-{platform}/` shows the run: pip, apt and dnf repos with package counts and
+//!   copy-paste install lines, stage artifacts grouped by the stage that produced them (when
+//!   the server knows the topology), logs. The stored listing stays at `…/index.html`.
+//! - `/-/package/{run}/{project}/` shows one Python project: versions, files with sizes,
+//!   sha256 and requires-python, and the dependencies of the newest version.
+//! - `/-/dnf/{run}.repo` is a `.repo` file for the run's dnf repos.
+//!
+//! Everything is read from the store on request: repo states for package lists, one
+//! recursive listing per run shown.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
+use quarry_index::{RepoKind, RepoRoot, RepoState, listing::human_size};
+use quarry_packaging::{DistFilename, PackageName};
+use quarry_store::{Key, ObjectMeta, Store, StoreExt as _};
+
+use crate::{AppError, AppState};
+
+/// Runs per page of the run list.
+pub const RUNS_PER_PAGE: usize = 50;
+const MAX_STATE: u64 = 256 * 1024 * 1024;
+const MAX_SIDECAR: u64 = 4096;
+const MAX_METADATA: u64 = 4 * 1024 * 1024;
+
+/// `{digits}-{platform}`: a CI run's top-level prefix.
+pub fn is_run(segment: &str) -> bool {
+    quarry_index::listing::is_run_segment(segment)
+}
+
+fn html(body: Result<String, askama::Error>) -> Result<Response, AppError> {
+    let body = body.map_err(|e| AppError::Internal(format!("rendering: {e}")))?;
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")],
+        body,
+    )
+        .into_response())
+}
+
+/// The URL clients reach this server at: the configured public URL, else the request's host.
+fn base_url(state: &AppState, headers: &HeaderMap) -> String {
+    if let Some(url) = &state.public_url {
+        return url.trim_end_matches('/').to_owned();
+    }
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+    let proto = headers.get("x-forwarded-proto").and_then(|h| h.to_str().ok()).unwrap_or("http");
+    format!("{proto}://{host}")
+}
+
+fn age(now: jiff::Timestamp, then: jiff::Timestamp) -> String {
+    let secs = now.as_second().saturating_sub(then.as_second()).max(0);
+    match secs {
+        0..60 => "just now".into(),
+        60..3600 => format!("{} min ago", secs / 60),
+        3600..86400 => format!("{} h ago", secs / 3600),
+        _ => format!("{} d ago", secs / 86400),
+    }
+}
+
+struct RunRow {
+    name: String,
+    run_id: String,
+    platform: String,
+    href: String,
+    size: String,
+    bytes: u64,
+    files: usize,
+    age: String,
+    updated_iso: String,
+    kinds: Vec<&'static str>,
+}
+
+#[derive(Template)]
+#[template(path = "browse-runs.html")]
+struct RunsPage {
+    runs: Vec<RunRow>,
+    first: usize,
+    last: usize,
+    total: usize,
+    page: usize,
+    pages: usize,
+    prev: Option<usize>,
+    next: Option<usize>,
+}
+
+/// What a run holds, by where its objects are.
+fn kinds(objects: &[ObjectMeta], prefix: &str) -> Vec<&'static str> {
+    let mut kinds = BTreeSet::new();
+    for o in objects {
+        let rel = o.key.as_str().strip_prefix(prefix).unwrap_or_default();
+        if rel.starts_with("python/") {
+            kinds.insert((0, "python"));
+        } else if rel.ends_with(".deb") {
+            kinds.insert((1, "deb"));
+        } else if rel.ends_with(".rpm") {
+            kinds.insert((2, "rpm"));
+        } else if rel.starts_with("logs/") {
+            kinds.insert((4, "logs"));
+        } else if !rel.contains('/') && (rel.ends_with(".tar.zst") || rel.ends_with(".tar.xz")) {
+            kinds.insert((3, "artifacts"));
+        }
+    }
+    kinds.into_iter().map(|(_, k)| k).collect()
+}
+
+fn run_row(name: &str, objects: &[ObjectMeta], now: jiff::Timestamp) -> RunRow {
+    let prefix = format!("{name}/");
+    let (run_id, platform) = name.split_once('-').unwrap_or((name, ""));
+    let bytes = objects.iter().map(|o| o.size).sum();
+    let newest = objects.iter().map(|o| o.last_modified).max().unwrap_or(now);
+    RunRow {
+        name: name.to_owned(),
+        run_id: run_id.to_owned(),
+        platform: platform.to_owned(),
+        href: format!("/{prefix}"),
+        size: human_size(bytes),
+        bytes,
+        files: objects.iter().filter(|o| !o.key.filename().starts_with('.')).count(),
+        age: age(now, newest),
+        updated_iso: newest.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        kinds: kinds(objects, &prefix),
+    }
+}
+
+/// Run names in the store, newest (largest run id) first.
+async fn run_names(store: &dyn Store) -> Result<Vec<String>, AppError> {
+    let top = store.list_all("", true).await?;
+    let mut runs: Vec<String> =
+        top.common_prefixes.iter().map(|p| p.trim_end_matches('/').to_owned()).filter(|p| is_run(p)).collect();
+    let id = |name: &str| name.split('-').next().and_then(|n| n.parse::<u128>().ok()).unwrap_or(0);
+    runs.sort_by(|a, b| id(b).cmp(&id(a)).then_with(|| a.cmp(b)));
+    Ok(runs)
+}
+
+#[derive(serde::Deserialize)]
+pub(crate) struct PageQuery {
+    page: Option<usize>,
+}
+
+pub(crate) async fn runs_page(State(state): State<AppState>, Query(q): Query<PageQuery>) -> Result<Response, AppError> {
+    let names = run_names(state.store.as_ref()).await?;
+    let total = names.len();
+    let pages = total.div_ceil(RUNS_PER_PAGE).max(1);
+    let page = q.page.unwrap_or(1).clamp(1, pages);
+    let shown: Vec<String> = names.into_iter().skip((page - 1) * RUNS_PER_PAGE).take(RUNS_PER_PAGE).collect();
+    let now = jiff::Timestamp::now();
+    let store = state.store.clone();
+    let listed: Vec<Result<RunRow, AppError>> = futures_util::stream::iter(shown)
+        .map(|name| {
+            let store = store.clone();
+            async move {
+                let objects = store.list_all(&format!("{name}/"), false).await?.objects;
+                Ok(run_row(&name, &objects, now))
+            }
+        })
+        .buffered(16)
+        .collect()
+        .await;
+    let runs = listed.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let first = (page - 1) * RUNS_PER_PAGE + 1;
+    html(
+        RunsPage {
+            last: first + runs.len().saturating_sub(1),
+            first,
+            total,
+            page,
+            pages,
+            prev: (page > 1).then(|| page - 1),
+            next: (page < pages).then(|| page + 1),
+            runs,
+        }
+        .render(),
+    )
+}
+
+struct ProjectRow {
+    name: String,
+    href: String,
+    latest: String,
+    versions: usize,
+    files: usize,
+}
+
+struct PipView {
+    href: String,
+    files: usize,
+    projects: Vec<ProjectRow>,
+    pip_line: String,
+    uv_line: String,
+}
+
+struct PackageRow {
+    name: String,
+    version: String,
+    arch: String,
+    size: String,
+    sha256: String,
+    href: String,
+}
+
+struct AptView {
+    packages: Vec<PackageRow>,
+    setup: String,
+}
+
+struct DnfView {
+    arch: String,
+    packages: Vec<PackageRow>,
+    setup: String,
+    repo_file: String,
+}
+
+struct ArtifactRow {
+    file: String,
+    href: String,
+    target: String,
+    size: String,
+    sha256: String,
+}
+
+struct StageView {
+    name: String,
+    artifacts: Vec<ArtifactRow>,
+    missing: Vec<String>,
+}
+
+struct FileRow {
+    name: String,
+    href: String,
+    size: String,
+}
+
+#[derive(Template)]
+#[template(path = "browse-run.html")]
+struct RunPage {
+    run: RunRow,
+    pip: Vec<PipView>,
+    apt: Vec<AptView>,
+    dnf: Vec<DnfView>,
+    stages: Vec<StageView>,
+    artifacts: Vec<ArtifactRow>,
+    artifact_count: usize,
+    fetch_line: String,
+    logs: Vec<FileRow>,
+}
+
+impl RunRow {
+    fn listing_href(&self) -> String {
+        format!("{}index.html", self.href)
+    }
+}
+
+async fn read_state(store: &dyn Store, root: &RepoRoot) -> Result<RepoState, AppError> {
+    match store.get_bytes(&root.state_key(), MAX_STATE).await {
+        Ok((_, bytes)) => serde_json::from_slice(&bytes)
+            .map_err(|e| AppError::Internal(format!("{}: not a repo state: {e}", root.state_key()))),
+        Err(e) if e.is_not_found() => Ok(RepoState::empty()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// pip projects of a root: normalized name → (display name, versions → filenames).
+fn projects(state: &RepoState) -> BTreeMap<String, (String, BTreeMap<quarry_packaging::Version, Vec<String>>)> {
+    let mut out: BTreeMap<String, (String, BTreeMap<quarry_packaging::Version, Vec<String>>)> = BTreeMap::new();
+    for name in state.entries.keys() {
+        let Ok(dist) = name.parse::<DistFilename>() else { continue };
+        let project =
+            out.entry(dist.name().as_str().to_owned()).or_insert_with(|| (dist.name().to_string(), BTreeMap::new()));
+        project.1.entry(dist.version().clone()).or_default().push(name.clone());
+    }
+    out
+}
+
+fn pip_view(base: &str, run: &str, root: &RepoRoot, state: &RepoState) -> PipView {
+    let url = format!("{base}/{root}");
+    let projects = projects(state);
+    let example = if projects.contains_key("rocm") {
+        "rocm".to_owned()
+    } else {
+        projects.keys().next().cloned().unwrap_or_else(|| "<package>".into())
+    };
+    PipView {
+        href: format!("/{root}"),
+        files: state.entries.len(),
+        pip_line: format!("pip install --find-links {url} {example}"),
+        uv_line: format!("uv pip install --find-links {url} {example}"),
+        projects: projects
+            .iter()
+            .map(|(normalized, (display, versions))| ProjectRow {
+                name: display.clone(),
+                href: format!("/-/package/{run}/{normalized}/"),
+                latest: versions.keys().next_back().map(ToString::to_string).unwrap_or_default(),
+                versions: versions.len(),
+                files: versions.values().map(Vec::len).sum(),
+            })
+            .collect(),
+    }
+}
+
+fn native_rows(root: &RepoRoot, state: &RepoState) -> Vec<PackageRow> {
+    let mut rows: Vec<PackageRow> = state
+        .entries
+        .values()
+        .map(|e| {
+            let (name, version, arch) = match (&e.deb, &e.rpm) {
+                (Some(d), _) => {
+                    (d.package().to_owned(), d.version().to_owned(), d.get("Architecture").unwrap_or("").to_owned())
+                }
+                (_, Some(r)) => {
+                    let epoch = if r.epoch > 0 { format!("{}:", r.epoch) } else { String::new() };
+                    (r.name.clone(), format!("{epoch}{}-{}", r.version, r.release), r.arch.clone())
+                }
+                _ => (e.filename.clone(), String::new(), String::new()),
+            };
+            let href = format!("/{}{}", root.as_str(), e.filename);
+            PackageRow { name, version, arch, size: human_size(e.size), sha256: e.sha256.clone(), href }
+        })
+        .collect();
+    rows.sort_by(|a, b| (&a.name, &a.version).cmp(&(&b.name, &b.version)));
+    rows
+}
+
+/// `.sha256sum` sidecars of the archives, read with bounded concurrency.
+async fn sidecar_sums(store: &dyn Store, keys: Vec<Key>) -> BTreeMap<String, String> {
+    futures_util::stream::iter(keys)
+        .map(|key| async move {
+            let sum = store.get_bytes(&key, MAX_SIDECAR).await.ok().and_then(|(_, b)| {
+                String::from_utf8_lossy(&b).split_whitespace().next().filter(|s| s.len() == 64).map(str::to_owned)
+            });
+            (key.as_str().trim_end_matches(".sha256sum").to_owned(), sum)
+        })
+        .buffer_unordered(16)
+        .filter_map(|(k, v)| async move { v.map(|v| (k, v)) })
+        .collect()
+        .await
+}
+
+pub(crate) async fn run_page(state: &AppState, run: &str, headers: &HeaderMap) -> Result<Response, AppError> {
+    let store = state.store.as_ref();
+    let prefix = format!("{run}/");
+    let objects = store.list_all(&prefix, false).await?.objects;
+    if objects.is_empty() {
+        return Err(AppError::NotFound(format!("no run {run}")));
+    }
+    let base = base_url(state, headers);
+    let now = jiff::Timestamp::now();
+    let row = run_row(run, &objects, now);
+
+    // Repos: every indexed root under the run.
+    let mut roots: BTreeSet<RepoRoot> = BTreeSet::new();
+    for o in &objects {
+        if let Some(root) = RepoRoot::for_state_key(&o.key) {
+            roots.insert(root);
+        }
+    }
+    let (mut pip, mut apt, mut dnf) = (Vec::new(), Vec::new(), Vec::new());
+    for root in &roots {
+        let repo_state = read_state(store, root).await?;
+        let url = format!("{base}/{root}");
+        match root.kind() {
+            RepoKind::Pip => pip.push(pip_view(&base, run, root, &repo_state)),
+            RepoKind::Apt => {
+                let signed = objects.iter().any(|o| o.key.as_str() == format!("{root}quarry-archive-key.asc"));
+                let list = format!("/etc/apt/sources.list.d/quarry-{run}.list");
+                let setup = if signed {
+                    let keyring = format!("/etc/apt/keyrings/quarry-{run}.asc");
+                    format!(
+                        "sudo curl -fsSL -o {keyring} {url}quarry-archive-key.asc\n\
+                         echo 'deb [signed-by={keyring}] {url} {suite} {component}' | sudo tee {list}\n\
+                         sudo apt-get update",
+                        suite = quarry_index::apt::SUITE,
+                        component = quarry_index::apt::COMPONENT,
+                    )
+                } else {
+                    format!(
+                        "echo 'deb [trusted=yes] {url} {suite} {component}' | sudo tee {list}\nsudo apt-get update",
+                        suite = quarry_index::apt::SUITE,
+                        component = quarry_index::apt::COMPONENT,
+                    )
+                };
+                apt.push(AptView { packages: native_rows(root, &repo_state), setup });
+            }
+            RepoKind::Dnf => {
+                let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or_default().to_owned();
+                let repo_file = format!("{base}/-/dnf/{run}.repo");
+                let setup =
+                    format!("sudo curl -fsSL -o /etc/yum.repos.d/quarry-{run}.repo {repo_file}\nsudo dnf makecache");
+                dnf.push(DnfView { arch, packages: native_rows(root, &repo_state), setup, repo_file });
+            }
+        }
+    }
+
+    // Stage artifacts: archives at the run root, grouped by producing stage when known.
+    let archives: Vec<&ObjectMeta> = objects
+        .iter()
+        .filter(|o| {
+            let rel = o.key.as_str().strip_prefix(&prefix).unwrap_or_default();
+            !rel.contains('/') && quarry_artifacts::ArtifactName::parse_archive(rel).is_some()
+        })
+        .collect();
+    let missing_sums: Vec<Key> = archives
+        .iter()
+        .filter(|o| o.sha256.is_none())
+        .filter_map(|o| Key::new(format!("{}.sha256sum", o.key)).ok())
+        .filter(|k| objects.iter().any(|o| &o.key == k))
+        .collect();
+    let sums = sidecar_sums(store, missing_sums).await;
+    let mut rows: Vec<(String, ArtifactRow)> = archives
+        .iter()
+        .filter_map(|o| {
+            let file = o.key.filename().to_owned();
+            let (name, _) = quarry_artifacts::ArtifactName::parse_archive(&file)?;
+            let sha256 = o.sha256.clone().or_else(|| sums.get(o.key.as_str()).cloned()).unwrap_or_default();
+            Some((
+                name.name.clone(),
+                ArtifactRow {
+                    href: format!("/{}", o.key),
+                    target: name.target.clone(),
+                    size: human_size(o.size),
+                    sha256,
+                    file,
+                },
+            ))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.1.file.cmp(&b.1.file));
+    let artifact_count = rows.len();
+    let mut stages = Vec::new();
+    if let Some(topology) = &state.topology {
+        for stage in topology.build_order() {
+            let produced = topology.produced(&stage).unwrap_or_default();
+            let (mine, rest): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(name, _)| produced.contains(name));
+            rows = rest;
+            let present: BTreeSet<&String> = mine.iter().map(|(n, _)| n).collect();
+            let platform = quarry_topology::Platform::parse(&row.platform).unwrap_or(quarry_topology::Platform::Linux);
+            let missing = topology
+                .built_on(&produced, platform, &BTreeSet::new())
+                .into_iter()
+                .filter(|a| !present.contains(a))
+                .collect();
+            stages.push(StageView { name: stage, artifacts: mine.into_iter().map(|(_, r)| r).collect(), missing });
+        }
+    }
+    let logs = objects
+        .iter()
+        .filter(|o| o.key.as_str().strip_prefix(&prefix).is_some_and(|r| r.starts_with("logs/")))
+        .map(|o| FileRow {
+            name: o.key.as_str().strip_prefix(&format!("{prefix}logs/")).unwrap_or_default().to_owned(),
+            href: format!("/{}", o.key),
+            size: human_size(o.size),
+        })
+        .collect();
+    let (run_id, platform) = run.split_once('-').unwrap_or((run, "linux"));
+    let fetch_line = format!(
+        "quarry artifacts fetch --run-id {run_id} --platform {platform} --store {base}/ --stage <stage> --output-dir build --bootstrap"
+    );
+    html(
+        RunPage {
+            run: row,
+            pip,
+            apt,
+            dnf,
+            stages,
+            artifacts: rows.into_iter().map(|(_, r)| r).collect(),
+            artifact_count,
+            fetch_line,
+            logs,
+        }
+        .render(),
+    )
+}
+
+struct FileView {
+    name: String,
+    href: String,
+    size: String,
+    bytes: u64,
+    requires_python: String,
+    uploaded: String,
+    sha256: String,
+    yanked: Option<String>,
+}
+
+struct VersionView {
+    version: String,
+    files: Vec<FileView>,
+}
+
+#[derive(Template)]
+#[template(path = "browse-package.html")]
+struct PackagePage {
+    name: String,
+    run: String,
+    run_href: String,
+    latest: Option<String>,
+    summary: String,
+    requires_python: String,
+    dependencies: Vec<String>,
+    versions: Vec<VersionView>,
+    pip_line: String,
+    uv_line: String,
+}
+
+/// `Summary` and every `Requires-Dist` of a core metadata file (headers only).
+fn summary_and_requirements(raw: &[u8]) -> (String, Vec<String>) {
+    let text = String::from_utf8_lossy(raw);
+    let (mut summary, mut requires) = (String::new(), Vec::new());
+    for line in text.lines() {
+        if line.is_empty() {
+            break;
+        }
+        if let Some(v) = line.strip_prefix("Summary:") {
+            summary = v.trim().to_owned();
+        } else if let Some(v) = line.strip_prefix("Requires-Dist:") {
+            requires.push(v.trim().to_owned());
+        }
+    }
+    (summary, requires)
+}
+
+pub(crate) async fn package_page(
+    State(state): State<AppState>,
+    Path((run, project)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    if !is_run(&run) {
+        return Err(AppError::NotFound(format!("{run:?} is not a run")));
+    }
+    let name = PackageName::new(&project).map_err(|e| AppError::NotFound(format!("{project:?}: {e}")))?;
+    let store = state.store.as_ref();
+    let base = base_url(&state, &headers);
+    let root = RepoRoot::new(&format!("{run}/python/")).map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let repo_state = read_state(store, &root).await?;
+    let all = projects(&repo_state);
+    let Some((display, versions)) = all.get(name.as_str()) else {
+        return Err(AppError::NotFound(format!("no project {project:?} in {root}")));
+    };
+    let mut views = Vec::new();
+    for (version, files) in versions.iter().rev() {
+        let mut file_views: Vec<FileView> = files
+            .iter()
+            .filter_map(|f| repo_state.entries.get(f))
+            .map(|e| FileView {
+                name: e.filename.clone(),
+                href: format!("/{root}{}", e.filename),
+                size: human_size(e.size),
+                bytes: e.size,
+                requires_python: e.requires_python.clone().unwrap_or_default(),
+                uploaded: e.upload_time.get(..19).unwrap_or(&e.upload_time).replace('T', " "),
+                sha256: e.sha256.clone(),
+                yanked: e.yanked.clone(),
+            })
+            .collect();
+        file_views.sort_by(|a, b| a.name.cmp(&b.name));
+        views.push(VersionView { version: version.to_string(), files: file_views });
+    }
+    // Dependencies and summary from the newest version's first wheel with a metadata sidecar.
+    let newest = versions.iter().next_back();
+    let mut summary = String::new();
+    let mut dependencies = Vec::new();
+    let mut requires_python = String::new();
+    if let Some((_, files)) = newest {
+        for file in files {
+            let Some(entry) = repo_state.entries.get(file) else { continue };
+            if entry.core_metadata_sha256.is_none() {
+                continue;
+            }
+            requires_python = entry.requires_python.clone().unwrap_or_default();
+            let key = Key::new(format!("{root}{file}{}", quarry_index::METADATA_SUFFIX))?;
+            if let Ok((_, raw)) = store.get_bytes(&key, MAX_METADATA).await {
+                (summary, dependencies) = summary_and_requirements(&raw);
+                break;
+            }
+        }
+    }
+    let url = format!("{base}/{root}");
+    html(
+        PackagePage {
+            name: display.clone(),
+            run_href: format!("/{run}/"),
+            run,
+            latest: newest.map(|(v, _)| v.to_string()),
+            summary,
+            requires_python,
+            dependencies,
+            versions: views,
+            pip_line: format!("pip install --find-links {url} {display}"),
+            uv_line: format!("uv pip install --find-links {url} {display}"),
+        }
+        .render(),
+    )
+}
+
+/// `/-/dnf/{run}.repo`: one section per dnf repo of the run.
+pub(crate) async fn dnf_repo_file(
+    State(state): State<AppState>,
+    Path(file): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    let Some(run) = file.strip_suffix(".repo").filter(|r| is_run(r)) else {
+        return Err(AppError::NotFound(format!("{file:?} is not a run's .repo file")));
+    };
+    let store = state.store.as_ref();
+    let base = base_url(&state, &headers);
+    let objects = store.list_all(&format!("{run}/"), false).await?.objects;
+    let mut out = String::new();
+    for root in objects.iter().filter_map(|o| RepoRoot::for_state_key(&o.key)).filter(|r| r.kind() == RepoKind::Dnf) {
+        let url = format!("{base}/{root}");
+        let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or("repo");
+        let signed = objects.iter().any(|o| o.key.as_str() == format!("{root}repodata/repomd.xml.key"));
+        out.push_str(&format!(
+            "[quarry-{run}-{arch}]\nname=Quarry run {run} ({arch})\nbaseurl={url}\nenabled=1\ngpgcheck=0\n"
+        ));
+        if signed {
+            out.push_str(&format!("repo_gpgcheck=1\ngpgkey={url}repodata/repomd.xml.key\n"));
+        } else {
+            out.push_str("repo_gpgcheck=0\n");
+        }
+        out.push('\n');
+    }
+    if out.is_empty() {
+        return Err(AppError::NotFound(format!("run {run} has no rpm repository")));
+    }
+    Ok((
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
+            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"quarry-{run}.repo\"")),
+        ],
+        out,
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requirements_come_from_the_headers_only() {
+        let raw = b"Metadata-Version: 2.1\nName: a\nSummary: An A\nRequires-Dist: b>=1\nRequires-Dist: c; extra == 'x'\n\nRequires-Dist: not-a-header\n";
+        let (summary, deps) = summary_and_requirements(raw);
+        assert_eq!(summary, "An A");
+        assert_eq!(deps, ["b>=1", "c; extra == 'x'"]);
+    }
+
+    #[test]
+    fn ages_read_naturally() {
+        let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let ago = |s: i64| age(now, jiff::Timestamp::from_second(1_800_000_000 - s).unwrap());
+        assert_eq!(ago(5), "just now");
+        assert_eq!(ago(600), "10 min ago");
+        assert_eq!(ago(7200), "2 h ago");
+        assert_eq!(ago(3 * 86400), "3 d ago");
+    }
+}
