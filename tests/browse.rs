@@ -466,3 +466,92 @@ async fn metrics_parse_and_count_what_happened_and_access_logs_are_json() {
     assert_eq!(missing["fields"]["route"], "file");
     drop(served);
 }
+
+/// The same pages over a bucket on a real S3 server (s3s-fs on loopback, SigV4 checked).
+#[tokio::test(flavor = "multi_thread")]
+async fn browse_pages_over_an_s3_store() {
+    use quarry_store::{Key, PutOptions, S3Store, StoreExt};
+    use quarry_tests::s3::{S3Server, s3_client};
+
+    let server = S3Server::start_s3s_fs().await;
+    let s3 = s3_client(&server);
+    s3.create_bucket().bucket("runs").send().await.expect("create bucket");
+    let bucket = S3Store::from_client(s3, "runs", "");
+    let wheel = WheelSpec::new("s3-browse", "2.0");
+    for (key, body) in [
+        (format!("31-linux/python/{}", wheel.filename()), wheel.build()),
+        ("31-linux/sysdeps_lib_generic.tar.zst".to_owned(), b"archive".to_vec()),
+        ("30-linux/logs/build.log".to_owned(), b"log".to_vec()),
+    ] {
+        bucket.put_bytes(&Key::new(key).unwrap(), body.into(), PutOptions::default()).await.unwrap();
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = server.clone_credentials();
+    let config = "store = \"s3://runs/\"\ntopology = \"BUILD_TOPOLOGY.toml\"\n";
+    std::fs::write(tmp.path().join("BUILD_TOPOLOGY.toml"), TOPOLOGY).unwrap();
+    std::fs::write(tmp.path().join("quarry.toml"), config).unwrap();
+    let stderr = tmp.path().join("serve.stderr");
+    let mut child = tokio::process::Command::new(quarry_bin())
+        .args(["serve", "--addr", "127.0.0.1:0", "--config", "quarry.toml"])
+        .current_dir(tmp.path())
+        .env("AWS_ENDPOINT_URL", &server.endpoint)
+        .env("AWS_ACCESS_KEY_ID", &keys.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &keys.secret_key)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env_remove("QUARRY_STORE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("no URL: {}", std::fs::read_to_string(&stderr).unwrap_or_default()))
+        .unwrap()
+        .expect("a URL line");
+
+    let runs = client().get(&url).send().await.unwrap().text().await.unwrap();
+    let rows: Vec<&str> =
+        runs.match_indices("data-run=\"").map(|(i, m)| runs[i + m.len()..].split('"').next().unwrap()).collect();
+    assert_eq!(rows, ["31-linux", "30-linux"], "{runs}");
+    let run = client().get(format!("{url}31-linux/")).send().await.unwrap().text().await.unwrap();
+    assert!(run.contains(&format!("pip install --find-links {url}31-linux/python/ s3-browse")), "{run}");
+    assert!(run.contains("data-stage=\"foundation\"") && run.contains("sysdeps_lib_generic.tar.zst"));
+    let package =
+        client().get(format!("{url}-/package/31-linux/s3-browse/")).send().await.unwrap().text().await.unwrap();
+    assert!(package.contains(&sha256_hex(&wheel.build())), "{package}");
+    let _ = child.start_kill();
+}
+
+/// 1,000 runs: 50 a page, newest first, the pager reaching the oldest.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_thousand_runs_paginate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    for id in 1..=1000 {
+        write(&store, &format!("{id}-linux/logs/build.log"), b"x");
+    }
+    let served = serve(tmp.path(), &format!("store = \"{}\"\n", store.display()), &[]).await;
+    let page = |n: usize| {
+        let url = format!("{}?page={n}", served.url);
+        async move { client().get(url).send().await.unwrap().text().await.unwrap() }
+    };
+    let rows = |html: &str| -> Vec<String> {
+        html.match_indices("data-run=\"")
+            .map(|(i, m)| html[i + m.len()..].split('"').next().unwrap().to_owned())
+            .collect()
+    };
+    let first = page(1).await;
+    let ids = rows(&first);
+    assert_eq!(ids.len(), 50);
+    assert_eq!((ids[0].as_str(), ids[49].as_str()), ("1000-linux", "951-linux"), "numeric order, not text");
+    assert!(first.contains("Runs 1–50 of 1000") && first.contains("href=\"/?page=2\""), "a pager");
+    let last = page(20).await;
+    assert_eq!(rows(&last).last().map(String::as_str), Some("1-linux"));
+    assert!(!last.contains("rel=\"next\""));
+    assert_eq!(rows(&page(99).await), rows(&last), "past the end shows the last page");
+    drop(served);
+}
