@@ -113,6 +113,9 @@ pub(crate) struct PushArgs {
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Progress lines at debug level (a live view owns the terminal).
+    #[arg(skip)]
+    pub(crate) quiet: bool,
 }
 
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -349,7 +352,11 @@ pub(crate) async fn push_stage(args: &PushArgs) -> anyhow::Result<(String, Vec<M
         }
     }
     to_archive.sort();
-    tracing::info!(archive = to_archive.len(), ready = ready.len(), stage = %args.stage, "pushing");
+    if args.quiet {
+        tracing::debug!(archive = to_archive.len(), ready = ready.len(), stage = %args.stage, "pushing");
+    } else {
+        tracing::info!(archive = to_archive.len(), ready = ready.len(), stage = %args.stage, "pushing");
+    }
     let started = std::time::Instant::now();
     let archived: Vec<anyhow::Result<(ArtifactName, PathBuf)>> = futures_util::stream::iter(to_archive)
         .map(|(name, dir)| {
@@ -376,7 +383,11 @@ pub(crate) async fn push_stage(args: &PushArgs) -> anyhow::Result<(String, Vec<M
             Err(e) => failures.push(format!("{e:#}")),
         }
     }
-    tracing::info!(seconds = started.elapsed().as_secs_f64(), "archived");
+    if args.quiet {
+        tracing::debug!(seconds = started.elapsed().as_secs_f64(), "archived");
+    } else {
+        tracing::info!(seconds = started.elapsed().as_secs_f64(), "archived");
+    }
     let uploads: Vec<anyhow::Result<Moved>> = futures_util::stream::iter(ready)
         .map(|(name, (f, path))| {
             let (store, prefix) = (store.clone(), prefix.clone());

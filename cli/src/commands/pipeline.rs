@@ -347,6 +347,7 @@ pub(crate) async fn build_stage(args: &BuildArgs, reuse: bool, view: &View) -> a
         compress_concurrency: 2,
         upload_concurrency: 10,
         json: false,
+        quiet: view.bar.is_some(),
     };
     let (_, pushed, failures) = push_stage(&push).await?;
     if !failures.is_empty() {
