@@ -19,7 +19,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
-use quarry_index::{RepoKind, RepoRoot, RepoState, listing::human_size};
+use quarry_index::listing::{human_size, run_id_order};
+use quarry_index::{RepoKind, RepoRoot, RepoState};
 use quarry_packaging::{DistFilename, PackageName};
 use quarry_store::{Key, ObjectMeta, Store, StoreExt as _};
 
@@ -136,8 +137,7 @@ async fn run_names(store: &dyn Store) -> Result<Vec<String>, AppError> {
     let top = store.list_all("", true).await?;
     let mut runs: Vec<String> =
         top.common_prefixes.iter().map(|p| p.trim_end_matches('/').to_owned()).filter(|p| is_run(p)).collect();
-    let id = |name: &str| name.split('-').next().and_then(|n| n.parse::<u128>().ok()).unwrap_or(0);
-    runs.sort_by(|a, b| id(b).cmp(&id(a)).then_with(|| a.cmp(b)));
+    runs.sort_by(|a, b| run_id_order(b).cmp(&run_id_order(a)).then_with(|| a.cmp(b)));
     Ok(runs)
 }
 

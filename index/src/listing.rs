@@ -43,6 +43,13 @@ pub fn is_run_segment(segment: &str) -> bool {
         && platform.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
+/// Sort key of a run id (the digits before `-`) in numeric order, without parsing: ids can be
+/// longer than any integer type.
+pub fn run_id_order(id: &str) -> (usize, &str) {
+    let digits = id.split('-').next().unwrap_or(id).trim_start_matches('0');
+    (digits.len(), digits)
+}
+
 impl ListingDir {
     /// The listing the object at `key` appears in, if any. The listing's own outputs and
     /// anything inside a package repo have none.

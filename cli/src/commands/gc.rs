@@ -100,8 +100,7 @@ fn rfc3339<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error>
 impl Run {
     /// Numeric order of run ids without parsing (ids may exceed any integer type).
     fn id_order(&self) -> (usize, &str) {
-        let digits = self.id.trim_start_matches('0');
-        (digits.len(), digits)
+        quarry_index::listing::run_id_order(&self.id)
     }
 }
 
