@@ -28,7 +28,6 @@ use crate::{AppError, AppState};
 
 /// Runs per page of the run list.
 pub const RUNS_PER_PAGE: usize = 50;
-const MAX_STATE: u64 = 256 * 1024 * 1024;
 const MAX_SIDECAR: u64 = 4096;
 const MAX_METADATA: u64 = 4 * 1024 * 1024;
 
@@ -260,12 +259,7 @@ impl RunRow {
 }
 
 async fn read_state(store: &dyn Store, root: &RepoRoot) -> Result<RepoState, AppError> {
-    match store.get_bytes(&root.state_key(), MAX_STATE).await {
-        Ok((_, bytes)) => serde_json::from_slice(&bytes)
-            .map_err(|e| AppError::Internal(format!("{}: not a repo state: {e}", root.state_key()))),
-        Err(e) if e.is_not_found() => Ok(RepoState::empty()),
-        Err(e) => Err(e.into()),
-    }
+    Ok(quarry_index::read_state(store, root).await?.unwrap_or_else(RepoState::empty))
 }
 
 /// pip projects of a root: normalized name → (display name, versions → filenames).
@@ -369,24 +363,14 @@ pub(crate) async fn run_page(state: &AppState, run: &str, headers: &HeaderMap) -
         match root.kind() {
             RepoKind::Pip => pip.push(pip_view(&base, run, root, &repo_state)),
             RepoKind::Apt => {
-                let signed = objects.iter().any(|o| o.key.as_str() == format!("{root}quarry-archive-key.asc"));
+                let key_name = quarry_index::apt::KEY_NAME;
+                let signed = objects.iter().any(|o| o.key.as_str() == format!("{root}{key_name}"));
                 let list = format!("/etc/apt/sources.list.d/quarry-{run}.list");
-                let setup = if signed {
-                    let keyring = format!("/etc/apt/keyrings/quarry-{run}.asc");
-                    format!(
-                        "sudo curl -fsSL -o {keyring} {url}quarry-archive-key.asc\n\
-                         echo 'deb [signed-by={keyring}] {url} {suite} {component}' | sudo tee {list}\n\
-                         sudo apt-get update",
-                        suite = quarry_index::apt::SUITE,
-                        component = quarry_index::apt::COMPONENT,
-                    )
-                } else {
-                    format!(
-                        "echo 'deb [trusted=yes] {url} {suite} {component}' | sudo tee {list}\nsudo apt-get update",
-                        suite = quarry_index::apt::SUITE,
-                        component = quarry_index::apt::COMPONENT,
-                    )
-                };
+                let keyring = format!("/etc/apt/keyrings/quarry-{run}.asc");
+                let line = quarry_index::apt::sources_line(&url, signed.then_some(keyring.as_str()));
+                let fetch_key =
+                    if signed { format!("sudo curl -fsSL -o {keyring} {url}{key_name}\n") } else { String::new() };
+                let setup = format!("{fetch_key}echo '{line}' | sudo tee {list}\nsudo apt-get update");
                 apt.push(AptView { packages: native_rows(root, &repo_state), setup });
             }
             RepoKind::Dnf => {
@@ -616,12 +600,12 @@ pub(crate) async fn dnf_repo_file(
     for root in objects.iter().filter_map(|o| RepoRoot::for_state_key(&o.key)).filter(|r| r.kind() == RepoKind::Dnf) {
         let url = format!("{base}/{root}");
         let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or("repo");
-        let signed = objects.iter().any(|o| o.key.as_str() == format!("{root}repodata/repomd.xml.key"));
+        let signed = objects.iter().any(|o| o.key.as_str() == format!("{root}{}", quarry_index::dnf::KEY_NAME));
         out.push_str(&format!(
             "[quarry-{run}-{arch}]\nname=Quarry run {run} ({arch})\nbaseurl={url}\nenabled=1\ngpgcheck=0\n"
         ));
         if signed {
-            out.push_str(&format!("repo_gpgcheck=1\ngpgkey={url}repodata/repomd.xml.key\n"));
+            out.push_str(&format!("repo_gpgcheck=1\ngpgkey={url}{}\n", quarry_index::dnf::KEY_NAME));
         } else {
             out.push_str("repo_gpgcheck=0\n");
         }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use quarry_index::{Indexer, RepoKind, RepoRoot};
+use quarry_index::{Indexer, RepoRoot};
 
 use crate::metrics::ReindexStats;
 use tokio::sync::watch;
@@ -71,11 +71,7 @@ impl Coalescer {
     }
 
     async fn run(indexer: Indexer, root: RepoRoot, slot: Arc<Slot>, stats: Arc<ReindexStats>) {
-        let kind = match root.kind() {
-            RepoKind::Pip => "pip",
-            RepoKind::Apt => "apt",
-            RepoKind::Dnf => "dnf",
-        };
+        let kind = root.kind().label();
         loop {
             let target = slot.state.lock().unwrap_or_else(PoisonError::into_inner).0;
             let started = std::time::Instant::now();

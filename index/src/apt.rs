@@ -19,6 +19,16 @@ use crate::state::{Entry, RepoState};
 
 pub const SUITE: &str = "stable";
 pub const COMPONENT: &str = "main";
+
+/// The `sources.list` line for a repo at `url` (ending in `/`): pinned to the keyring file
+/// `signed_by` when the repo is signed, else `trusted=yes`.
+pub fn sources_line(url: &str, signed_by: Option<&str>) -> String {
+    let trust = match signed_by {
+        Some(keyring) => format!("signed-by={keyring}"),
+        None => "trusted=yes".to_owned(),
+    };
+    format!("deb [{trust}] {url} {SUITE} {COMPONENT}")
+}
 /// The armored public key published next to a signed repo, for `signed-by`.
 pub const KEY_NAME: &str = "quarry-archive-key.asc";
 const TEXT: &str = "text/plain; charset=utf-8";

@@ -178,11 +178,7 @@ pub(crate) async fn committed_state(
     files: usize,
     report: &mut CheckReport,
 ) -> Result<Option<RepoState>, StoreError> {
-    let state: Option<RepoState> = match store.get_bytes(&root.state_key(), MAX_PAGE).await {
-        Ok((_, bytes)) => serde_json::from_slice(&bytes).ok(),
-        Err(e) if e.is_not_found() => None,
-        Err(e) => return Err(e),
-    };
+    let state = crate::reindex::read_state(store, root).await?;
     if state.is_none() && files > 0 {
         report.problems.push(format!("{files} files but no readable state: never indexed"));
     }

@@ -31,7 +31,7 @@ pub use listing::{ListingDir, ListingReport, update_listing};
 pub use metadata::{CoreMetadata, MetadataError};
 pub use reindex::{
     DEFAULT_GRACE_SECONDS, IndexConfig, IndexError, Indexer, InspectError, Inspected, METADATA_SUFFIX, ReindexReport,
-    YANK_SUFFIX, discover, discover_roots, inspect,
+    YANK_SUFFIX, discover, discover_roots, inspect, read_state,
 };
 pub use render::{Page, Stage, render};
 pub use root::{APT_STATE_NAME, DNF_STATE_NAME, RepoKind, RepoRoot, STATE_NAME};

@@ -145,6 +145,16 @@ impl IndexConfig {
     }
 }
 
+/// A root's committed state as readers see it: `None` when the root was never indexed or its
+/// state is unreadable (the indexer rebuilds such a state on its next run).
+pub async fn read_state(store: &dyn Store, root: &RepoRoot) -> Result<Option<RepoState>, StoreError> {
+    match store.get_bytes(&root.state_key(), MAX_STATE_SIZE).await {
+        Ok((_, bytes)) => Ok(serde_json::from_slice(&bytes).ok()),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Default grace period for superseded by-hash and repodata files: a day.
 pub const DEFAULT_GRACE_SECONDS: i64 = 24 * 60 * 60;
 

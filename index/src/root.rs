@@ -25,6 +25,17 @@ pub enum RepoKind {
     Dnf,
 }
 
+impl RepoKind {
+    /// `pip`, `apt` or `dnf` (as serialized).
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Pip => "pip",
+            Self::Apt => "apt",
+            Self::Dnf => "dnf",
+        }
+    }
+}
+
 /// A repo root: a store prefix ending in `/` under which the indexer keeps one repository.
 ///
 /// TheRock's layout puts pip roots at `{run}-{platform}/python/` (multi-arch) and

@@ -18,7 +18,7 @@ use clap::Args;
 use futures_util::StreamExt;
 use jiff::{SignedDuration, SpanRelativeTo, Timestamp};
 use quarry_index::listing::{LISTING_CACHE, LISTING_PAGE, human_size, is_run_segment};
-use quarry_index::{IndexConfig, Indexer, METADATA_SUFFIX, RepoKind, RepoRoot, RepoState, discover};
+use quarry_index::{IndexConfig, Indexer, METADATA_SUFFIX, RepoKind, RepoRoot, discover};
 use quarry_store::{ObjectMeta, Store, StoreExt};
 use serde::Serialize;
 
@@ -140,7 +140,6 @@ struct Report {
 }
 
 /// Largest state object read (as the indexer's own limit).
-const MAX_STATE: u64 = 512 * 1024 * 1024;
 /// List-and-delete passes per run: objects written into a run while it is deleted (an indexer
 /// reacting to the deletes) are caught by the next pass.
 const DELETE_PASSES: usize = 3;
@@ -402,11 +401,7 @@ async fn collect_root(indexer: &Indexer, root: &RepoRoot, dry_run: bool, now: Ti
     let state = if root.kind() == RepoKind::Pip {
         None
     } else {
-        match store.get_bytes(&root.state_key(), MAX_STATE).await {
-            Ok((_, bytes)) => serde_json::from_slice::<RepoState>(&bytes).ok(),
-            Err(e) if e.is_not_found() => None,
-            Err(e) => return Err(e).with_context(|| format!("reading {}", root.state_key())),
-        }
+        quarry_index::read_state(store.as_ref(), root).await.with_context(|| format!("reading {}", root.state_key()))?
     };
     let retired: BTreeMap<String, i64> = state.as_ref().map(|s| s.retired.clone()).unwrap_or_default();
     let (expired, within): (Vec<_>, Vec<_>) = retired.iter().partition(|(_, since)| now.as_second() - **since >= grace);

@@ -85,8 +85,8 @@ impl Summary {
         };
         match root {
             Some(root) if repo.ends_with("/InRelease") => {
-                let trust = if key_url.is_some() { "signed-by=/etc/apt/keyrings/quarry.asc" } else { "trusted=yes" };
-                summary.apt_source = Some(format!("deb [{trust}] {root} stable main"));
+                let keyring = key_url.is_some().then_some("/etc/apt/keyrings/quarry.asc");
+                summary.apt_source = Some(quarry_index::apt::sources_line(root.as_str(), keyring));
             }
             Some(root) if repo.ends_with("repomd.xml") => summary.dnf_baseurl = Some(root.to_string()),
             _ => {
