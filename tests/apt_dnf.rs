@@ -11,7 +11,7 @@ use quarry_tests::native::{
     Apt, DEB_ROOT, REPOQUERY_FORMAT, RPM_ROOT, build_fixtures, dnf, files_in, sorted_stanzas, test_key, text,
     upload_files,
 };
-use quarry_tests::{TestServer, assert_success, quarry_bin, run, sha256_hex};
+use quarry_tests::{TestServer, assert_success, plant, quarry_bin, run, sha256_hex};
 
 fn signed(kind: &str) -> IndexConfig {
     let (secret, _) = test_key(kind);
@@ -233,12 +233,6 @@ async fn thirty_two_concurrent_uploads_all_land_in_both_repos() {
 }
 
 /// Write a file straight into the store, the way an out-of-band upload (aws s3 cp) lands.
-fn plant(store: &Path, key: &str, bytes: &[u8]) {
-    let path = store.join(key);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, bytes).unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn broken_packages_are_left_out_with_a_reason_and_the_repos_stay_valid() {
     let tmp = tempfile::tempdir().unwrap();

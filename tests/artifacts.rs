@@ -333,17 +333,10 @@ async fn push_and_fetch_through_s3() {
     std::fs::write(&topology, TOPOLOGY).unwrap();
     let build = tmp.path().join("build");
     build_tree(&build);
-    let keys = server.clone_credentials();
     let runner = Runner {
         topology,
         backend: vec!["--store".into(), "s3://therock-ci-artifacts".into()],
-        env: vec![
-            ("AWS_ENDPOINT_URL".into(), server.endpoint.clone()),
-            ("AWS_ACCESS_KEY_ID".into(), keys.access_key),
-            ("AWS_SECRET_ACCESS_KEY".into(), keys.secret_key),
-            ("AWS_REGION".into(), "us-east-1".into()),
-            ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
-        ],
+        env: server.client_env(),
     };
     runner.push_all(&build).await;
     let listed =

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use quarry_tests::native::{Apt, build_fixtures, dnf, files_in, text};
 use quarry_tests::{
-    WheelSpec, assert_success, installed, pip_install, quarry_bin, run, sha256_hex, venv, workspace_root,
+    ServedBinary, WheelSpec, assert_success, installed, pip_install, plant, quarry_bin, run, sha256_hex, venv,
+    workspace_root,
 };
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 const ADMIN: &str = "admin-token-0123456789abcdef";
 const CI: &str = "ci-token-123-only-0123456789";
@@ -50,49 +50,29 @@ type = "target-specific"
 "#;
 
 struct Served {
-    child: tokio::process::Child,
+    _server: ServedBinary,
     url: String,
     stderr: PathBuf,
 }
 
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-    }
-}
-
-/// `quarry serve --config FILE` on a free loopback port; stderr (the access log) to a file.
-async fn serve(dir: &Path, config: &str, extra: &[&str]) -> Served {
+/// `quarry serve --config FILE` on a free loopback port with `env`; stderr (the access log)
+/// to a file.
+async fn serve(dir: &Path, config: &str, extra: &[&str], env: &[(String, String)]) -> Served {
     let config_path = dir.join("quarry.toml");
     std::fs::write(&config_path, config).unwrap();
     let stderr = dir.join("serve.stderr");
-    let mut child = tokio::process::Command::new(quarry_bin())
-        .args(["serve", "--addr", "127.0.0.1:0", "--config"])
+    let mut cmd = tokio::process::Command::new(quarry_bin());
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--config"])
         .arg(&config_path)
         .args(extra)
         .current_dir(dir)
         .env_remove("QUARRY_TOKEN")
         .env_remove("QUARRY_STORE")
         .env_remove("QUARRY_PRIVATE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start quarry serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let url = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .unwrap_or_else(|_| {
-            panic!(
-                "quarry serve printed no URL: {}",
-                std::fs::read_to_string(dir.join("serve.stderr")).unwrap_or_default()
-            )
-        })
-        .expect("read stdout")
-        .expect("a URL line");
-    Served { child, url, stderr }
+        .envs(env.iter().cloned())
+        .stderr(std::fs::File::create(&stderr).unwrap());
+    let server = ServedBinary::start(cmd).await;
+    Served { url: server.url.clone(), _server: server, stderr }
 }
 
 fn client() -> reqwest::Client {
@@ -166,12 +146,6 @@ async fn links_resolve(base: &str, dom: &str) -> usize {
     checked
 }
 
-fn write(store: &Path, key: &str, data: &[u8]) {
-    let path = store.join(key);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, data).unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn browse_pages_render_in_headless_chromium_and_their_install_lines_work() {
     let tmp = tempfile::tempdir().unwrap();
@@ -179,12 +153,9 @@ async fn browse_pages_render_in_headless_chromium_and_their_install_lines_work()
     let store = dir.join("store");
     std::fs::write(dir.join("BUILD_TOPOLOGY.toml"), TOPOLOGY).unwrap();
     std::fs::write(dir.join("tokens"), format!("{ADMIN}\n{CI} 123-linux/\n")).unwrap();
-    let served = serve(
-        dir,
-        &format!("store = \"{}\"\ntoken_file = \"tokens\"\ntopology = \"BUILD_TOPOLOGY.toml\"\n", store.display()),
-        &[],
-    )
-    .await;
+    let config =
+        format!("store = \"{}\"\ntoken_file = \"tokens\"\ntopology = \"BUILD_TOPOLOGY.toml\"\n", store.display());
+    let served = serve(dir, &config, &[], &[]).await;
     let url = served.url.clone();
 
     // Run 123-linux: wheels, debs, rpms (uploaded), stage artifacts and a log (as CI writes them).
@@ -211,17 +182,17 @@ async fn browse_pages_render_in_headless_chromium_and_their_install_lines_work()
         );
     }
     let archive = b"not really zstd, but an archive's bytes".to_vec();
-    write(&store, "123-linux/sysdeps_lib_generic.tar.zst", &archive);
-    write(
+    plant(&store, "123-linux/sysdeps_lib_generic.tar.zst", &archive);
+    plant(
         &store,
         "123-linux/sysdeps_lib_generic.tar.zst.sha256sum",
         format!("{}  sysdeps_lib_generic.tar.zst\n", sha256_hex(&archive)).as_bytes(),
     );
-    write(&store, "123-linux/blas_lib_gfx942.tar.zst", b"blas");
-    write(&store, "123-linux/logs/math-libs/build.log", b"[1/2] Building blas\n[2/2] Linking\n");
+    plant(&store, "123-linux/blas_lib_gfx942.tar.zst", b"blas");
+    plant(&store, "123-linux/logs/math-libs/build.log", b"[1/2] Building blas\n[2/2] Linking\n");
     // Two older runs.
     assert_eq!(put(&format!("{url}122-linux/python/{}", old.filename()), ADMIN, old.build()).await, 201);
-    write(&store, "121-windows/sysdeps_lib_generic.tar.zst", &archive);
+    plant(&store, "121-windows/sysdeps_lib_generic.tar.zst", &archive);
     let index = run(
         {
             let mut c = tokio::process::Command::new(quarry_bin());
@@ -316,9 +287,13 @@ async fn scoped_tokens_and_a_private_store() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("tokens"), format!("{ADMIN}\n{CI} 123-linux/\n")).unwrap();
-    let served =
-        serve(dir, &format!("store = \"{}\"\ntoken_file = \"tokens\"\n", dir.join("store").display()), &["--private"])
-            .await;
+    let served = serve(
+        dir,
+        &format!("store = \"{}\"\ntoken_file = \"tokens\"\n", dir.join("store").display()),
+        &["--private"],
+        &[],
+    )
+    .await;
     let url = served.url.clone();
     let wheel = WheelSpec::new("private-demo", "1.0");
 
@@ -407,6 +382,7 @@ async fn metrics_parse_and_count_what_happened_and_access_logs_are_json() {
         dir,
         &format!("store = \"{}\"\ntoken_file = \"tokens\"\n", dir.join("store").display()),
         &["--log-format", "json"],
+        &[],
     )
     .await;
     let url = served.url.clone();
@@ -486,32 +462,10 @@ async fn browse_pages_over_an_s3_store() {
         bucket.put_bytes(&Key::new(key).unwrap(), body.into(), PutOptions::default()).await.unwrap();
     }
     let tmp = tempfile::tempdir().unwrap();
-    let keys = server.clone_credentials();
-    let config = "store = \"s3://runs/\"\ntopology = \"BUILD_TOPOLOGY.toml\"\n";
     std::fs::write(tmp.path().join("BUILD_TOPOLOGY.toml"), TOPOLOGY).unwrap();
-    std::fs::write(tmp.path().join("quarry.toml"), config).unwrap();
-    let stderr = tmp.path().join("serve.stderr");
-    let mut child = tokio::process::Command::new(quarry_bin())
-        .args(["serve", "--addr", "127.0.0.1:0", "--config", "quarry.toml"])
-        .current_dir(tmp.path())
-        .env("AWS_ENDPOINT_URL", &server.endpoint)
-        .env("AWS_ACCESS_KEY_ID", &keys.access_key)
-        .env("AWS_SECRET_ACCESS_KEY", &keys.secret_key)
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env_remove("QUARRY_STORE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .unwrap_or_else(|_| panic!("no URL: {}", std::fs::read_to_string(&stderr).unwrap_or_default()))
-        .unwrap()
-        .expect("a URL line");
+    let config = "store = \"s3://runs/\"\ntopology = \"BUILD_TOPOLOGY.toml\"\n";
+    let served = serve(tmp.path(), config, &[], &server.client_env()).await;
+    let url = served.url.clone();
 
     let runs = client().get(&url).send().await.unwrap().text().await.unwrap();
     let rows: Vec<&str> =
@@ -523,7 +477,7 @@ async fn browse_pages_over_an_s3_store() {
     let package =
         client().get(format!("{url}-/package/31-linux/s3-browse/")).send().await.unwrap().text().await.unwrap();
     assert!(package.contains(&sha256_hex(&wheel.build())), "{package}");
-    let _ = child.start_kill();
+    drop(served);
 }
 
 /// 1,000 runs: 50 a page, newest first, the pager reaching the oldest.
@@ -532,9 +486,9 @@ async fn a_thousand_runs_paginate() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
     for id in 1..=1000 {
-        write(&store, &format!("{id}-linux/logs/build.log"), b"x");
+        plant(&store, &format!("{id}-linux/logs/build.log"), b"x");
     }
-    let served = serve(tmp.path(), &format!("store = \"{}\"\n", store.display()), &[]).await;
+    let served = serve(tmp.path(), &format!("store = \"{}\"\n", store.display()), &[], &[]).await;
     let page = |n: usize| {
         let url = format!("{}?page={n}", served.url);
         async move { client().get(url).send().await.unwrap().text().await.unwrap() }

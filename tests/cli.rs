@@ -4,40 +4,21 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use quarry_tests::{WheelSpec, assert_success, installed, pip_install, quarry_bin, run};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use quarry_tests::{ServedBinary, WheelSpec, assert_success, installed, pip_install, quarry_bin, run};
 
-struct Served {
-    child: tokio::process::Child,
-    url: String,
-}
-
-async fn serve(store: &std::path::Path, token_file: &std::path::Path) -> Served {
+async fn serve(store: &std::path::Path, token_file: &std::path::Path) -> ServedBinary {
     serve_with_env(store, token_file, &[]).await
 }
 
-async fn serve_with_env(store: &std::path::Path, token_file: &std::path::Path, env: &[(&str, String)]) -> Served {
-    let mut child = tokio::process::Command::new(quarry_bin())
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+async fn serve_with_env(store: &std::path::Path, token_file: &std::path::Path, env: &[(&str, String)]) -> ServedBinary {
+    let mut cmd = tokio::process::Command::new(quarry_bin());
+    cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .args(["serve", "--addr", "127.0.0.1:0", "--store"])
         .arg(store)
         .arg("--token-file")
         .arg(token_file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start quarry serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("quarry serve printed its URL in time")
-        .expect("read stdout")
-        .expect("a URL line");
-    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with('/'), "{url}");
-    Served { child, url }
+        .stderr(Stdio::null());
+    ServedBinary::start(cmd).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

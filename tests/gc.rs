@@ -10,7 +10,9 @@ use std::process::Output;
 use std::time::{Duration, SystemTime};
 
 use quarry_tests::native::{Apt, build_fixtures, dnf, files_in, test_key, text};
-use quarry_tests::{TestServer, WheelSpec, assert_success, installed, pip_install, quarry_bin, run, workspace_root};
+use quarry_tests::{
+    TestServer, WheelSpec, assert_success, installed, pip_install, plant, quarry_bin, run, workspace_root,
+};
 
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
@@ -44,12 +46,6 @@ fn runs(report: &serde_json::Value, field: &str) -> Vec<String> {
         report[field].as_array().expect(field).iter().map(|r| r["run"].as_str().unwrap().to_owned()).collect();
     out.sort();
     out
-}
-
-fn plant(store: &Path, key: &str, bytes: &[u8]) {
-    let path = store.join(key);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, bytes).unwrap();
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -491,14 +487,8 @@ async fn gc_deletes_runs_in_a_bucket_on_a_real_s3_server() {
     for key in ["ci/README.txt", "other/800-linux/x.tar.zst"] {
         bucket.put_bytes(&Key::new(key).unwrap(), b"x".to_vec().into(), PutOptions::default()).await.unwrap();
     }
-    let keys = server.clone_credentials();
-    let env = [
-        ("AWS_ENDPOINT_URL", server.endpoint.as_str()),
-        ("AWS_ACCESS_KEY_ID", keys.access_key.as_str()),
-        ("AWS_SECRET_ACCESS_KEY", keys.secret_key.as_str()),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_EC2_METADATA_DISABLED", "true"),
-    ];
+    let client_env = server.client_env();
+    let env: Vec<(&str, &str)> = client_env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     assert_success(&quarry(&["index", "s3://artifacts/ci/"], &env).await, "quarry index s3://");
     let all = || async {
         let listing = bucket.list_all("", false).await.unwrap();

@@ -292,6 +292,43 @@ pub fn quarry_bin() -> PathBuf {
     bin
 }
 
+/// Write `bytes` at `key` of a local store directory (behind the server's back, as CI or a
+/// broken client would).
+pub fn plant(store: &Path, key: &str, bytes: &[u8]) {
+    let path = store.join(key);
+    std::fs::create_dir_all(path.parent().expect("a key has a parent")).expect("create dirs");
+    std::fs::write(path, bytes).expect("write");
+}
+
+/// `quarry serve` as a child process, killed when dropped.
+pub struct ServedBinary {
+    pub child: tokio::process::Child,
+    /// The URL it printed, ending in `/`.
+    pub url: String,
+}
+
+impl ServedBinary {
+    /// Start `cmd` (`quarry serve … --addr 127.0.0.1:0`, stderr already directed) and wait for
+    /// the URL it prints on stdout.
+    pub async fn start(mut cmd: tokio::process::Command) -> Self {
+        let mut child = cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start quarry serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+        let url = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("quarry serve printed its URL in time")
+            .expect("read stdout")
+            .expect("a URL line (see the server's stderr)");
+        assert!(url.starts_with("http://127.0.0.1:") && url.ends_with('/'), "{url}");
+        Self { child, url }
+    }
+}
+
 /// Run a command with a time limit, returning its output.
 pub async fn run(mut cmd: tokio::process::Command, limit: Duration) -> Output {
     cmd.kill_on_drop(true).stdin(std::process::Stdio::null());

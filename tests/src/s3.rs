@@ -80,6 +80,20 @@ impl S3Server {
         self.keys.clone()
     }
 
+    /// The environment an AWS client (the `quarry` binary) needs to reach this server.
+    pub fn client_env(&self) -> Vec<(String, String)> {
+        [
+            ("AWS_ENDPOINT_URL", self.endpoint.as_str()),
+            ("AWS_ACCESS_KEY_ID", self.keys.access_key.as_str()),
+            ("AWS_SECRET_ACCESS_KEY", self.keys.secret_key.as_str()),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+    }
+
     pub async fn stop(mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill().await;
