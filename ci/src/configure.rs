@@ -345,7 +345,9 @@ struct Run<'a> {
     jobs: &'a Jobs,
 }
 
-fn comma_list(raw: &str) -> Vec<String> {
+/// A workflow input's comma list: trimmed, lowercased, empty items dropped (`"gfx94X, "` →
+/// `["gfx94x"]`).
+pub fn comma_list(raw: &str) -> Vec<String> {
     raw.split(',').map(|s| s.trim().to_lowercase()).filter(|s| !s.is_empty()).collect()
 }
 

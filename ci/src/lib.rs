@@ -14,8 +14,8 @@ mod json;
 mod matrix;
 
 pub use configure::{
-    BuildConfig, FamilyInfo, GitContext, Inputs, JaxRow, Outputs, PythonTestRow, PytorchRow, TestType, configure,
-    is_ci_run_required,
+    BuildConfig, FamilyInfo, GitContext, Inputs, JaxRow, Outputs, PythonTestRow, PytorchRow, TestType, comma_list,
+    configure, is_ci_run_required,
 };
 pub use json::{py_json, py_repr_list};
 pub use matrix::{Matrix, PlatformInfo, RunnerLabel, Variant};

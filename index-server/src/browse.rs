@@ -19,7 +19,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
-use quarry_index::listing::{human_size, run_id_order};
+use quarry_index::listing::{human_size, is_run_segment as is_run, run_id_order};
 use quarry_index::{RepoKind, RepoRoot, RepoState};
 use quarry_packaging::{DistFilename, PackageName};
 use quarry_store::{Key, ObjectMeta, Store, StoreExt as _};
@@ -30,11 +30,6 @@ use crate::{AppError, AppState};
 pub const RUNS_PER_PAGE: usize = 50;
 const MAX_SIDECAR: u64 = 4096;
 const MAX_METADATA: u64 = 4 * 1024 * 1024;
-
-/// `{digits}-{platform}`: a CI run's top-level prefix.
-pub fn is_run(segment: &str) -> bool {
-    quarry_index::listing::is_run_segment(segment)
-}
 
 fn html(body: Result<String, askama::Error>) -> Result<Response, AppError> {
     let body = body.map_err(|e| AppError::Internal(format!("rendering: {e}")))?;

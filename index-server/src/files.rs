@@ -57,7 +57,7 @@ pub(crate) async fn get_path(
     }
     // A run's own page: the browser (its stored listing stays at `…/index.html`).
     if let Some(run) = path.strip_suffix('/')
-        && crate::browse::is_run(run)
+        && quarry_index::listing::is_run_segment(run)
     {
         return crate::browse::run_page(&state, run, &headers).await;
     }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
-use quarry_ci::{FirstPicker, GitContext, Inputs, Matrix, Picker, SeededPicker};
+use quarry_ci::{FirstPicker, GitContext, Inputs, Matrix, Picker, SeededPicker, comma_list};
 
 use super::UsageError;
 
@@ -102,10 +102,6 @@ pub(crate) async fn run(args: CiArgs) -> anyhow::Result<()> {
     match args.command {
         CiCommand::Matrix(m) => matrix(m),
     }
-}
-
-fn comma_list(raw: &str) -> Vec<String> {
-    raw.split(',').map(|s| s.trim().to_lowercase()).filter(|s| !s.is_empty()).collect()
 }
 
 fn read_lines(path: &Path) -> anyhow::Result<Vec<String>> {
