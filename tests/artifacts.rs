@@ -11,7 +11,8 @@ use quarry_tests::native::{artifact, raw_tar_zst};
 use quarry_tests::s3::{S3Server, s3_client};
 use quarry_tests::{assert_success, quarry_bin, run};
 
-const TOPOLOGY: &str = r#"
+/// Three stages: foundation (sysdeps) → compiler (amd-llvm) → math-libs (blas, per arch).
+pub(crate) const TOPOLOGY: &str = r#"
 [metadata]
 version = "2.0"
 

@@ -5,6 +5,11 @@
 //!   backslash or leading `/`;
 //! - a symlink's target must stay inside the member's root (relative, never climbing above it);
 //!   a hard link must name an earlier member under a root;
+//! - no member is ever placed through a symlink: symlinks are created last (as GNU tar's delayed
+//!   links are), after every file and directory, and a member, hard-link source or link whose
+//!   parent path crosses a symlink already on disk below the destination is refused. A chain
+//!   such as `r/a/up -> ..`, `r/a/up/up2 -> ..`, … therefore cannot climb out, even across
+//!   several archives unpacked into one directory (their links wait for [`PendingLinks::create`]);
 //! - devices, FIFOs and other special members are refused;
 //! - member count and total size are bounded by [`Limits`].
 //!
@@ -14,8 +19,10 @@
 //! (the caller wipes the roots first, see [`wipe_roots`]); [`ExtractMode::Flatten`] merges every
 //! root's contents into `<dest>`.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Read};
+#[cfg(unix)]
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -153,7 +160,123 @@ fn locate<'r>(roots: &'r [String], member: &str) -> Option<(&'r str, String)> {
         .max_by_key(|(root, _)| root.len())
 }
 
-/// Unpacks `reader` into `dest` (see the module docs for the modes).
+/// Symlinks an extraction read but has not created yet: created by [`PendingLinks::create`],
+/// after every archive sharing the destination placed its files and directories.
+#[derive(Debug, Default)]
+#[must_use = "the archive's symlinks exist only once `create` ran"]
+pub struct PendingLinks {
+    dest: PathBuf,
+    links: Vec<PendingLink>,
+}
+
+#[derive(Debug)]
+struct PendingLink {
+    member: String,
+    target: String,
+    path: PathBuf,
+}
+
+impl PendingLinks {
+    /// Creates the links in archive order, refusing any whose parent path crosses a symlink
+    /// (an earlier link of this or another archive) or that would replace a directory.
+    pub fn create(self) -> Result<(), ArtifactError> {
+        let mut checked = HashSet::new();
+        for link in self.links {
+            no_symlink_between(&self.dest, &link.path, false, &link.member, &mut checked)?;
+            prepare(&link.path, &link.member)?;
+            make_symlink(&link.target, &link.path).map_err(io_at(&link.path))?;
+        }
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+}
+
+#[cfg(unix)]
+fn make_symlink(target: &str, path: &Path) -> io::Result<()> {
+    std::os::unix::fs::symlink(target, path)
+}
+
+/// Windows: a file or directory symlink by what the target is once every member is placed
+/// (creating one needs Developer Mode or the privilege; the error says so).
+#[cfg(windows)]
+fn make_symlink(target: &str, path: &Path) -> io::Result<()> {
+    let resolved = path.parent().unwrap_or(Path::new(".")).join(target);
+    if resolved.is_dir() {
+        std::os::windows::fs::symlink_dir(target, path)
+    } else {
+        std::os::windows::fs::symlink_file(target, path)
+    }
+}
+
+#[cfg(unix)]
+fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+}
+
+/// Windows has no mode bits: only the write bit maps (read-only), and artifacts keep files
+/// writable, so nothing is set.
+#[cfg(not(unix))]
+fn set_mode(_path: &Path, _mode: u32) -> io::Result<()> {
+    Ok(())
+}
+
+/// Refuses `path` (below `dest`) when a component between `dest` and it is a symlink (or not a
+/// directory); `and_self` checks `path` too. `checked` remembers directories already seen to
+/// be real: an extraction never turns a directory into anything else ([`prepare`] refuses), so
+/// they stay real.
+fn no_symlink_between(
+    dest: &Path,
+    path: &Path,
+    and_self: bool,
+    member: &str,
+    checked: &mut HashSet<PathBuf>,
+) -> Result<(), ArtifactError> {
+    let Ok(relative) = path.strip_prefix(dest) else {
+        return Err(ArtifactError::HostileMember {
+            member: member.to_owned(),
+            reason: "placed outside the destination",
+        });
+    };
+    let components: Vec<_> = relative.components().collect();
+    let upto = if and_self { components.len() } else { components.len().saturating_sub(1) };
+    let mut current = dest.to_path_buf();
+    for component in &components[..upto] {
+        current.push(component);
+        if checked.contains(&current) {
+            continue;
+        }
+        match fs::symlink_metadata(&current) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(ArtifactError::HostileMember {
+                    member: member.to_owned(),
+                    reason: "its path crosses a symlink (members are never placed through links)",
+                });
+            }
+            Ok(m) if m.is_dir() => {
+                checked.insert(current.clone());
+            }
+            Ok(_) => {
+                return Err(ArtifactError::HostileMember {
+                    member: member.to_owned(),
+                    reason: "its path crosses a file that is not a directory",
+                });
+            }
+            // Nothing there yet: nothing below it can exist either.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_at(&current)(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Unpacks `reader` into `dest` (see the module docs for the modes), symlinks included.
 pub fn extract<R: Read>(
     reader: R,
     format: ArchiveFormat,
@@ -162,7 +285,9 @@ pub fn extract<R: Read>(
     limits: Limits,
 ) -> Result<ExtractReport, ArtifactError> {
     if mode != ExtractMode::Tree {
-        return unpack(reader, format, dest, mode, limits);
+        let (report, links) = extract_deferred(reader, format, dest, mode, limits)?;
+        links.create()?;
+        return Ok(report);
     }
     let parent = dest.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(parent).map_err(io_at(parent))?;
@@ -172,7 +297,8 @@ pub fn extract<R: Read>(
         std::process::id()
     ));
     let _ = fs::remove_dir_all(&scratch);
-    let result = unpack(reader, format, &scratch, mode, limits).and_then(|report| {
+    let result = unpack(reader, format, &scratch, mode, limits).and_then(|(report, links)| {
+        links.create()?;
         if dest.exists() {
             fs::remove_dir_all(dest).map_err(io_at(dest))?;
         }
@@ -185,13 +311,32 @@ pub fn extract<R: Read>(
     result
 }
 
+/// [`ExtractMode::Bootstrap`] or [`ExtractMode::Flatten`] without the symlinks: several
+/// archives unpacked into one directory (concurrently) place their files first, then their
+/// [`PendingLinks`] are created one archive after another, so no archive's member is ever
+/// placed through another archive's link. A [`ExtractMode::Tree`] extraction has a directory
+/// of its own and is done whole (its links included) before it is renamed into place.
+pub fn extract_deferred<R: Read>(
+    reader: R,
+    format: ArchiveFormat,
+    dest: &Path,
+    mode: ExtractMode,
+    limits: Limits,
+) -> Result<(ExtractReport, PendingLinks), ArtifactError> {
+    if mode == ExtractMode::Tree {
+        let report = extract(reader, format, dest, mode, limits)?;
+        return Ok((report, PendingLinks { dest: dest.to_path_buf(), links: Vec::new() }));
+    }
+    unpack(reader, format, dest, mode, limits)
+}
+
 fn unpack<R: Read>(
     reader: R,
     format: ArchiveFormat,
     dest: &Path,
     mode: ExtractMode,
     limits: Limits,
-) -> Result<ExtractReport, ArtifactError> {
+) -> Result<(ExtractReport, PendingLinks), ArtifactError> {
     let mut archive = tar::Archive::new(decoder(reader, format)?);
     let mut entries = archive.entries().map_err(ArtifactError::Read)?;
     let (roots, manifest) = read_manifest_entry(&mut entries)?;
@@ -200,16 +345,17 @@ fn unpack<R: Read>(
         fs::write(dest.join(MANIFEST), &manifest).map_err(io_at(&dest.join(MANIFEST)))?;
     }
     let place = |member: &str| -> Result<(PathBuf, String), ArtifactError> {
-        let (root, rel) = locate(&roots, member).ok_or_else(|| ArtifactError::OutsideRoots(member.to_owned()))?;
+        let (_, rel) = locate(&roots, member).ok_or_else(|| ArtifactError::OutsideRoots(member.to_owned()))?;
         let path = match mode {
             ExtractMode::Flatten if rel.is_empty() => dest.to_path_buf(),
             ExtractMode::Flatten => dest.join(&rel),
             _ => dest.join(member),
         };
-        let _ = root;
         Ok((path, rel))
     };
     let mut report = ExtractReport { roots: roots.clone(), ..Default::default() };
+    let mut links = PendingLinks { dest: dest.to_path_buf(), links: Vec::new() };
+    let mut checked = HashSet::new();
     for entry in entries {
         let mut entry = entry.map_err(ArtifactError::Read)?;
         let member = member_name(&entry)?;
@@ -227,22 +373,24 @@ fn unpack<R: Read>(
         let kind = entry.header().entry_type();
         match kind {
             tar::EntryType::Directory => {
+                no_symlink_between(dest, &path, true, &member, &mut checked)?;
                 fs::create_dir_all(&path).map_err(io_at(&path))?;
-                fs::set_permissions(&path, fs::Permissions::from_mode(mode_bits | 0o700)).map_err(io_at(&path))?;
+                set_mode(&path, mode_bits | 0o700).map_err(io_at(&path))?;
             }
             tar::EntryType::Regular | tar::EntryType::Continuous => {
-                prepare(&path)?;
+                no_symlink_between(dest, &path, false, &member, &mut checked)?;
+                prepare(&path, &member)?;
                 let mut file = fs::File::create(&path).map_err(io_at(&path))?;
                 io::copy(&mut entry, &mut file).map_err(io_at(&path))?;
-                file.set_permissions(fs::Permissions::from_mode(mode_bits)).map_err(io_at(&path))?;
+                drop(file);
+                set_mode(&path, mode_bits).map_err(io_at(&path))?;
             }
             tar::EntryType::Symlink => {
                 let target = link_name(&entry, &member)?;
                 if rel.is_empty() || !link_stays_inside(&rel, &target) {
                     return Err(ArtifactError::EscapingLink { member, target });
                 }
-                prepare(&path)?;
-                std::os::unix::fs::symlink(&target, &path).map_err(io_at(&path))?;
+                links.links.push(PendingLink { member, target, path });
             }
             tar::EntryType::Link => {
                 let target = link_name(&entry, &member)?;
@@ -252,6 +400,7 @@ fn unpack<R: Read>(
                 }
                 let (source, _) = place(&target_trimmed)
                     .map_err(|_| ArtifactError::EscapingLink { member: member.clone(), target: target.clone() })?;
+                no_symlink_between(dest, &source, false, &member, &mut checked)?;
                 match fs::symlink_metadata(&source) {
                     Ok(m) if m.is_file() => {}
                     _ => {
@@ -261,7 +410,8 @@ fn unpack<R: Read>(
                         });
                     }
                 }
-                prepare(&path)?;
+                no_symlink_between(dest, &path, false, &member, &mut checked)?;
+                prepare(&path, &member)?;
                 fs::hard_link(&source, &path).map_err(io_at(&path))?;
             }
             tar::EntryType::XHeader
@@ -274,13 +424,12 @@ fn unpack<R: Read>(
     if mode == ExtractMode::Bootstrap {
         for root in &roots {
             let marker = dest.join(format!("{root}.prebuilt"));
-            if let Some(parent) = marker.parent() {
-                fs::create_dir_all(parent).map_err(io_at(parent))?;
-            }
+            no_symlink_between(dest, &marker, false, root, &mut checked)?;
+            prepare(&marker, root)?;
             fs::write(&marker, b"").map_err(io_at(&marker))?;
         }
     }
-    Ok(report)
+    Ok((report, links))
 }
 
 fn link_name(entry: &tar::Entry<'_, impl Read>, member: &str) -> Result<String, ArtifactError> {
@@ -293,14 +442,14 @@ fn link_name(entry: &tar::Entry<'_, impl Read>, member: &str) -> Result<String, 
 
 /// Makes room for a new file, link or hard link at `path`: its parents exist, and whatever
 /// non-directory was there is removed (never followed).
-fn prepare(path: &Path) -> Result<(), ArtifactError> {
+fn prepare(path: &Path, member: &str) -> Result<(), ArtifactError> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).map_err(io_at(parent))?;
     }
     match fs::symlink_metadata(path) {
         Ok(m) if m.is_dir() => Err(ArtifactError::HostileMember {
-            member: path.display().to_string(),
-            reason: "a file member replaces a directory",
+            member: member.to_owned(),
+            reason: "a file or link member replaces a directory",
         }),
         Ok(_) => fs::remove_file(path).map_err(io_at(path)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

@@ -19,7 +19,10 @@ pub mod sidecar;
 mod tests;
 
 pub use archive::{ArchiveOptions, ArchiveReport, write_archive};
-pub use extract::{ExtractMode, ExtractReport, Limits, extract, link_stays_inside, read_manifest, wipe_roots};
+pub use extract::{
+    ExtractMode, ExtractReport, Limits, PendingLinks, extract, extract_deferred, link_stays_inside, read_manifest,
+    wipe_roots,
+};
 pub use name::{ArchiveFormat, ArtifactName, COMPONENTS};
 
 /// The manifest every artifact directory and archive carries (an archive's first member).

@@ -198,3 +198,100 @@ fn a_manifest_root_missing_from_the_directory_is_an_error() {
     let err = write_archive(&src, Vec::new(), &ArchiveOptions::new(ArchiveFormat::Zstd)).unwrap_err();
     assert!(err.to_string().contains("not/there"), "{err}");
 }
+
+fn hostile_xz(members: &[Member<'_>]) -> Vec<u8> {
+    let mut tar = Vec::new();
+    for (name, kind, link, data) in members {
+        raw(&mut tar, name, *kind, link, data);
+    }
+    tar.extend_from_slice(&[0; 1024]);
+    let mut out = Vec::new();
+    let mut encoder = xz2::write::XzEncoder::new(&mut out, 1);
+    std::io::Write::write_all(&mut encoder, &tar).unwrap();
+    encoder.finish().unwrap();
+    out
+}
+
+/// `r/a/u1 -> ..`, `r/a/u1/u2 -> ..`, …: each link passes the textual check, and together they
+/// climb one directory per level once followed.
+fn chain_names(levels: usize) -> Vec<String> {
+    (1..=levels).map(|i| format!("r/a/{}", (1..=i).map(|j| format!("u{j}")).collect::<Vec<_>>().join("/"))).collect()
+}
+
+#[test]
+fn symlink_chains_never_climb_out() {
+    use tar::EntryType::{Link, Regular, Symlink};
+    for levels in [5, 14] {
+        let links = chain_names(levels);
+        let escaped = format!("{}/escaped", links.last().unwrap());
+        let secret = format!("{}/secret", links[links.len() - 3]);
+        let manifest: Member<'_> = (MANIFEST, Regular, "", b"r\n");
+        let mut write_through: Vec<Member<'_>> = vec![manifest];
+        write_through.extend(links.iter().map(|l| (l.as_str(), Symlink, "..", &b""[..])));
+        let mut hard_link = write_through.clone();
+        write_through.push((escaped.as_str(), Regular, "", b"pwned"));
+        hard_link.push(("r/stolen", Link, secret.as_str(), b""));
+        for (what, members) in [("file through the chain", &write_through), ("hard link through the chain", &hard_link)]
+        {
+            for (format, bytes) in [(ArchiveFormat::Zstd, hostile(members)), (ArchiveFormat::Xz, hostile_xz(members))] {
+                for mode in [ExtractMode::Tree, ExtractMode::Bootstrap, ExtractMode::Flatten] {
+                    let tmp = tempfile::tempdir().unwrap();
+                    // Deep enough that 14 levels would reach far above the destination.
+                    let dest = tmp.path().join("d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/d13/d14/dest");
+                    fs::create_dir_all(&dest).unwrap();
+                    fs::write(tmp.path().join("d1/secret"), "outside").unwrap();
+                    let err = extract(bytes.as_slice(), format, &dest, mode, Limits::default()).unwrap_err();
+                    let text = err.to_string();
+                    assert!(text.contains("member \"r/"), "{levels} levels, {what}, {format:?}, {mode:?}: {text}");
+                    let outside: Vec<String> = listing(tmp.path())
+                        .into_iter()
+                        .filter(|p| !p.starts_with("d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/d13/d14/dest/"))
+                        .filter(|p| p.contains("escaped") || p.contains("stolen") || p.contains("pwned"))
+                        .collect();
+                    assert!(outside.is_empty(), "{levels} levels, {what}, {format:?}, {mode:?}: {outside:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn links_from_one_archive_are_never_followed_by_the_next() {
+    use tar::EntryType::{Regular, Symlink};
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest: Member<'_> = (MANIFEST, Regular, "", b"r\n");
+    // One link that stays inside: accepted, and left on disk.
+    let first = hostile(&[manifest, ("r/a/u1", Symlink, "..", b"")]);
+    // Later archives into the same directory: a link and a file through it.
+    let link_through = hostile(&[manifest, ("r/a/u1/u2", Symlink, "..", b"")]);
+    let file_through = hostile(&[manifest, ("r/a/u1/escaped", Regular, "", b"pwned")]);
+    for mode in [ExtractMode::Flatten, ExtractMode::Bootstrap] {
+        let dest = tmp.path().join(format!("x/y/{mode:?}"));
+        extract(first.as_slice(), ArchiveFormat::Zstd, &dest, mode, Limits::default()).unwrap();
+        for second in [&link_through, &file_through] {
+            let err = extract(second.as_slice(), ArchiveFormat::Zstd, &dest, mode, Limits::default()).unwrap_err();
+            assert!(err.to_string().contains("crosses a symlink"), "{mode:?}: {err}");
+        }
+    }
+    assert!(
+        listing(tmp.path()).iter().all(|p| !p.contains("escaped") && !p.contains("u2")),
+        "{:?}",
+        listing(tmp.path())
+    );
+
+    // Deferred: archives unpacked into one directory place files first, links last, so the
+    // file lands in a real directory and the link that would have redirected it is refused.
+    let fresh = tmp.path().join("p/q/fresh");
+    let (_, a) =
+        extract_deferred(first.as_slice(), ArchiveFormat::Zstd, &fresh, ExtractMode::Flatten, Limits::default())
+            .unwrap();
+    let (_, b) =
+        extract_deferred(file_through.as_slice(), ArchiveFormat::Zstd, &fresh, ExtractMode::Flatten, Limits::default())
+            .unwrap();
+    assert_eq!((a.len(), b.len()), (1, 0));
+    let err = a.create().unwrap_err();
+    assert!(err.to_string().contains("replaces a directory"), "{err}");
+    b.create().unwrap();
+    let placed: Vec<String> = listing(tmp.path()).into_iter().filter(|p| p.contains("escaped")).collect();
+    assert_eq!(placed, ["p/q/fresh/a/u1/escaped 644 pwned"]);
+}

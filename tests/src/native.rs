@@ -192,3 +192,39 @@ pub fn raw_tar_zst(members: &[(&str, &[u8])]) -> Vec<u8> {
     tar.extend_from_slice(&[0; 1024]);
     zstd::encode_all(tar.as_slice(), 3).expect("zstd")
 }
+
+/// A tar member written byte for byte as given (no checks): name, kind, link target, data.
+pub type RawMember<'a> = (&'a str, tar::EntryType, &'a str, &'a [u8]);
+
+/// An uncompressed tar of `members` in order, old-style headers (names up to 100 bytes).
+pub fn raw_tar(members: &[RawMember<'_>]) -> Vec<u8> {
+    let mut tar = Vec::new();
+    for (name, kind, link, data) in members {
+        let mut h = tar::Header::new_old();
+        h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+        h.as_old_mut().linkname[..link.len()].copy_from_slice(link.as_bytes());
+        h.set_entry_type(*kind);
+        h.set_mode(if *kind == tar::EntryType::Directory { 0o755 } else { 0o644 });
+        h.set_size(data.len() as u64);
+        h.set_cksum();
+        tar.extend_from_slice(h.as_bytes());
+        tar.extend_from_slice(data);
+        tar.resize(tar.len().div_ceil(512) * 512, 0);
+    }
+    tar.extend_from_slice(&[0; 1024]);
+    tar
+}
+
+/// `tar` compressed as an artifact archive of `format` (`.tar.zst` or `.tar.xz`).
+pub fn compress(tar: &[u8], format: quarry_artifacts::ArchiveFormat) -> Vec<u8> {
+    match format {
+        quarry_artifacts::ArchiveFormat::Zstd => zstd::encode_all(tar, 3).expect("zstd"),
+        quarry_artifacts::ArchiveFormat::Xz => {
+            let mut out = Vec::new();
+            let mut encoder = xz2::write::XzEncoder::new(&mut out, 1);
+            std::io::Write::write_all(&mut encoder, tar).expect("xz");
+            encoder.finish().expect("xz");
+            out
+        }
+    }
+}

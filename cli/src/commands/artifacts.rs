@@ -15,8 +15,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use futures_util::StreamExt as _;
 use quarry_artifacts::{
-    ArchiveFormat, ArchiveOptions, ArtifactName, COMPONENTS, ExtractMode, Limits, extract, read_manifest, sidecar,
-    wipe_roots, write_archive,
+    ArchiveFormat, ArchiveOptions, ArtifactName, COMPONENTS, ExtractMode, Limits, extract_deferred, read_manifest,
+    sidecar, wipe_roots, write_archive,
 };
 use quarry_store::{Key, PutOptions, Store, StoreExt as _};
 use quarry_topology::Topology;
@@ -661,6 +661,10 @@ fn unpack_all(
     }
     let queue = std::sync::Mutex::new(archives.iter());
     let errors = std::sync::Mutex::new(Vec::new());
+    // Archives sharing `out` (bootstrap, flatten) place files and directories concurrently;
+    // their symlinks wait until every archive is placed and are then made one archive after
+    // another, so no member is ever written through a link another archive made.
+    let pending = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
@@ -671,16 +675,33 @@ fn unpack_all(
                         ExtractMode::Tree => out.join("artifacts").join(name.dir_name()),
                         _ => out.to_path_buf(),
                     };
-                    let result = open(path).and_then(|r| Ok(extract(r, *format, &dest, mode, Limits::default())?));
-                    if let Err(e) = result {
-                        let file = name.archive_name(*format);
-                        errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(format!("{file}: {e:#}"));
+                    let result =
+                        open(path).and_then(|r| Ok(extract_deferred(r, *format, &dest, mode, Limits::default())?));
+                    let file = name.archive_name(*format);
+                    match result {
+                        Ok((_, links)) => {
+                            pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((file, links));
+                        }
+                        Err(e) => {
+                            errors
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .push(format!("{file}: {e:#}"));
+                        }
                     }
                 }
             });
         }
     });
-    Ok(errors.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner))
+    let mut errors = errors.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut pending = pending.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    pending.sort_by(|a, b| a.0.cmp(&b.0));
+    for (file, links) in pending {
+        if let Err(e) = links.create() {
+            errors.push(format!("{file}: {e:#}"));
+        }
+    }
+    Ok(errors)
 }
 
 async fn copy(args: CopyArgs) -> anyhow::Result<()> {
