@@ -9,7 +9,9 @@ use axum::response::{IntoResponse, Response};
 use futures_util::TryStreamExt;
 use quarry_index::{InspectError, RepoKind, RepoRoot, inspect};
 use quarry_packaging::DistFilename;
-use quarry_store::{ByteStream, Condition, Key, ObjectMeta, PutOptions, StoreError, hash_stream, stored_sha256};
+use quarry_store::{
+    ByteStream, Condition, Key, ObjectMeta, PutOptions, StoreError, StoreExt as _, hash_stream, stored_sha256,
+};
 use serde::Serialize;
 
 use crate::{AppError, AppState, decode_path, encode_path};
@@ -85,6 +87,7 @@ async fn put(
     let path = decode_path(uri.path())?;
     state.access.authorize_write(headers, &path)?;
     let key = Key::new(path)?;
+    quarry_index::check_key_segments(&key).map_err(|e| AppError::BadRequest(e.to_string()))?;
     let native = [".deb", ".rpm"].iter().any(|s| key.filename().ends_with(s));
     if !native {
         let _: DistFilename = key.filename().parse().map_err(|e| AppError::BadRequest(format!("{e}")))?;
@@ -108,56 +111,16 @@ async fn put(
     }
     let declared = headers.get(SHA256_HEADER).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_ascii_lowercase());
 
-    let store = state.store.clone();
-    let (status, size, sha256) = match store.head(&key).await {
-        Ok(existing) => {
-            let (size, sha256) = hash_stream(key.as_str(), body_stream(body), Some(state.max_upload)).await?;
-            same_or_refuse(state, &existing, &sha256).await?;
-            (("exists", StatusCode::OK), size, sha256)
-        }
-        Err(e) if e.is_not_found() => {
-            let options = PutOptions {
-                condition: Condition::IfNoneMatch,
-                content_type: None,
-                sha256: declared,
-                max_size: Some(state.max_upload),
-                derived: false,
-            };
-            let put = match store.put(&key, body_stream(body), options).await {
-                Err(StoreError::Conflict { .. }) => {
-                    return Err(AppError::Conflict(format!(
-                        "{key} was uploaded by another request at the same time; retry to compare"
-                    )));
-                }
-                other => other?,
-            };
-            // What the put told us is all the validation needs: no HEAD.
-            let meta = ObjectMeta {
-                key: key.clone(),
-                size: put.size,
-                etag: put.etag.clone(),
-                last_modified: jiff::Timestamp::now(),
-                sha256: Some(put.sha256.clone()),
-                content_type: None,
-            };
-            // Validate before anything advertises it; a refused file is removed again.
-            match inspect(&store, &meta).await {
-                Ok(inspected) => state.coalescer.indexer().remember(&key, inspected),
-                Err(InspectError::Rejected(reason)) => {
-                    store.delete(&key).await?;
-                    return Err(AppError::BadRequest(format!("{reason}; the upload was discarded")));
-                }
-                Err(InspectError::Store(e)) => return Err(e.into()),
-            }
-            (("created", StatusCode::CREATED), put.size, put.sha256)
-        }
-        Err(e) => return Err(e.into()),
-    };
-    state
-        .coalescer
-        .reindex(root.clone())
-        .await
-        .map_err(|e| AppError::Internal(format!("{key} is stored, but reindexing {root} failed: {e}")))?;
+    // From here on the work runs in a task of its own: a client that resets the connection
+    // drops this request's future, but once its body is complete the file is still checked,
+    // removed if invalid and indexed. (A body cut short fails the put inside the task, and the
+    // store removes the partial file.)
+    let task = tokio::spawn({
+        let (state, key, root) = (state.clone(), key.clone(), root.clone());
+        async move { store_and_index(&state, &key, &root, declared, body).await }
+    });
+    let (status, size, sha256) =
+        task.await.map_err(|e| AppError::Internal(format!("the upload of {key} stopped: {e}")))??;
     let body = Uploaded {
         key: key.to_string(),
         size,
@@ -179,6 +142,100 @@ async fn put(
         },
     };
     Ok((status.0, size, (status.1, Json(body)).into_response()))
+}
+
+/// Stores the body at `key` (or compares it with what is there), validates a new file and
+/// reindexes `root`. Returns the status, the size and the sha256.
+async fn store_and_index(
+    state: &AppState,
+    key: &Key,
+    root: &RepoRoot,
+    declared: Option<String>,
+    body: Body,
+) -> Result<((&'static str, StatusCode), u64, String), AppError> {
+    let store = state.store.clone();
+    let existing = match store.head(key).await {
+        Ok(existing) => match known_bad(state, root, &existing).await? {
+            // A file refused earlier, or stored by an upload cut off before its check, is no
+            // upload's "exists": it goes, and this upload is judged on its own.
+            Some(reason) => {
+                tracing::info!(%key, reason, "replacing a stored file that failed validation");
+                store.delete(key).await?;
+                None
+            }
+            None => Some(existing),
+        },
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(e.into()),
+    };
+    let (status, size, sha256) = if let Some(existing) = existing {
+        let (size, sha256) = hash_stream(key.as_str(), body_stream(body), Some(state.max_upload)).await?;
+        same_or_refuse(state, &existing, &sha256).await?;
+        (("exists", StatusCode::OK), size, sha256)
+    } else {
+        // A file and a directory cannot share a path on every backend (a directory store, a
+        // mirror of the bucket): refuse before storing anything.
+        store.check_no_collision(key).await?;
+        let options = PutOptions {
+            condition: Condition::IfNoneMatch,
+            content_type: None,
+            sha256: declared,
+            max_size: Some(state.max_upload),
+            derived: false,
+        };
+        let put = match store.put(key, body_stream(body), options).await {
+            Err(StoreError::Conflict { .. }) => {
+                return Err(AppError::Conflict(format!(
+                    "{key} was uploaded by another request at the same time; retry to compare"
+                )));
+            }
+            other => other?,
+        };
+        // What the put told us is all the validation needs: no HEAD.
+        let meta = ObjectMeta {
+            key: key.clone(),
+            size: put.size,
+            etag: put.etag.clone(),
+            last_modified: jiff::Timestamp::now(),
+            sha256: Some(put.sha256.clone()),
+            content_type: None,
+        };
+        // Validate before anything advertises it; a refused file is removed again.
+        match inspect(&store, &meta).await {
+            Ok(inspected) => state.coalescer.indexer().remember(key, inspected),
+            Err(InspectError::Rejected(reason)) => {
+                store.delete(key).await?;
+                return Err(AppError::BadRequest(format!("{reason}; the upload was discarded")));
+            }
+            Err(InspectError::Store(e)) => return Err(e.into()),
+        }
+        (("created", StatusCode::CREATED), put.size, put.sha256)
+    };
+    state
+        .coalescer
+        .reindex(root.clone())
+        .await
+        .map_err(|e| AppError::Internal(format!("{key} is stored, but reindexing {root} failed: {e}")))?;
+    Ok((status, size, sha256))
+}
+
+/// Why the stored object `existing` is not a valid package, if it is not: the root's state
+/// names it as rejected, or (neither indexed nor rejected yet) inspecting it now fails.
+async fn known_bad(state: &AppState, root: &RepoRoot, existing: &ObjectMeta) -> Result<Option<String>, AppError> {
+    let name = existing.key.as_str().strip_prefix(root.as_str()).unwrap_or(existing.key.as_str());
+    if let Some(repo) = quarry_index::read_state(state.store.as_ref(), root).await? {
+        if repo.entries.get(name).is_some_and(|e| e.etag == existing.etag) {
+            return Ok(None);
+        }
+        if let Some(rejected) = repo.rejected.get(name).filter(|r| r.etag == existing.etag) {
+            return Ok(Some(rejected.reason.clone()));
+        }
+    }
+    match inspect(&state.store, existing).await {
+        Ok(_) => Ok(None),
+        Err(InspectError::Rejected(reason)) => Ok(Some(reason)),
+        Err(InspectError::Store(e)) => Err(e.into()),
+    }
 }
 
 /// Identical bytes at an existing key are fine; different bytes are refused (package files are

@@ -13,6 +13,66 @@ pub const DNF_STATE_NAME: &str = ".quarry-dnf.json";
 /// Architectures an rpm repo directory is named after (TheRock: `packages/rpm/x86_64/`).
 const RPM_ARCH_DIRS: &[&str] = &["x86_64", "aarch64", "noarch", "i686", "ppc64le", "s390x", "riscv64"];
 
+/// Names Quarry publishes inside roots and run listings (apt's `Release`, `Packages`, … all lie
+/// under `dists/`). A key that uses one as a directory (`…/python/index.html/x.whl`) would take
+/// the path an output needs, so such keys are refused, in any case (a case-insensitive
+/// filesystem or mirror would collide just the same).
+const OUTPUT_NAMES: &[&str] = &[
+    "index.html",
+    "index.json",
+    "simple",
+    "dists",
+    "repodata",
+    "by-hash",
+    STATE_NAME,
+    APT_STATE_NAME,
+    DNF_STATE_NAME,
+    crate::listing::LISTING_CACHE,
+];
+
+/// Endings of files Quarry stores or writes (packages, sidecars, pages): never a directory.
+const FILE_SUFFIXES: &[&str] = &[
+    ".metadata",
+    ".whl",
+    ".tar.gz",
+    ".zip",
+    ".deb",
+    ".rpm",
+    ".tar.zst",
+    ".tar.xz",
+    ".sha256sum",
+    ".html",
+    ".json",
+    ".asc",
+    ".xml",
+    ".xml.gz",
+    ".gz",
+    ".xz",
+];
+
+/// Refuses a key that uses an output name (`index.html`, `simple`, `dists`, `repodata`, a state
+/// object, …) or a file name (`*.whl`, `*.metadata`, …) as a directory: the indexer could no
+/// longer write there, or a file and a directory would need the same path.
+pub fn check_key_segments(key: &Key) -> Result<(), KeyError> {
+    let segments: Vec<&str> = key.as_str().split('/').collect();
+    for segment in &segments[..segments.len() - 1] {
+        let lower = segment.to_ascii_lowercase();
+        if OUTPUT_NAMES.iter().any(|n| n.eq_ignore_ascii_case(segment)) {
+            return Err(KeyError {
+                key: key.to_string(),
+                reason: "a directory in the key has the name of a page or file the indexer writes",
+            });
+        }
+        if FILE_SUFFIXES.iter().any(|suffix| lower.ends_with(suffix)) {
+            return Err(KeyError {
+                key: key.to_string(),
+                reason: "a directory in the key is named like a package, page or sidecar file",
+            });
+        }
+    }
+    Ok(())
+}
+
 /// What a root serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -98,6 +158,7 @@ impl RepoRoot {
     /// directory's pip root, `.deb`s to the prefix before their last `pool/` segment, `.rpm`s
     /// (not source rpms) to their directory.
     pub fn for_key(key: &Key) -> Option<Self> {
+        check_key_segments(key).ok()?;
         let name = key.filename();
         if DistFilename::has_dist_extension(name) {
             return Self::new(key.parent_prefix()).ok().filter(|r| r.kind == RepoKind::Pip);
@@ -208,5 +269,33 @@ mod tests {
         assert_eq!(RepoRoot::new("123-linux/packages/deb").unwrap().kind(), RepoKind::Apt);
         assert_eq!(RepoRoot::new("123-linux/packages/rpm/x86_64/").unwrap().kind(), RepoKind::Dnf);
         assert!(RepoRoot::new("123-linux/packages/").is_err());
+    }
+
+    #[test]
+    fn output_and_file_names_are_never_directories() {
+        for squat in [
+            "123-linux/python/x-1.0-py3-none-any.whl.metadata/y-1.0-py3-none-any.whl",
+            "123-linux/python/index.html/y-1.0-py3-none-any.whl",
+            "123-linux/python/INDEX.HTML/y-1.0-py3-none-any.whl",
+            "123-linux/python/simple/y-1.0-py3-none-any.whl",
+            "123-linux/python/.quarry-index.json/y-1.0-py3-none-any.whl",
+            "123-linux/python/x-1.0-py3-none-any.whl/y-1.0-py3-none-any.whl",
+            "123-linux/packages/deb/dists/pool/main/a_1.0_amd64.deb",
+            "123-linux/packages/deb/pool/main/a_1.0_amd64.deb/b_1.0_amd64.deb",
+            "123-linux/packages/rpm/x86_64/repodata/a-1.0-1.x86_64.rpm",
+            "123-linux/index.json/python/y-1.0-py3-none-any.whl",
+        ] {
+            let key = Key::new(squat).unwrap();
+            assert!(check_key_segments(&key).is_err(), "{squat}");
+            assert_eq!(RepoRoot::for_key(&key), None, "{squat}");
+        }
+        for fine in [
+            "123-linux/python/y-1.0-py3-none-any.whl",
+            "123-linux/python/gfx94X/index.html",
+            "123-linux/packages/deb/pool/main/a_1.0_amd64.deb",
+            "ext/org-repo/1-linux/python/x-1.tar.gz",
+        ] {
+            check_key_segments(&Key::new(fine).unwrap()).unwrap();
+        }
     }
 }

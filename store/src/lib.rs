@@ -227,6 +227,11 @@ pub enum StoreError {
     Io { key: String, source: io::Error },
     #[error("store backend error: {0}")]
     Backend(String),
+    /// The key and another object would need the same path as a file and as a directory
+    /// (`a/b` is an object and `a/b/c` is written, or the reverse), or a path component is a
+    /// symlink planted inside a directory store.
+    #[error("{key}: {reason}")]
+    Collision { key: String, reason: String },
 }
 
 impl StoreError {
@@ -315,6 +320,40 @@ pub trait StoreExt: Store {
         let data =
             collect(got.body, limit).await.map_err(|source| StoreError::Body { key: key.to_string(), source })?;
         Ok((got.meta, data))
+    }
+
+    /// Refuses `key` when it and another object would need one path as both a file and a
+    /// directory: an ancestor (`a`, `a/b` for `a/b/c`) is an object, or objects exist under
+    /// `key/`. Object stores allow both; a directory store, a mirror of the bucket or a static
+    /// web server in front of it cannot hold them, so writers of untrusted keys check first.
+    /// Costs one HEAD per ancestor and one single-key LIST.
+    async fn check_no_collision(&self, key: &Key) -> Result<()> {
+        let k = key.as_str();
+        let mut end = 0;
+        while let Some(i) = k[end..].find('/') {
+            end += i;
+            let ancestor = Key::new(&k[..end])?;
+            match self.head(&ancestor).await {
+                Ok(_) => {
+                    return Err(StoreError::Collision {
+                        key: k.to_owned(),
+                        reason: format!("{ancestor} is an object, so nothing can be stored under it"),
+                    });
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+            end += 1;
+        }
+        let under =
+            self.list(&format!("{k}/"), ListOptions { delimited: true, continuation: None, max_keys: Some(1) }).await?;
+        if !under.objects.is_empty() || !under.common_prefixes.is_empty() {
+            return Err(StoreError::Collision {
+                key: k.to_owned(),
+                reason: "objects exist under it as a directory".to_owned(),
+            });
+        }
+        Ok(())
     }
 
     async fn put_bytes(&self, key: &Key, data: Bytes, options: PutOptions) -> Result<PutResult> {

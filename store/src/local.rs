@@ -9,6 +9,13 @@
 //! exclusive `flock` on `ROOT/.quarry/lock`, so conditional puts are atomic across threads and
 //! processes sharing the directory. The ETag is a fingerprint of (inode, mtime, size): every put
 //! renames a fresh inode into place, so any replacement changes it.
+//!
+//! Keys map to paths one to one, so a key can be a file or a directory, not both: a put whose
+//! path crosses an existing file, or lands on a directory, is a [`StoreError::Collision`]. A
+//! symlink planted inside the store is never followed (reads answer not found, writes a
+//! collision). A temporary file is removed when its put fails or its future is dropped (a
+//! client that disconnects mid-upload); files left by a process that died are swept when a
+//! store is opened. A durable put fsyncs the file, renames it and fsyncs the directory.
 
 use std::fs;
 use std::io;
@@ -43,13 +50,64 @@ struct Sidecar {
 
 fn io_err(key: &str) -> impl FnOnce(io::Error) -> StoreError + '_ {
     move |source| {
-        if source.kind() == io::ErrorKind::NotFound {
+        // `a/b/c` where `a/b` is a file: there is no such object either.
+        if matches!(source.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) {
             StoreError::NotFound(key.to_owned())
         } else {
             StoreError::Io { key: key.to_owned(), source }
         }
     }
 }
+
+/// Removes a temporary file when dropped, unless it was committed: a put that fails, or whose
+/// future is dropped mid-body, leaves nothing in `.quarry/tmp/`.
+struct TempFile {
+    path: PathBuf,
+    armed: bool,
+}
+
+impl TempFile {
+    fn new(path: PathBuf) -> Self {
+        Self { path, armed: true }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Whether the process that named a temporary file (`{pid}-…`) may still be writing it.
+fn writer_alive(name: &str) -> bool {
+    let Some(pid) = name.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+        return false;
+    };
+    if pid == std::process::id() {
+        return true;
+    }
+    pid_alive(pid)
+}
+
+#[cfg(target_os = "linux")]
+fn pid_alive(pid: u32) -> bool {
+    Path::new("/proc").join(pid.to_string()).exists()
+}
+
+/// No cheap, dependency-free liveness check here: only age decides.
+#[cfg(not(target_os = "linux"))]
+fn pid_alive(_pid: u32) -> bool {
+    true
+}
+
+/// Temporary files older than this are swept whoever wrote them.
+const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 fn fingerprint(meta: &fs::Metadata) -> String {
     let mtime_ns = (meta.mtime() as i128) * 1_000_000_000 + i128::from(meta.mtime_nsec());
@@ -73,7 +131,69 @@ impl LocalStore {
             fs::create_dir_all(path.join(INTERNAL_DIR).join(sub)).map_err(io_err(&shown))?;
         }
         let root = fs::canonicalize(path).map_err(io_err(&shown))?;
-        Ok(Self { root })
+        let store = Self { root };
+        store.sweep_temp();
+        Ok(store)
+    }
+
+    /// Removes temporary files whose writer is gone (a process killed mid-upload) or that are
+    /// older than a day. Returns how many were removed.
+    pub fn sweep_temp(&self) -> usize {
+        let Ok(entries) = fs::read_dir(self.root.join(INTERNAL_DIR).join("tmp")) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > STALE_TEMP);
+            if (old || !writer_alive(&name)) && fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            tracing::info!(removed, store = %self.root.display(), "removed temporary files left by interrupted uploads");
+        }
+        removed
+    }
+
+    /// The first of `segments` (a path below the root, in order) that is not a real
+    /// directory: its index and whether it is a symlink. Stops at the first missing one.
+    fn first_non_dir(&self, segments: &[&str]) -> io::Result<Option<(usize, bool)>> {
+        let mut path = self.root.clone();
+        for (i, segment) in segments.iter().enumerate() {
+            path.push(segment);
+            match fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => {}
+                Ok(m) => return Ok(Some((i, m.file_type().is_symlink()))),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Refuses a key whose path crosses a symlink or a file below the root (the object itself
+    /// is not checked). `write`: collisions are [`StoreError::Collision`]; reads see them as not
+    /// found.
+    fn check_parents(&self, key: &Key, write: bool) -> Result<()> {
+        let k = key.as_str();
+        let segments: Vec<&str> = k.split('/').collect();
+        match self.first_non_dir(&segments[..segments.len() - 1]).map_err(io_err(k))? {
+            None => Ok(()),
+            Some(_) if !write => Err(StoreError::NotFound(k.to_owned())),
+            Some((i, symlink)) => {
+                let what = if symlink { "a symlink, never followed" } else { "an object" };
+                Err(StoreError::Collision {
+                    key: k.to_owned(),
+                    reason: format!("{} is {what}, so nothing can be stored under it", segments[..=i].join("/")),
+                })
+            }
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -126,6 +246,7 @@ impl LocalStore {
     }
 
     fn stat_file(&self, key: &Key) -> Result<fs::Metadata> {
+        self.check_parents(key, false)?;
         let meta = fs::symlink_metadata(self.path(key)).map_err(io_err(key.as_str()))?;
         if meta.is_file() { Ok(meta) } else { Err(StoreError::NotFound(key.to_string())) }
     }
@@ -141,8 +262,13 @@ impl LocalStore {
         let k = key.as_str();
         let _guard = self.lock().map_err(io_err(k))?;
         let target = self.path(key);
+        self.check_parents(key, true)?;
         let current = match fs::symlink_metadata(&target) {
-            Ok(m) => Some(m),
+            Ok(m) if m.is_file() => Some(m),
+            Ok(m) => {
+                let what = if m.is_dir() { "a directory of other objects" } else { "a symlink, never followed" };
+                return Err(StoreError::Collision { key: k.to_owned(), reason: format!("the path is {what}") });
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(io_err(k)(e)),
         };
@@ -162,6 +288,8 @@ impl LocalStore {
         fs::rename(tmp, &target).map_err(io_err(k))?;
         let etag = fingerprint(&fs::symlink_metadata(&target).map_err(io_err(k))?);
         let Some((sha256, content_type)) = record else { return Ok(etag) };
+        // The rename is durable once its directory is.
+        sync_dir(target.parent().unwrap_or(&self.root)).map_err(io_err(k))?;
         let sidecar = Sidecar { fingerprint: etag.clone(), sha256, content_type };
         let sidecar_path = self.sidecar_path(key);
         ensure_parent(&sidecar_path).map_err(io_err(k))?;
@@ -226,6 +354,7 @@ impl Store for LocalStore {
             let k = owned.as_str();
             let path = this.path(&owned);
             // Symlinks are not objects: never follow one out of the store.
+            this.check_parents(&owned, false)?;
             if !fs::symlink_metadata(&path).map_err(io_err(k))?.is_file() {
                 return Err(StoreError::NotFound(k.to_owned()));
             }
@@ -261,33 +390,31 @@ impl Store for LocalStore {
     }
 
     async fn put(&self, key: &Key, body: ByteStream, options: PutOptions) -> Result<PutResult> {
-        let tmp = self.temp_path();
-        let written = self.write_temp(key, &tmp, body, &options).await;
-        let result = match written {
-            Ok((small, size, sha256)) => {
-                let (this, key, tmp2, sha) = (self.clone(), key.clone(), tmp.clone(), sha256.clone());
-                let durable = !options.derived;
-                let record = durable.then_some((sha, options.content_type));
-                let condition = options.condition;
-                blocking(move || {
-                    if let Some(data) = small {
-                        let mut file = fs::File::create(&tmp2).map_err(io_err(key.as_str()))?;
-                        io::Write::write_all(&mut file, &data).map_err(io_err(key.as_str()))?;
-                        if durable {
-                            file.sync_data().map_err(io_err(key.as_str()))?;
-                        }
-                    }
-                    this.commit(&key, &tmp2, &condition, record)
-                })
-                .await
-                .map(|etag| PutResult { etag, size, sha256 })
+        // Dropped with this future (a client gone mid-body) or on any error: the file goes too.
+        let mut guard = TempFile::new(self.temp_path());
+        let (small, size, sha256) = self.write_temp(key, &guard.path, body, &options).await?;
+        let (this, key, tmp, sha) = (self.clone(), key.clone(), guard.path.clone(), sha256.clone());
+        let durable = !options.derived;
+        let record = durable.then_some((sha, options.content_type));
+        let condition = options.condition;
+        // The blocking commit runs to its end even if this future is dropped meanwhile; it owns
+        // a guard of its own so a failed commit still removes the file.
+        guard.disarm();
+        let etag = blocking(move || {
+            let mut guard = TempFile::new(tmp);
+            if let Some(data) = small {
+                let mut file = fs::File::create(&guard.path).map_err(io_err(key.as_str()))?;
+                io::Write::write_all(&mut file, &data).map_err(io_err(key.as_str()))?;
+                if durable {
+                    file.sync_data().map_err(io_err(key.as_str()))?;
+                }
             }
-            Err(e) => Err(e),
-        };
-        if result.is_err() {
-            let _ = tokio::fs::remove_file(&tmp).await;
-        }
-        result
+            let etag = this.commit(&key, &guard.path, &condition, record)?;
+            guard.disarm();
+            Ok(etag)
+        })
+        .await?;
+        Ok(PutResult { etag, size, sha256 })
     }
 
     async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListPage> {
@@ -301,6 +428,11 @@ impl Store for LocalStore {
         blocking(move || {
             let k = key.as_str();
             let _guard = this.lock().map_err(io_err(k))?;
+            // Nothing is stored through a planted symlink or under a file: nothing to delete.
+            match this.check_parents(&key, false) {
+                Err(StoreError::NotFound(_)) => return Ok(()),
+                other => other?,
+            }
             for path in [this.path(&key), this.sidecar_path(&key)] {
                 match fs::remove_file(&path) {
                     Ok(()) => {}
@@ -335,6 +467,11 @@ impl LocalStore {
             None => ("", prefix),
         };
         let dir = self.root.join(base);
+        let base_segments: Vec<&str> = base.split('/').filter(|s| !s.is_empty()).collect();
+        if self.first_non_dir(&base_segments).map_err(io_err(prefix))?.is_some() {
+            // Below a file or a planted symlink: no objects.
+            return Ok(ListPage::default());
+        }
         let mut found = Vec::new();
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
@@ -388,6 +525,19 @@ impl LocalStore {
     }
 }
 
+/// Makes a rename in `dir` durable.
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.sync_all()
+}
+
+/// Windows: directory entries are made durable with the file (NTFS journals metadata); a
+/// directory cannot be opened for syncing without backup semantics.
+#[cfg(not(unix))]
+fn sync_dir(_dir: &Path) -> io::Result<()> {
+    Ok(())
+}
+
 /// Create `path`'s parent directories unless they exist (one `stat` in the common case).
 fn ensure_parent(path: &Path) -> io::Result<()> {
     match path.parent() {
@@ -423,4 +573,94 @@ fn tokio_util_stream(reader: impl tokio::io::AsyncRead + Send + 'static) -> Byte
             Err(e) => Some((Err(e), reader)),
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::StoreExt as _;
+    use futures_util::StreamExt as _;
+
+    fn key(k: &str) -> Key {
+        Key::new(k).unwrap()
+    }
+
+    async fn put(store: &LocalStore, k: &str, body: &[u8]) -> Result<PutResult> {
+        store.put(&key(k), crate::bytes_stream(bytes::Bytes::copy_from_slice(body)), PutOptions::default()).await
+    }
+
+    #[tokio::test]
+    async fn files_and_directories_never_collide() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        put(&store, "r/python/a.whl", b"wheel").await.unwrap();
+        let err = put(&store, "r/python/a.whl/b.whl", b"squat").await.unwrap_err();
+        assert!(matches!(err, StoreError::Collision { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "r/python/a.whl/b.whl: r/python/a.whl is an object, so nothing can be stored under it"
+        );
+        let err = put(&store, "r/python", b"over a directory").await.unwrap_err();
+        assert!(matches!(err, StoreError::Collision { .. }), "{err}");
+        // Reads under a file are plain misses, not I/O errors.
+        assert!(store.head(&key("r/python/a.whl/x")).await.unwrap_err().is_not_found());
+        assert!(store.get(&key("r/python/a.whl/x"), None).await.unwrap_err().is_not_found());
+        store.delete(&key("r/python/a.whl/x")).await.unwrap();
+        assert_eq!(store.get_bytes(&key("r/python/a.whl"), 100).await.unwrap().1, b"wheel".as_slice());
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn planted_symlinks_are_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "outside").unwrap();
+        let store = LocalStore::open(dir.path().join("store")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("store/linked")).unwrap();
+        assert!(store.get(&key("linked/secret"), None).await.unwrap_err().is_not_found());
+        assert!(store.head(&key("linked/secret")).await.unwrap_err().is_not_found());
+        let err = put(&store, "linked/new", b"x").await.unwrap_err();
+        assert!(err.to_string().contains("linked is a symlink, never followed"), "{err}");
+        store.delete(&key("linked/secret")).await.unwrap();
+        assert!(store.list_all("linked/", true).await.unwrap().objects.is_empty());
+        assert!(store.list_all("", false).await.unwrap().objects.is_empty());
+        let mut left: Vec<_> = std::fs::read_dir(outside.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        left.sort();
+        assert_eq!(left, ["secret"]);
+        assert_eq!(std::fs::read_to_string(outside.path().join("secret")).unwrap(), "outside");
+    }
+
+    #[tokio::test]
+    async fn interrupted_puts_leave_no_temporary_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let tmp = dir.path().join(".quarry/tmp");
+        // A body larger than the in-memory threshold that stalls after its first chunk: the
+        // temporary file exists, then the put future is dropped (a client that went away).
+        let first = bytes::Bytes::from(vec![7u8; SMALL_BODY + 1]);
+        let body: ByteStream = Box::pin(
+            futures_util::stream::once(async move { Ok(first) })
+                .chain(futures_util::stream::pending::<std::io::Result<bytes::Bytes>>()),
+        );
+        let big = key("r/python/big.whl");
+        let put = store.put(&big, body, PutOptions::default());
+        assert!(tokio::time::timeout(std::time::Duration::from_millis(300), put).await.is_err());
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "the dropped put removed its file");
+        // A body that fails half-way.
+        let broken: ByteStream = Box::pin(futures_util::stream::iter([
+            Ok(bytes::Bytes::from(vec![1u8; SMALL_BODY + 1])),
+            Err(std::io::Error::other("connection reset")),
+        ]));
+        assert!(store.put(&key("r/python/broken.whl"), broken, PutOptions::default()).await.is_err());
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+        // Files of a process that died (no such pid exists) are swept on open; a live
+        // writer's are kept.
+        std::fs::write(tmp.join("4294967294-dead-0"), "partial").unwrap();
+        std::fs::write(tmp.join(format!("{}-live-0", std::process::id())), "in flight").unwrap();
+        let reopened = LocalStore::open(dir.path()).unwrap();
+        let left: Vec<String> =
+            std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(left, [format!("{}-live-0", std::process::id())]);
+        assert!(reopened.list_all("", false).await.unwrap().objects.is_empty());
+    }
 }

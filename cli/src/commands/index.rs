@@ -39,13 +39,28 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
         return check(&args, store.as_ref(), &roots).await;
     }
     let indexer = Indexer::new(store.clone()).with_config(quarry_index::IndexConfig::from_env()?);
+    // A root that fails is reported and skipped: the others are still indexed, and the
+    // command exits 1 at the end.
     let mut reports = Vec::new();
+    let mut failed = Vec::new();
     for root in &roots {
-        reports.push(indexer.reindex_with(root, args.force).await.with_context(|| format!("reindexing {root}"))?);
+        match indexer.reindex_with(root, args.force).await {
+            Ok(report) => reports.push(report),
+            Err(e) => {
+                tracing::error!(%root, error = %e, "reindexing failed; going on with the other roots");
+                failed.push(format!("{root}: {e}"));
+            }
+        }
     }
     let mut listings = Vec::new();
     for dir in &dirs {
-        listings.push(update_listing(store.as_ref(), dir).await.with_context(|| format!("listing {dir}"))?);
+        match update_listing(store.as_ref(), dir).await {
+            Ok(report) => listings.push(report),
+            Err(e) => {
+                tracing::error!(%dir, error = %e, "updating the listing failed; going on");
+                failed.push(format!("{dir}: {e}"));
+            }
+        }
     }
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -71,6 +86,9 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
         "store operations: {}",
         store.counts()
     );
+    if !failed.is_empty() {
+        anyhow::bail!("{} of {} failed to index:\n  {}", failed.len(), roots.len() + dirs.len(), failed.join("\n  "));
+    }
     Ok(())
 }
 
