@@ -1,6 +1,6 @@
 //! Reading a `.deb`: the `ar` members are walked with bounded ranged reads, the control member
-//! (`control.tar[.gz|.xz|.zst]`) is decompressed with a size cap, and `./control` is parsed with
-//! `debian-packaging`'s control-paragraph reader. Nothing of the data member is read except its
+//! (`control.tar[.gz|.xz|.zst]`) is decompressed with a size cap, and `./control` is parsed by
+//! [`DebControl::parse`] with dpkg's rules. Nothing of the data member is read except its
 //! header, which proves the archive is not truncated.
 
 use std::io::Read;
@@ -66,24 +66,73 @@ impl DebControl {
         self.get("Architecture").unwrap_or_default()
     }
 
-    /// Parse and validate a control file's text.
+    /// Parse and validate a control file's text the way dpkg does (`parse_stanza` in dpkg's
+    /// `lib/dpkg/parse.c`, binary-package mode): a line starting with a space or a tab continues
+    /// the field before it, a blank line ends the one paragraph, a field given twice (names
+    /// compare case-insensitively) is refused, a continuation line holding only whitespace is
+    /// refused, the file must end with a newline. Stricter than dpkg where it is lax, never
+    /// looser: control characters other than tab and newline (dpkg counts `\r`, `\v` and `\f`
+    /// as whitespace and stops at `^Z`), `#` lines, and field names that are not printable ASCII
+    /// are refused, so every file accepted here has the same fields in dpkg's eyes.
     pub fn parse(text: &str) -> Result<Self, DebError> {
-        let reader = debian_packaging::control::ControlParagraphReader::new(std::io::Cursor::new(text.as_bytes()));
-        let mut paragraphs = Vec::new();
-        for paragraph in reader {
-            paragraphs.push(paragraph.map_err(|e| DebError::BadControl(e.to_string()))?);
+        let bad = DebError::BadControl;
+        if let Some(c) = text.chars().find(|&c| c.is_control() && c != '\n' && c != '\t') {
+            return Err(bad(format!("control character {c:?} in the control file")));
         }
-        let [paragraph] = paragraphs.as_slice() else {
-            return Err(DebError::BadControl(format!("expected one paragraph, found {}", paragraphs.len())));
-        };
-        let mut fields = Vec::new();
-        for field in paragraph.iter_fields() {
-            let name = field.name().trim();
-            if name.is_empty() || name.starts_with('#') || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
-                return Err(DebError::BadControl(format!("bad field name {name:?}")));
+        if !text.is_empty() && !text.ends_with('\n') {
+            return Err(bad("the control file does not end with a newline".into()));
+        }
+        // dpkg skips newlines before the paragraph; a blank line ends it.
+        let body = text.trim_start_matches('\n');
+        if body.is_empty() {
+            return Err(bad("expected one paragraph, found 0".into()));
+        }
+        let (paragraph, blank_after) = match body.split_once("\n\n") {
+            Some((_, rest)) if !rest.trim_start_matches('\n').is_empty() => {
+                return Err(bad("expected one paragraph, found several".into()));
             }
-            let value = field.value_str().trim_end().to_owned();
-            fields.push((name.to_owned(), value));
+            Some((paragraph, _)) => (paragraph, true),
+            None => (body.strip_suffix('\n').unwrap_or(body), false),
+        };
+        let lines: Vec<&str> = paragraph.split('\n').collect();
+        let last = lines.len() - 1;
+        let mut fields: Vec<(String, String)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (number, line) in lines.into_iter().enumerate() {
+            if line.starts_with([' ', '\t']) {
+                let Some((name, value)) = fields.last_mut() else {
+                    return Err(bad("continuation line before any field".into()));
+                };
+                if line.trim_matches([' ', '\t']).is_empty() {
+                    return Err(bad(format!("blank line in the value of field {name:?}")));
+                }
+                value.push('\n');
+                value.push_str(line);
+                continue;
+            }
+            let end = line.find([' ', '\t', ':']).unwrap_or(line.len());
+            let (name, after) = line.split_at(end);
+            if name.is_empty()
+                || name.starts_with(['-', '#'])
+                || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':')
+            {
+                return Err(bad(format!("bad field name {name:?}")));
+            }
+            let Some(value) = after.trim_start_matches([' ', '\t']).strip_prefix(':') else {
+                return Err(bad(format!("field name {name:?} must be followed by a colon")));
+            };
+            let value = value.trim_start_matches([' ', '\t']);
+            // dpkg refuses an empty value on the file's last line ("end of file before value").
+            if value.is_empty() && number == last && !blank_after {
+                return Err(bad(format!("field {name:?} has no value at the end of the file")));
+            }
+            if !seen.insert(name.to_ascii_lowercase()) {
+                return Err(bad(format!("duplicate value for field {name:?}")));
+            }
+            fields.push((name.to_owned(), value.to_owned()));
+        }
+        for (_, value) in &mut fields {
+            value.truncate(value.trim_end_matches([' ', '\t', '\n']).len());
         }
         let control = Self { fields };
         for required in ["Package", "Version", "Architecture"] {
@@ -368,6 +417,50 @@ pub(crate) mod tests {
         assert!(DebControl::parse("Package: hello\nVersion: a:b\nArchitecture: amd64\n").is_err());
         assert!(DebControl::parse("Package: hello\nVersion: 1\nArchitecture: amd64\n\nPackage: two\n").is_err());
         assert!(DebControl::parse("Package: hello\nVersion: 1:2.0~rc1-3\nArchitecture: all\n").is_ok());
+    }
+
+    #[test]
+    fn control_paragraphs_parse_as_dpkg_parses_them() {
+        const HEAD: &str = "Package: hello\nVersion: 1\nArchitecture: all\n";
+        let parse = |tail: &str| DebControl::parse(&format!("{HEAD}{tail}"));
+        // A tab starts a continuation line, as a space does: no second Package field.
+        let tab = parse("Description: x\n\tPackage: evil\n").unwrap();
+        assert_eq!(tab.package(), "hello");
+        assert_eq!(tab.fields.len(), 4);
+        assert_eq!(tab.get("Description"), Some("x\n\tPackage: evil"));
+        // Duplicates are refused, whatever their case (dpkg: "duplicate value for ... field").
+        for dup in ["Package: evil\n", "X-A: 1\nx-a: 2\n", "version: 2\n"] {
+            let err = parse(dup).unwrap_err().to_string();
+            assert!(err.contains("duplicate value for field"), "{dup:?}: {err}");
+        }
+        // Blank continuation lines, comments, a missing final newline, a continuation first.
+        for bad in [
+            format!("{HEAD}Description: x\n \n more\n"),
+            format!("{HEAD}Description: x\n\t\n"),
+            format!("# comment\n{HEAD}"),
+            format!("{HEAD}# comment\n"),
+            HEAD.trim_end().to_owned(),
+            format!(" {HEAD}"),
+            format!("{HEAD}-X: y\n"),
+            format!("{HEAD}NoColon\n"),
+            format!("{HEAD}X-Y:\n"),
+            format!("{HEAD}X: 1\r\n"),
+            format!("{HEAD}\x0bX: 1\n"),
+            format!("{HEAD}X: a\x1a\n"),
+            format!("{HEAD}\nPackage: two\n"),
+            String::new(),
+            "\n\n".to_owned(),
+        ] {
+            assert!(DebControl::parse(&bad).is_err(), "accepted {bad:?}");
+        }
+        // What dpkg accepts and means the same by.
+        let spaced = DebControl::parse("\n\nPackage : hello\nVersion:1\nArchitecture:\tall\nX-Y:\n\n\n").unwrap();
+        assert_eq!(spaced.fields[0], ("Package".to_owned(), "hello".to_owned()));
+        assert_eq!(spaced.version(), "1");
+        assert_eq!(spaced.architecture(), "all");
+        assert_eq!(spaced.get("X-Y"), Some(""));
+        let trailing = parse("Description: a  \n b \n").unwrap();
+        assert_eq!(trailing.get("Description"), Some("a  \n b"));
     }
 
     #[test]

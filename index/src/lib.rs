@@ -34,7 +34,10 @@ pub use reindex::{
     YANK_SUFFIX, discover, discover_roots, inspect, read_state,
 };
 pub use render::{Page, Stage, render};
-pub use root::{APT_STATE_NAME, DNF_STATE_NAME, RepoKind, RepoRoot, STATE_NAME};
+pub use root::{APT_STATE_NAME, DNF_STATE_NAME, RepoKind, RepoRoot, STATE_NAME, check_key_segments};
 pub use sign::{SignError, Signer};
 pub use state::{Entry, Rejected, RepoState, STATE_VERSION, upload_time};
-pub use wheel::{MAX_METADATA_SIZE, WheelError, WheelMetadata, read_wheel_metadata, read_wheel_metadata_from_bytes};
+pub use wheel::{
+    MAX_CENTRAL_DIRECTORY, MAX_MEMBERS, MAX_METADATA_SIZE, MAX_SDIST_MEMBERS, MAX_SDIST_UNPACKED, SdistError,
+    WheelError, WheelMetadata, check_sdist, check_sdist_bytes, read_wheel_metadata, read_wheel_metadata_from_bytes,
+};

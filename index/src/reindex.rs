@@ -628,19 +628,16 @@ pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Insp
             entry.core_metadata_sha256 = Some(sha256_hex(&md.raw));
             core_metadata = Some(md.raw);
         }
-        DistFilename::Sdist(_) => {
-            let magic = match &whole {
-                Some(data) => data.slice(..data.len().min(4)),
-                None => store.get_range(key, 0, meta.size.min(4)).await?,
-            };
-            let expected: &[u8] = if key.filename().ends_with(".zip") { b"PK\x03\x04" } else { b"\x1f\x8b" };
-            if !magic.starts_with(expected) {
-                return Err(InspectError::Rejected(format!(
-                    "{} is not a {} archive",
-                    key.filename(),
-                    if expected.len() == 4 { "zip" } else { "gzip" }
-                )));
-            }
+        DistFilename::Sdist(sdist) => {
+            // Streamed once, bounded: one top directory named after the file, a PKG-INFO that
+            // agrees with it (a gzip header in front of anything else is not an sdist).
+            let md = crate::check_sdist(store.clone(), key.clone(), sdist.clone(), meta.size, whole.clone())
+                .await
+                .map_err(|e| match e {
+                    crate::SdistError::Store(e) => InspectError::Store(e),
+                    other => InspectError::Rejected(format!("{}: {other}", key.filename())),
+                })?;
+            entry.requires_python = md.requires_python;
         }
     }
     Ok(Inspected { entry, core_metadata })

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Regenerate the checked-in seed corpora (fuzz/corpus/<target>/) from the repository's fixtures
+# and a few files made here with the real tools (zip via Python, GNU tar, gzip, zstd, xz,
+# dpkg-deb and rpmbuild through tests/fixtures/native/build.sh). Small on purpose: a few files
+# per target, well under a megabyte in all.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=fuzz/corpus
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+rm -rf "$out"
+mkdir -p "$out"/{wheel,core_metadata,deb,rpm,sdist,artifact_manifest,artifact_extract,names_versions,lambda_event,package_json,topology,token}
+
+# Wheels and zip sdists (Python's zipfile, as pip's tools write them).
+python3 - "$out" <<'PY'
+import io, sys, zipfile
+out = sys.argv[1]
+md = b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\nRequires-Python: >=3.8\n\nLong description.\n"
+def zipped(members, method=zipfile.ZIP_DEFLATED):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", method) as z:
+        for name, data in members:
+            z.writestr(zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0)), data)
+    return buf.getvalue()
+open(f"{out}/wheel/demo.whl", "wb").write(zipped([("demo/__init__.py", b""), ("demo-1.0.dist-info/METADATA", md), ("demo-1.0.dist-info/RECORD", b"")]))
+open(f"{out}/wheel/stored.whl", "wb").write(zipped([("demo-1.0.dist-info/METADATA", md)], zipfile.ZIP_STORED))
+open(f"{out}/core_metadata/metadata", "wb").write(md)
+open(f"{out}/core_metadata/pkg-info", "wb").write(b"Metadata-Version: 1.0\nName: Foo.Bar\nVersion: 2.0rc1\nSummary: x\n")
+# sdist seeds: first byte 1 selects the zip form (the name is pkg-1.0.zip).
+open(f"{out}/sdist/zip", "wb").write(b"\x01" + zipped([("pkg-1.0/PKG-INFO", b"Name: pkg\nVersion: 1.0\n"), ("pkg-1.0/setup.py", b"")]))
+PY
+
+# tar.gz sdist by GNU tar (first byte 0: pkg-1.0.tar.gz).
+mkdir -p "$work/s/pkg-1.0"
+printf 'Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n' > "$work/s/pkg-1.0/PKG-INFO"
+: > "$work/s/pkg-1.0/setup.py"
+ln -s setup.py "$work/s/pkg-1.0/link"
+{ printf '\0'; tar --owner=0 --group=0 --mtime=@0 -C "$work/s" -cf - pkg-1.0 | gzip -9n; } > "$out/sdist/targz"
+
+# .deb and .rpm from the native fixtures (dpkg-deb, rpmbuild).
+tests/fixtures/native/build.sh "$work/native" > /dev/null
+cp "$(ls -S "$work"/native/deb/*.deb | tail -1)" "$out/deb/small.deb"
+cp "$(ls -S "$work"/native/deb/quarry-hello_1.0-1_*.deb | head -1)" "$out/deb/hello.deb"
+cp "$(ls -S "$work"/native/rpm/*.rpm | tail -1)" "$out/rpm/small.rpm"
+printf 'Package: hello\nVersion: 1.0-1\nArchitecture: all\nDescription: x\n\tmore\n' > "$out/deb/control-text"
+
+# Artifact archives: manifest first, then the root it names (first byte: 0 zstd, 1 xz; the
+# extract target also reads the mode from bits 1-2).
+mkdir -p "$work/a/lib/bin"
+printf 'lib\n' > "$work/a/artifact_manifest.txt"
+printf 'hello\n' > "$work/a/lib/bin/tool"
+ln -s tool "$work/a/lib/bin/alias"
+tar --owner=0 --group=0 --mtime=@0 -C "$work/a" -cf "$work/a.tar" artifact_manifest.txt lib
+for t in artifact_manifest artifact_extract; do
+  { printf '\0'; zstd -q -c "$work/a.tar"; } > "$out/$t/zstd"
+  { printf '\1'; xz -c "$work/a.tar"; } > "$out/$t/xz"
+done
+{ printf '\2'; zstd -q -c "$work/a.tar"; } > "$out/artifact_extract/zstd-bootstrap"
+{ printf '\4'; zstd -q -c "$work/a.tar"; } > "$out/artifact_extract/zstd-flatten"
+
+# Names and versions (two inputs split at a NUL).
+printf 'numpy-2.1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl\0rocm-7.10.0rc20251124.tar.gz' > "$out/names_versions/files"
+printf '1:7.10.0~dev20251124-1\0007.10.0-12345678901' > "$out/names_versions/deb"
+printf '1.0.post1.dev3+local.7\0!1.0a1' > "$out/names_versions/pep440"
+printf '2:1.0^git1-3.el9\0001.0~rc1-1' > "$out/names_versions/evr"
+printf 'blas_lib_gfx942.tar.zst\0core-runtime_dev_generic' > "$out/names_versions/artifact"
+
+cp lambda-indexer/tests/events/*.json "$out/lambda_event/"
+python3 - packaging/data/therock/package.json "$out/package_json/therock-head.json" <<'PY'
+import json, sys
+packages = json.load(open(sys.argv[1]))
+json.dump(packages[:4] if isinstance(packages, list) else packages, open(sys.argv[2], "w"), indent=1)
+PY
+cp tests/fixtures/pipeline/BUILD_TOPOLOGY.toml "$out/topology/pipeline.toml"
+cp topology/data/BUILD_TOPOLOGY.toml "$out/topology/therock.toml"
+printf '# tokens\ns3cret 123-linux /124-linux/ # ci\nadmin\n\n' > "$out/token/tokens"
+du -sh "$out"
