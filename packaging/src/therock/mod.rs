@@ -3,6 +3,7 @@
 
 mod package_json;
 mod plan;
+pub mod version;
 pub mod wheels;
 
 pub use package_json::{ArtifactRef, ArtifactSubdir, PackageSpec, SchemaError, parse_package_json};
