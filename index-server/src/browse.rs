@@ -11,10 +11,17 @@
 //!
 //! Everything is read from the store on request: repo states for package lists, one
 //! recursive listing per run shown.
+//!
+//! Install lines name the configured public URL, else the request's `Host` when it is a plausible
+//! `host[:port]`, else the address the request came in on; every word of a copy-paste line is
+//! shell-quoted, and every link is percent-encoded.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 
 use askama::Template;
+use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -24,7 +31,7 @@ use quarry_index::{RepoKind, RepoRoot, RepoState};
 use quarry_packaging::{DistFilename, PackageName};
 use quarry_store::{Key, ObjectMeta, Store, StoreExt as _};
 
-use crate::{AppError, AppState};
+use crate::{AppError, AppState, ServedAt, encode_path};
 
 /// Runs per page of the run list.
 pub const RUNS_PER_PAGE: usize = 50;
@@ -41,14 +48,73 @@ fn html(body: Result<String, askama::Error>) -> Result<Response, AppError> {
         .into_response())
 }
 
-/// The URL clients reach this server at: the configured public URL, else the request's host.
-fn base_url(state: &AppState, headers: &HeaderMap) -> String {
+/// The URL clients reach this server at: the configured public URL; else the request's `Host`
+/// when it is a plausible `host[:port]` (anything else could smuggle text into the shell lines and
+/// `.repo` files built from it); else the address the request came in on.
+fn base_url(state: &AppState, headers: &HeaderMap, served_at: Option<SocketAddr>) -> String {
     if let Some(url) = &state.public_url {
         return url.trim_end_matches('/').to_owned();
     }
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-    let proto = headers.get("x-forwarded-proto").and_then(|h| h.to_str().ok()).unwrap_or("http");
-    format!("{proto}://{host}")
+    let proto = match headers.get("x-forwarded-proto").and_then(|h| h.to_str().ok()) {
+        Some(p) if p.trim().eq_ignore_ascii_case("https") => "https",
+        _ => "http",
+    };
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    match (host.filter(|h| plausible_host(h)), served_at) {
+        (Some(host), _) => format!("{proto}://{host}"),
+        (None, Some(addr)) => format!("{proto}://{addr}"),
+        (None, None) => format!("{proto}://localhost"),
+    }
+}
+
+/// `host[:port]` as a client may name a server: a DNS name or IPv4 address (letters, digits,
+/// `-`, `_`, `.`), or an IPv6 address in brackets, and a port of at most 65535.
+pub(crate) fn plausible_host(host: &str) -> bool {
+    fn port(p: &str) -> bool {
+        (1..=5).contains(&p.len())
+            && p.bytes().all(|b| b.is_ascii_digit())
+            && p.parse::<u32>().is_ok_and(|n| n <= 65535)
+    }
+    if host.is_empty() || host.len() > 261 {
+        return false;
+    }
+    if let Some(rest) = host.strip_prefix('[') {
+        let Some((address, after)) = rest.split_once(']') else { return false };
+        let address_ok = !address.is_empty()
+            && address.contains(':')
+            && address.bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
+        return address_ok && (after.is_empty() || after.strip_prefix(':').is_some_and(port));
+    }
+    let (name, p) = match host.split_once(':') {
+        Some((name, p)) => (name, Some(p)),
+        None => (host, None),
+    };
+    !name.is_empty()
+        && name.len() <= 253
+        && !name.starts_with(['-', '.'])
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && p.is_none_or(port)
+}
+
+/// `word` as one POSIX shell word: unchanged when it holds only characters no shell treats
+/// specially, else in single quotes (a `'` inside written `'\''`).
+pub(crate) fn shell_quote(word: &str) -> Cow<'_, str> {
+    let plain = !word.is_empty()
+        && word.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(b, b'@' | b'%' | b'+' | b'=' | b':' | b',' | b'.' | b'/' | b'_' | b'-')
+        });
+    if plain { Cow::Borrowed(word) } else { Cow::Owned(format!("'{}'", word.replace('\'', "'\\''"))) }
+}
+
+/// A command line of `words`, each shell-quoted.
+fn shell_line(words: &[&str]) -> String {
+    words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" ")
+}
+
+/// The URL of a store prefix under `base`, percent-encoded.
+fn url_of(base: &str, prefix: &str) -> String {
+    format!("{base}{}", encode_path(prefix))
 }
 
 fn age(now: jiff::Timestamp, then: jiff::Timestamp) -> String {
@@ -116,7 +182,7 @@ fn run_row(name: &str, objects: &[ObjectMeta], now: jiff::Timestamp) -> RunRow {
         name: name.to_owned(),
         run_id: run_id.to_owned(),
         platform: platform.to_owned(),
-        href: format!("/{prefix}"),
+        href: encode_path(&prefix),
         size: human_size(bytes),
         bytes,
         files: objects.iter().filter(|o| !o.key.filename().starts_with('.')).count(),
@@ -270,7 +336,7 @@ fn projects(state: &RepoState) -> BTreeMap<String, (String, BTreeMap<quarry_pack
 }
 
 fn pip_view(base: &str, run: &str, root: &RepoRoot, state: &RepoState) -> PipView {
-    let url = format!("{base}/{root}");
+    let url = url_of(base, root.as_str());
     let projects = projects(state);
     let example = if projects.contains_key("rocm") {
         "rocm".to_owned()
@@ -278,15 +344,15 @@ fn pip_view(base: &str, run: &str, root: &RepoRoot, state: &RepoState) -> PipVie
         projects.keys().next().cloned().unwrap_or_else(|| "<package>".into())
     };
     PipView {
-        href: format!("/{root}"),
+        href: encode_path(root.as_str()),
         files: state.entries.len(),
-        pip_line: format!("pip install --find-links {url} {example}"),
-        uv_line: format!("uv pip install --find-links {url} {example}"),
+        pip_line: shell_line(&["pip", "install", "--find-links", &url, &example]),
+        uv_line: shell_line(&["uv", "pip", "install", "--find-links", &url, &example]),
         projects: projects
             .iter()
             .map(|(normalized, (display, versions))| ProjectRow {
                 name: display.clone(),
-                href: format!("/-/package/{run}/{normalized}/"),
+                href: encode_path(&format!("-/package/{run}/{normalized}/")),
                 latest: versions.keys().next_back().map(ToString::to_string).unwrap_or_default(),
                 versions: versions.len(),
                 files: versions.values().map(Vec::len).sum(),
@@ -310,7 +376,7 @@ fn native_rows(root: &RepoRoot, state: &RepoState) -> Vec<PackageRow> {
                 }
                 _ => (e.filename.clone(), String::new(), String::new()),
             };
-            let href = format!("/{}{}", root.as_str(), e.filename);
+            let href = encode_path(&format!("{}{}", root.as_str(), e.filename));
             PackageRow { name, version, arch, size: human_size(e.size), sha256: e.sha256.clone(), href }
         })
         .collect();
@@ -333,14 +399,19 @@ async fn sidecar_sums(store: &dyn Store, keys: Vec<Key>) -> BTreeMap<String, Str
         .await
 }
 
-pub(crate) async fn run_page(state: &AppState, run: &str, headers: &HeaderMap) -> Result<Response, AppError> {
+pub(crate) async fn run_page(
+    state: &AppState,
+    run: &str,
+    headers: &HeaderMap,
+    served_at: Option<SocketAddr>,
+) -> Result<Response, AppError> {
     let store = state.store.as_ref();
     let prefix = format!("{run}/");
     let objects = store.list_all(&prefix, false).await?.objects;
     if objects.is_empty() {
         return Err(AppError::NotFound(format!("no run {run}")));
     }
-    let base = base_url(state, headers);
+    let base = base_url(state, headers, served_at);
     let now = jiff::Timestamp::now();
     let row = run_row(run, &objects, now);
 
@@ -354,7 +425,7 @@ pub(crate) async fn run_page(state: &AppState, run: &str, headers: &HeaderMap) -
     let (mut pip, mut apt, mut dnf) = (Vec::new(), Vec::new(), Vec::new());
     for root in &roots {
         let repo_state = read_state(store, root).await?;
-        let url = format!("{base}/{root}");
+        let url = url_of(&base, root.as_str());
         match root.kind() {
             RepoKind::Pip => pip.push(pip_view(&base, run, root, &repo_state)),
             RepoKind::Apt => {
@@ -363,16 +434,34 @@ pub(crate) async fn run_page(state: &AppState, run: &str, headers: &HeaderMap) -
                 let list = format!("/etc/apt/sources.list.d/quarry-{run}.list");
                 let keyring = format!("/etc/apt/keyrings/quarry-{run}.asc");
                 let line = quarry_index::apt::sources_line(&url, signed.then_some(keyring.as_str()));
-                let fetch_key =
-                    if signed { format!("sudo curl -fsSL -o {keyring} {url}{key_name}\n") } else { String::new() };
-                let setup = format!("{fetch_key}echo '{line}' | sudo tee {list}\nsudo apt-get update");
+                let fetch_key = if signed {
+                    format!("{}\n", shell_line(&["sudo", "curl", "-fsSL", "-o", &keyring, &format!("{url}{key_name}")]))
+                } else {
+                    String::new()
+                };
+                let setup = format!(
+                    "{fetch_key}{} | {}\n{}",
+                    shell_line(&["echo", &line]),
+                    shell_line(&["sudo", "tee", &list]),
+                    shell_line(&["sudo", "apt-get", "update"])
+                );
                 apt.push(AptView { packages: native_rows(root, &repo_state), setup });
             }
             RepoKind::Dnf => {
                 let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or_default().to_owned();
-                let repo_file = format!("{base}/-/dnf/{run}.repo");
-                let setup =
-                    format!("sudo curl -fsSL -o /etc/yum.repos.d/quarry-{run}.repo {repo_file}\nsudo dnf makecache");
+                let repo_file = url_of(&base, &format!("-/dnf/{run}.repo"));
+                let setup = format!(
+                    "{}\n{}",
+                    shell_line(&[
+                        "sudo",
+                        "curl",
+                        "-fsSL",
+                        "-o",
+                        &format!("/etc/yum.repos.d/quarry-{run}.repo"),
+                        &repo_file
+                    ]),
+                    shell_line(&["sudo", "dnf", "makecache"])
+                );
                 dnf.push(DnfView { arch, packages: native_rows(root, &repo_state), setup, repo_file });
             }
         }
@@ -402,7 +491,7 @@ pub(crate) async fn run_page(state: &AppState, run: &str, headers: &HeaderMap) -
             Some((
                 name.name.clone(),
                 ArtifactRow {
-                    href: format!("/{}", o.key),
+                    href: encode_path(o.key.as_str()),
                     target: name.target.clone(),
                     size: human_size(o.size),
                     sha256,
@@ -434,14 +523,27 @@ pub(crate) async fn run_page(state: &AppState, run: &str, headers: &HeaderMap) -
         .filter(|o| o.key.as_str().strip_prefix(&prefix).is_some_and(|r| r.starts_with("logs/")))
         .map(|o| FileRow {
             name: o.key.as_str().strip_prefix(&format!("{prefix}logs/")).unwrap_or_default().to_owned(),
-            href: format!("/{}", o.key),
+            href: encode_path(o.key.as_str()),
             size: human_size(o.size),
         })
         .collect();
     let (run_id, platform) = run.split_once('-').unwrap_or((run, "linux"));
-    let fetch_line = format!(
-        "quarry artifacts fetch --run-id {run_id} --platform {platform} --store {base}/ --stage <stage> --output-dir build --bootstrap"
-    );
+    let fetch_line = shell_line(&[
+        "quarry",
+        "artifacts",
+        "fetch",
+        "--run-id",
+        run_id,
+        "--platform",
+        platform,
+        "--store",
+        &format!("{base}/"),
+        "--stage",
+        "<stage>",
+        "--output-dir",
+        "build",
+        "--bootstrap",
+    ]);
     html(
         RunPage {
             run: row,
@@ -510,13 +612,14 @@ pub(crate) async fn package_page(
     State(state): State<AppState>,
     Path((run, project)): Path<(String, String)>,
     headers: HeaderMap,
+    served_at: Option<Extension<ServedAt>>,
 ) -> Result<Response, AppError> {
     if !is_run(&run) {
         return Err(AppError::NotFound(format!("{run:?} is not a run")));
     }
     let name = PackageName::new(&project).map_err(|e| AppError::NotFound(format!("{project:?}: {e}")))?;
     let store = state.store.as_ref();
-    let base = base_url(&state, &headers);
+    let base = base_url(&state, &headers, served_at.map(|Extension(ServedAt(a))| a));
     let root = RepoRoot::new(&format!("{run}/python/")).map_err(|e| AppError::BadRequest(e.to_string()))?;
     let repo_state = read_state(store, &root).await?;
     let all = projects(&repo_state);
@@ -530,7 +633,7 @@ pub(crate) async fn package_page(
             .filter_map(|f| repo_state.entries.get(f))
             .map(|e| FileView {
                 name: e.filename.clone(),
-                href: format!("/{root}{}", e.filename),
+                href: encode_path(&format!("{root}{}", e.filename)),
                 size: human_size(e.size),
                 bytes: e.size,
                 requires_python: e.requires_python.clone().unwrap_or_default(),
@@ -561,7 +664,7 @@ pub(crate) async fn package_page(
             }
         }
     }
-    let url = format!("{base}/{root}");
+    let url = url_of(&base, root.as_str());
     html(
         PackagePage {
             name: display.clone(),
@@ -572,8 +675,8 @@ pub(crate) async fn package_page(
             requires_python,
             dependencies,
             versions: views,
-            pip_line: format!("pip install --find-links {url} {display}"),
-            uv_line: format!("uv pip install --find-links {url} {display}"),
+            pip_line: shell_line(&["pip", "install", "--find-links", &url, display]),
+            uv_line: shell_line(&["uv", "pip", "install", "--find-links", &url, display]),
         }
         .render(),
     )
@@ -584,17 +687,26 @@ pub(crate) async fn dnf_repo_file(
     State(state): State<AppState>,
     Path(file): Path<String>,
     headers: HeaderMap,
+    served_at: Option<Extension<ServedAt>>,
 ) -> Result<Response, AppError> {
     let Some(run) = file.strip_suffix(".repo").filter(|r| is_run(r)) else {
         return Err(AppError::NotFound(format!("{file:?} is not a run's .repo file")));
     };
     let store = state.store.as_ref();
-    let base = base_url(&state, &headers);
+    let base = base_url(&state, &headers, served_at.map(|Extension(ServedAt(a))| a));
     let objects = store.list_all(&format!("{run}/"), false).await?.objects;
     let mut out = String::new();
     for root in objects.iter().filter_map(|o| RepoRoot::for_state_key(&o.key)).filter(|r| r.kind() == RepoKind::Dnf) {
-        let url = format!("{base}/{root}");
-        let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or("repo");
+        let url = url_of(&base, root.as_str());
+        let arch: String = root
+            .as_str()
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or("repo")
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' })
+            .collect();
         let signed = objects.iter().any(|o| o.key.as_str() == format!("{root}{}", quarry_index::dnf::KEY_NAME));
         out.push_str(&format!(
             "[quarry-{run}-{arch}]\nname=Quarry run {run} ({arch})\nbaseurl={url}\nenabled=1\ngpgcheck=0\n"
@@ -622,7 +734,222 @@ pub(crate) async fn dnf_repo_file(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use quarry_store::{MemoryStore, PutOptions};
+    use tower::ServiceExt as _;
+
     use super::*;
+
+    #[test]
+    fn hosts_are_checked() {
+        for good in [
+            "localhost",
+            "localhost:8470",
+            "quarry.example.com",
+            "quarry_ci.internal:80",
+            "127.0.0.1:65535",
+            "[::1]:8470",
+            "[fe80::1]",
+            "[::ffff:127.0.0.1]:1",
+        ] {
+            assert!(plausible_host(good), "{good}");
+        }
+        for bad in [
+            "",
+            "evil.com'; rm -rf ~; echo '",
+            "a b",
+            "host:",
+            "host:99999",
+            "host:80:80",
+            "host:8o",
+            "ex$(id).com",
+            "a/b",
+            "a@b",
+            "-flag",
+            ".hidden",
+            "[::1",
+            "[::1]x",
+            "[evil]",
+            "[]:80",
+            "\"quoted\"",
+            "é.example",
+        ] {
+            assert!(!plausible_host(bad), "{bad}");
+        }
+        assert!(!plausible_host(&"a".repeat(300)));
+    }
+
+    #[test]
+    fn shell_words_are_quoted() {
+        let quoted: Vec<String> = [
+            "pip",
+            "https://q.example:8443/1-linux/python/",
+            "--find-links",
+            "<stage>",
+            "it's",
+            "a b",
+            "$(id)",
+            "`id`",
+            "x;y",
+            "~root",
+            "",
+            "*",
+        ]
+        .iter()
+        .map(|w| shell_quote(w).into_owned())
+        .collect();
+        insta::assert_snapshot!(quoted.join("\n"), @r#"
+        pip
+        https://q.example:8443/1-linux/python/
+        --find-links
+        '<stage>'
+        'it'\''s'
+        'a b'
+        '$(id)'
+        '`id`'
+        'x;y'
+        '~root'
+        ''
+        '*'
+        "#);
+    }
+
+    fn entry(filename: &str) -> quarry_index::Entry {
+        quarry_index::Entry {
+            filename: filename.into(),
+            size: 1234,
+            sha256: "ab".repeat(32),
+            upload_time: "2024-05-01T12:00:00.000000Z".into(),
+            etag: "e1".into(),
+            ..quarry_index::Entry::default()
+        }
+    }
+
+    async fn put(state: &AppState, key: &str, body: Vec<u8>) {
+        state.store().put_bytes(&Key::new(key).unwrap(), body.into(), PutOptions::default()).await.unwrap();
+    }
+
+    /// A run with a pip, an apt and a dnf root (states only) and a log whose name needs encoding.
+    async fn a_run(public_url: Option<&str>) -> AppState {
+        let state =
+            AppState::new(Arc::new(MemoryStore::default()), vec![]).with_public_url(public_url.map(str::to_owned));
+        for (root, file) in [
+            ("123-linux/python/", "demo-1.0-py3-none-any.whl"),
+            ("123-linux/packages/deb/", "pool/main/h/hello_1.0_amd64.deb"),
+            ("123-linux/packages/rpm/x86_64/", "hello-1.0-1.x86_64.rpm"),
+        ] {
+            let mut repo = RepoState::empty();
+            repo.entries.insert(file.into(), entry(file));
+            let root = RepoRoot::for_state_key(
+                &Key::new(format!(
+                    "{root}{}",
+                    match root {
+                        r if r.ends_with("python/") => quarry_index::STATE_NAME,
+                        r if r.contains("/deb/") => quarry_index::APT_STATE_NAME,
+                        _ => quarry_index::DNF_STATE_NAME,
+                    }
+                ))
+                .unwrap(),
+            )
+            .unwrap();
+            put(&state, root.state_key().as_str(), serde_json::to_vec(&repo).unwrap()).await;
+            put(&state, &format!("{root}{file}"), b"x".to_vec()).await;
+        }
+        put(&state, "123-linux/logs/a #1?.log", b"log".to_vec()).await;
+        state
+    }
+
+    async fn page(state: AppState, path: &str, host: &str) -> String {
+        let mut request = Request::get(path).header("host", host).body(Body::empty()).unwrap();
+        request.extensions_mut().insert(ServedAt(SocketAddr::from(([127, 0, 0, 1], 8470))));
+        let response = crate::app(state).oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        String::from_utf8(body.to_vec()).unwrap()
+    }
+
+    fn unescape(s: &str) -> String {
+        s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&")
+    }
+
+    /// The copy-paste blocks of a page, and its links.
+    fn install_blocks(html: &str) -> String {
+        let mut out = Vec::new();
+        for (at, _) in html.match_indices("<pre class=\"install\" id=\"") {
+            let rest = &html[at + "<pre class=\"install\" id=\"".len()..];
+            let id = &rest[..rest.find('"').unwrap()];
+            let body = &rest[rest.find('>').unwrap() + 1..rest.find("</pre>").unwrap()];
+            out.push(format!("{id}:\n{}", unescape(body)));
+        }
+        out.join("\n")
+    }
+
+    fn hrefs(html: &str) -> Vec<String> {
+        html.match_indices("href=\"").map(|(i, m)| unescape(html[i + m.len()..].split('"').next().unwrap())).collect()
+    }
+
+    #[tokio::test]
+    async fn a_hostile_host_never_reaches_the_install_lines() {
+        let state = a_run(None).await;
+        let html = page(state.clone(), "/123-linux/", "evil.example'; touch /tmp/pwned; echo '").await;
+        insta::assert_snapshot!(install_blocks(&html), @r"
+        install-pip:
+        pip install --find-links http://127.0.0.1:8470/123-linux/python/ demo
+        install-uv:
+        uv pip install --find-links http://127.0.0.1:8470/123-linux/python/ demo
+        install-apt:
+        echo 'deb [trusted=yes] http://127.0.0.1:8470/123-linux/packages/deb/ stable main' | sudo tee /etc/apt/sources.list.d/quarry-123-linux.list
+        sudo apt-get update
+        install-dnf:
+        sudo curl -fsSL -o /etc/yum.repos.d/quarry-123-linux.repo http://127.0.0.1:8470/-/dnf/123-linux.repo
+        sudo dnf makecache
+        ");
+        assert!(!html.contains("pwned"), "{html}");
+        let links = hrefs(&html);
+        assert!(links.contains(&"/123-linux/logs/a%20%231%3F.log".to_owned()), "{links:?}");
+        assert!(links.contains(&"/123-linux/packages/deb/pool/main/h/hello_1.0_amd64.deb".to_owned()), "{links:?}");
+
+        // A plausible Host is used as it is; X-Forwarded-Proto picks only http or https.
+        let html = page(state.clone(), "/123-linux/", "quarry.internal:8080").await;
+        assert!(html.contains("pip install --find-links http://quarry.internal:8080/123-linux/python/ demo"));
+        let repo = page(state.clone(), "/-/dnf/123-linux.repo", "evil\"host").await;
+        insta::assert_snapshot!(repo, @r"
+        [quarry-123-linux-x86_64]
+        name=Quarry run 123-linux (x86_64)
+        baseurl=http://127.0.0.1:8470/123-linux/packages/rpm/x86_64/
+        enabled=1
+        gpgcheck=0
+        repo_gpgcheck=0
+        ");
+        let html = page(state, "/-/package/123-linux/demo/", "a b").await;
+        insta::assert_snapshot!(install_blocks(&html), @r"
+        install-pip:
+        pip install --find-links http://127.0.0.1:8470/123-linux/python/ demo
+        install-uv:
+        uv pip install --find-links http://127.0.0.1:8470/123-linux/python/ demo
+        ");
+    }
+
+    #[tokio::test]
+    async fn install_lines_quote_every_word() {
+        let state = a_run(Some("https://quarry.example/it's here/")).await;
+        let html = page(state.clone(), "/123-linux/", "ignored.example").await;
+        insta::assert_snapshot!(install_blocks(&html), @r"
+        install-pip:
+        pip install --find-links 'https://quarry.example/it'\''s here/123-linux/python/' demo
+        install-uv:
+        uv pip install --find-links 'https://quarry.example/it'\''s here/123-linux/python/' demo
+        install-apt:
+        echo 'deb [trusted=yes] https://quarry.example/it'\''s here/123-linux/packages/deb/ stable main' | sudo tee /etc/apt/sources.list.d/quarry-123-linux.list
+        sudo apt-get update
+        install-dnf:
+        sudo curl -fsSL -o /etc/yum.repos.d/quarry-123-linux.repo 'https://quarry.example/it'\''s here/-/dnf/123-linux.repo'
+        sudo dnf makecache
+        ");
+    }
 
     #[test]
     fn requirements_come_from_the_headers_only() {

@@ -2,6 +2,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use quarry_store::StoreError;
 
+/// Longest error message sent back; longer ones (quoting a huge path, say) are cut.
+const MAX_MESSAGE_BYTES: usize = 4096;
+
 /// Every way a request can fail. Client errors say what is wrong; server errors are logged
 /// in full and answered briefly.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +46,7 @@ impl From<StoreError> for AppError {
             StoreError::InvalidKey(e) => Self::BadRequest(e.to_string()),
             StoreError::TooLarge { .. } => Self::TooLarge(e.to_string()),
             StoreError::DigestMismatch { .. } => Self::BadRequest(e.to_string()),
-            StoreError::Conflict { .. } => Self::Conflict(e.to_string()),
+            StoreError::Conflict { .. } | StoreError::Collision { .. } => Self::Conflict(e.to_string()),
             StoreError::Body { .. } => Self::BadRequest(e.to_string()),
             StoreError::RangeNotSatisfiable { size, .. } => Self::RangeNotSatisfiable(size),
             StoreError::Io { .. } | StoreError::Backend(_) => Self::Internal(e.to_string()),
@@ -68,7 +71,8 @@ impl IntoResponse for AppError {
             tracing::error!(%detail, "request failed");
             "error: internal server error (details are in the server log)\n".to_owned()
         } else {
-            format!("error: {self}\n")
+            // Messages quote the input; a huge input is quoted in part.
+            format!("error: {}\n", crate::truncated(&self.to_string(), MAX_MESSAGE_BYTES))
         };
         let mut response = (status, body).into_response();
         let headers = response.headers_mut();

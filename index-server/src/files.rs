@@ -1,5 +1,6 @@
 //! Reads: stored objects, directory indexes and negotiated simple pages.
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
@@ -10,7 +11,7 @@ use quarry_packaging::PackageName;
 use quarry_store::{ByteRange, Key, ObjectMeta, StoreError};
 
 use crate::negotiate::{SimpleFormat, negotiate};
-use crate::{AppError, AppState, decode_path, encode_path};
+use crate::{AppError, AppState, ServedAt, decode_path, encode_path};
 
 const PAGE_CACHE: &str = "no-cache";
 const IMMUTABLE_CACHE: &str = "public, max-age=31536000, immutable";
@@ -21,10 +22,41 @@ struct Presentation {
     cache_control: &'static str,
     /// Distinguishes negotiated representations in the ETag.
     etag_suffix: &'static str,
+    /// Stored content a browser could render as a page that Quarry did not generate: served as
+    /// a download in a sandbox, so it can never run as Quarry's origin.
+    attachment: bool,
+}
+
+/// Names a browser may render as a document (HTML, SVG, XML with stylesheets, archives of
+/// pages), in lower case.
+const DOCUMENT_SUFFIXES: [&str; 12] =
+    [".html", ".htm", ".xhtml", ".xht", ".shtml", ".svg", ".svgz", ".xml", ".xsl", ".xslt", ".mht", ".mhtml"];
+
+/// Whether `key` names a page Quarry generates: `index.html` (find-links pages, simple pages,
+/// run listings) and dnf's `repodata/*.xml` / `repomd.xml`. Generated pages have no scripts and
+/// are served with [`crate::PAGE_CSP`].
+fn generated(key: &Key) -> bool {
+    let name = key.filename();
+    let in_repodata = key.as_str().contains("/repodata/") || key.as_str().starts_with("repodata/");
+    name == "index.html" || (in_repodata && name.ends_with(".xml"))
+}
+
+/// Whether `key` names a document (see [`DOCUMENT_SUFFIXES`]) Quarry did not generate.
+fn untrusted_document(key: &Key) -> bool {
+    let name = key.filename().to_ascii_lowercase();
+    DOCUMENT_SUFFIXES.iter().any(|s| name.ends_with(s)) && !generated(key)
 }
 
 fn presentation_for(key: &Key) -> Presentation {
     let name = key.filename();
+    if untrusted_document(key) {
+        return Presentation {
+            content_type: "application/octet-stream",
+            cache_control: PAGE_CACHE,
+            etag_suffix: "",
+            attachment: true,
+        };
+    }
     let (content_type, immutable) = if name.ends_with(".html") {
         ("text/html; charset=utf-8", false)
     } else if name.ends_with(".json") {
@@ -39,7 +71,7 @@ fn presentation_for(key: &Key) -> Presentation {
         ("application/octet-stream", false)
     };
     let cache_control = if immutable { IMMUTABLE_CACHE } else { PAGE_CACHE };
-    Presentation { content_type, cache_control, etag_suffix: "" }
+    Presentation { content_type, cache_control, etag_suffix: "", attachment: false }
 }
 
 pub(crate) async fn get_path(
@@ -47,6 +79,7 @@ pub(crate) async fn get_path(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    served_at: Option<Extension<ServedAt>>,
 ) -> Result<Response, AppError> {
     let path = decode_path(uri.path())?;
     let reader = Reader { state: &state, method: &method, headers: &headers };
@@ -59,7 +92,8 @@ pub(crate) async fn get_path(
     if let Some(run) = path.strip_suffix('/')
         && quarry_index::listing::is_run_segment(run)
     {
-        return crate::browse::run_page(&state, run, &headers).await;
+        let served_at = served_at.map(|Extension(ServedAt(addr))| addr);
+        return crate::browse::run_page(&state, run, &headers, served_at).await;
     }
     if path.is_empty() || path.ends_with('/') {
         let key = Key::new(format!("{path}index.html"))?;
@@ -139,6 +173,7 @@ impl Reader<'_> {
                 SimpleFormat::V1Html => "-v1html",
                 SimpleFormat::TextHtml => "-html",
             },
+            attachment: false,
         };
         match self.object(&key, presentation).await {
             Ok(mut response) => {
@@ -196,6 +231,10 @@ impl Reader<'_> {
     ) -> Result<(), AppError> {
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(p.content_type));
+        if p.attachment {
+            headers.insert(header::CONTENT_DISPOSITION, header_value(&attachment(meta.key.filename()))?);
+            headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(crate::UNTRUSTED_CSP));
+        }
         headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(p.cache_control));
         headers.insert(header::ETAG, header_value(&format!("\"{}{}\"", meta.etag, p.etag_suffix))?);
@@ -216,6 +255,24 @@ impl Reader<'_> {
         }
         Ok(())
     }
+}
+
+/// `Content-Disposition: attachment` naming `filename` (RFC 6266 `filename*`, percent-encoded).
+fn attachment(filename: &str) -> String {
+    const ATTR_CHAR: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'!')
+        .remove(b'#')
+        .remove(b'$')
+        .remove(b'&')
+        .remove(b'+')
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'^')
+        .remove(b'_')
+        .remove(b'`')
+        .remove(b'|')
+        .remove(b'~');
+    format!("attachment; filename*=UTF-8''{}", percent_encoding::utf8_percent_encode(filename, ATTR_CHAR))
 }
 
 fn header_value(s: &str) -> Result<HeaderValue, AppError> {
@@ -281,6 +338,34 @@ mod tests {
         assert_eq!(split_simple("r-linux/python/simple/foo/index.html"), None);
         assert_eq!(split_simple("r-linux/python/x-simple-1.whl"), None);
         assert_eq!(split_simple("simple/"), None);
+    }
+
+    #[test]
+    fn documents_quarry_did_not_generate_are_downloads() {
+        let p = |k: &str| {
+            let p = presentation_for(&Key::new(k).unwrap());
+            (p.content_type, p.attachment)
+        };
+        let html = "text/html; charset=utf-8";
+        assert_eq!(p("r-linux/python/index.html"), (html, false));
+        assert_eq!(p("r-linux/python/simple/a/index.html"), (html, false));
+        assert_eq!(p("r-linux/index.html"), (html, false));
+        assert_eq!(p("r-linux/packages/rpm/x86_64/repodata/repomd.xml"), ("application/octet-stream", false));
+        assert!(!p("r-linux/packages/rpm/x86_64/repodata/abc-primary.xml.gz").1);
+        for hostile in [
+            "r-linux/logs/report.html",
+            "r-linux/logs/REPORT.HTM",
+            "r-linux/x.svg",
+            "r-linux/x.xhtml",
+            "r-linux/feed.xml",
+            "r-linux/x.xsl",
+            "r-linux/index.html.svg",
+            "r-linux/page.shtml",
+        ] {
+            assert_eq!(p(hostile), ("application/octet-stream", true), "{hostile}");
+        }
+        assert!(!p("r-linux/python/a-1-py3-none-any.whl").1);
+        assert_eq!(attachment("a b\"c;.html"), "attachment; filename*=UTF-8''a%20b%22c%3B.html");
     }
 
     #[test]

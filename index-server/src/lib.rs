@@ -24,12 +24,16 @@ mod metrics;
 mod negotiate;
 mod upload;
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::HttpBody as _;
 use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -41,15 +45,29 @@ use quarry_store::{CountingStore, Store};
 pub use auth::{Access, Token};
 pub use coalesce::Coalescer;
 pub use error::AppError;
-pub use metrics::{Metrics, ReindexStats, route_of};
+pub use metrics::{Metrics, ReindexStats, method_label, route_of};
 pub use negotiate::{SimpleFormat, negotiate};
 pub use upload::SHA256_HEADER;
 
 /// Default cap on one upload: TheRock wheels and packages reach several GiB.
 pub const DEFAULT_MAX_UPLOAD: u64 = 64 * 1024 * 1024 * 1024;
+/// Most entries the request log keeps.
 const REQUEST_LOG_CAPACITY: usize = 10_000;
+/// Most bytes the request log keeps (its entries' strings plus a fixed cost per entry).
+const REQUEST_LOG_BYTES: usize = 2 * 1024 * 1024;
+/// Longest path kept in the request log and written to the access log; longer ones are cut.
+pub const LOGGED_PATH_MAX: usize = 512;
+/// Longest method kept in the request log and written to the access log.
+const LOGGED_METHOD_MAX: usize = 16;
 
-/// One served request, kept in a bounded in-memory log (tests and debugging read it).
+/// The policy for Quarry's own pages (browse, error and generated index pages): no scripts, no
+/// plugins, no framing, inline styles only.
+pub const PAGE_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+/// The policy for stored content Quarry did not generate: a sandbox, nothing loads.
+pub const UNTRUSTED_CSP: &str = "default-src 'none'; sandbox; frame-ancestors 'none'";
+
+/// One served request, kept in a bounded in-memory log (tests and debugging read it). Long
+/// methods and paths are cut (see [`LOGGED_PATH_MAX`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoggedRequest {
     pub method: String,
@@ -58,6 +76,92 @@ pub struct LoggedRequest {
     pub content_type: Option<String>,
 }
 
+impl LoggedRequest {
+    /// What the entry costs the log.
+    fn cost(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.method.len()
+            + self.path.len()
+            + self.content_type.as_ref().map_or(0, String::len)
+    }
+}
+
+/// The newest requests, capped by count and by bytes: the oldest go first.
+#[derive(Debug, Default)]
+struct RequestLog {
+    entries: VecDeque<LoggedRequest>,
+    bytes: usize,
+}
+
+impl RequestLog {
+    fn push(&mut self, entry: LoggedRequest) {
+        let cost = entry.cost();
+        while self.entries.len() >= REQUEST_LOG_CAPACITY || (self.bytes + cost > REQUEST_LOG_BYTES) {
+            let Some(old) = self.entries.pop_front() else { break };
+            self.bytes -= old.cost();
+        }
+        self.bytes += cost;
+        self.entries.push_back(entry);
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.bytes = 0;
+    }
+}
+
+/// `s` cut to at most `max` bytes at a character boundary, with a marker saying how long it was.
+pub fn truncated(s: &str, max: usize) -> Cow<'_, str> {
+    if s.len() <= max {
+        return Cow::Borrowed(s);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}…[{} bytes]", &s[..end], s.len()))
+}
+
+/// What slow, idle or greedy clients may hold of the server. Every timeout of zero disables it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Open connections at once. At the cap, the connection idle the longest (waiting for a
+    /// request head, or kept alive between requests) is closed to make room; when every
+    /// connection is busy with a request, accepting waits for one to finish.
+    pub max_connections: usize,
+    /// A request head (request line and headers) must arrive within this; it also bounds how
+    /// long an idle keep-alive connection waits for its next request.
+    pub header_timeout: Duration,
+    /// A request body that delivers nothing for this long is cut (an upload answers 400).
+    pub body_idle_timeout: Duration,
+    /// A client that takes nothing of a response for this long is disconnected.
+    pub send_timeout: Duration,
+    /// Serve several requests per connection.
+    pub keep_alive: bool,
+    /// Then close the connection (`Connection: close` on the last response).
+    pub max_requests_per_connection: u64,
+    /// Largest request head in bytes; larger ones get 431. Also the connection's read buffer.
+    pub max_header_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: 1024,
+            header_timeout: Duration::from_secs(30),
+            body_idle_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
+            keep_alive: true,
+            max_requests_per_connection: 1000,
+            max_header_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// The local address a request came in on (the fallback base URL of install lines).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ServedAt(pub(crate) SocketAddr);
+
 /// Everything the handlers share. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct AppState {
@@ -65,14 +169,15 @@ pub struct AppState {
     coalescer: Arc<Coalescer>,
     access: Arc<Access>,
     max_upload: u64,
-    /// The URL install lines name (else the request's `Host`).
+    /// The URL install lines name (else the request's `Host`, when plausible).
     public_url: Option<String>,
     /// Groups a run's artifacts by the stage that produced them on its page.
     topology: Option<Arc<quarry_topology::Topology>>,
-    log: Arc<Mutex<VecDeque<LoggedRequest>>>,
+    log: Arc<Mutex<RequestLog>>,
     metrics: Arc<Metrics>,
     /// The store wrapped to count operations (reported on `/metrics`).
     counting: Arc<CountingStore>,
+    limits: Limits,
 }
 
 impl AppState {
@@ -93,6 +198,7 @@ impl AppState {
             log: Arc::default(),
             metrics: Arc::default(),
             counting,
+            limits: Limits::default(),
         }
     }
 
@@ -137,13 +243,20 @@ impl AppState {
         self
     }
 
+    /// Connection limits and timeouts [`serve`] applies.
+    #[must_use]
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
 
     /// The most recent requests, oldest first.
     pub fn request_log(&self) -> Vec<LoggedRequest> {
-        self.log.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect()
+        self.log.lock().unwrap_or_else(PoisonError::into_inner).entries.iter().cloned().collect()
     }
 
     pub fn clear_request_log(&self) {
@@ -153,6 +266,13 @@ impl AppState {
 
 /// The whole HTTP surface.
 pub fn app(state: AppState) -> Router {
+    let trace = tower_http::trace::TraceLayer::new_for_http().make_span_with(|request: &Request| {
+        tracing::debug_span!(
+            "request",
+            method = %truncated(request.method().as_str(), LOGGED_METHOD_MAX),
+            path = %truncated(request.uri().path(), LOGGED_PATH_MAX),
+        )
+    });
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
@@ -164,8 +284,20 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), guard_reads))
         .layer(middleware::from_fn_with_state(state.clone(), record))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .layer(middleware::from_fn(security_headers))
+        .layer(trace)
         .with_state(state)
+}
+
+/// `nosniff` on every response; Quarry's policy on every response that has none of its own.
+async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
+    }
+    response
 }
 
 /// A private store answers reads only with a valid token; `/healthz` stays open for probes.
@@ -180,28 +312,30 @@ async fn guard_reads(State(state): State<AppState>, request: Request, next: Next
     next.run(request).await
 }
 
-/// Metrics and the access log for every request.
+/// Metrics and the access log for every request. Labels are bounded (unknown methods count as
+/// `OTHER`), and so are the logged method and path.
 async fn record(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
-    let method = request.method().to_string();
-    let path = request.uri().path().to_owned();
+    let label = method_label(request.method().as_str());
+    let head = request.method() == axum::http::Method::HEAD;
+    let route = route_of(label, request.uri().path());
+    let method = truncated(request.method().as_str(), LOGGED_METHOD_MAX).into_owned();
+    let path = truncated(request.uri().path(), LOGGED_PATH_MAX).into_owned();
     let response = next.run(request).await;
     let took = started.elapsed();
     let status = response.status().as_u16();
-    let content_type =
-        response.headers().get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let bytes = if method == "HEAD" {
+    let content_type = response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let bytes = if head {
         0
     } else {
         response
             .headers()
-            .get(axum::http::header::CONTENT_LENGTH)
+            .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse().ok())
             .or_else(|| response.body().size_hint().exact())
             .unwrap_or(0)
     };
-    let route = route_of(&method, &path);
-    state.metrics.request(route, &method, status, bytes, took);
+    state.metrics.request(route, label, status, bytes, took);
     tracing::info!(
         target: "quarry::access",
         method = %method,
@@ -212,17 +346,13 @@ async fn record(State(state): State<AppState>, request: Request, next: Next) -> 
         duration_ms = took.as_secs_f64() * 1000.0,
         "request"
     );
-    let mut log = state.log.lock().unwrap_or_else(PoisonError::into_inner);
-    if log.len() == REQUEST_LOG_CAPACITY {
-        log.pop_front();
-    }
-    log.push_back(LoggedRequest { method, path, status, content_type });
+    state.log.lock().unwrap_or_else(PoisonError::into_inner).push(LoggedRequest { method, path, status, content_type });
     response
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let body = state.metrics.render(state.coalescer.stats(), &state.counting.counts());
-    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
 }
 
 /// Decode a request path into the store key it names (without the leading `/`).
@@ -233,20 +363,449 @@ fn decode_path(raw: &str) -> Result<String, AppError> {
         .map_err(|_| AppError::BadRequest(format!("path {raw:?} is not valid UTF-8 once percent-decoded")))
 }
 
-/// Percent-encode a key for use in a `Location` header.
+/// Percent-encode a key as an absolute URL path (for `Location` headers and links).
 fn encode_path(key: &str) -> String {
     const SEGMENT: &percent_encoding::AsciiSet =
         &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
     format!("/{}", percent_encoding::utf8_percent_encode(key, SEGMENT))
 }
 
-/// Serve [`app`] on `listener` until `shutdown` completes.
+/// Serve [`app`] on `listener` until `shutdown` completes, with the state's [`Limits`]: request
+/// heads, idle request bodies and stalled responses time out, connections are capped (the
+/// longest-idle one makes room for a new one), keep-alive is bounded. On shutdown, no new
+/// connection is accepted, idle ones close, and requests in progress finish.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+    let limits = state.limits.clone();
+    let router = app(state);
+    let connections = Arc::new(conn::Connections::new(limits.max_connections));
+    let http = conn::builder(&limits);
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) if conn::is_connection_error(&e) => continue,
+            Err(e) => {
+                // Out of file descriptors, most likely: make room and try again shortly.
+                tracing::warn!(error = %e, "accepting a connection failed; closing the longest-idle one");
+                connections.evict_longest_idle();
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = tokio::time::sleep(conn::ACCEPT_BACKOFF) => continue,
+                }
+            }
+        };
+        let slot = match connections.slot() {
+            Some(slot) => slot,
+            None => {
+                if !connections.evict_longest_idle() {
+                    tracing::debug!("every connection is busy; waiting for one to finish");
+                }
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    slot = connections.wait_slot() => slot,
+                }
+            }
+        };
+        tokio::spawn(conn::run(http.clone(), stream, router.clone(), slot, stopping.clone(), limits.clone()));
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    drop(stopping);
+    // Every connection holds a receiver: this returns once the last one has closed.
+    stop.closed().await;
+    Ok(())
+}
+
+/// Connections: the per-connection task, the cap with eviction of the longest-idle connection,
+/// and the timeouts hyper does not have (idle request bodies, stalled responses).
+mod conn {
+    use std::collections::HashMap;
+    use std::convert::Infallible;
+    use std::future::Future as _;
+    use std::io;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex, PoisonError};
+    use std::task::{Context, Poll};
+    use std::time::{Duration, Instant};
+
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::{HeaderValue, Request, header};
+    use bytes::Bytes;
+    use hyper::body::{Frame, Incoming, SizeHint};
+    use hyper::server::conn::http1;
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+    use tokio::net::TcpStream;
+    use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+    use tokio::time::Sleep;
+    use tower::ServiceExt as _;
+
+    use super::{Limits, ServedAt};
+
+    /// How long to wait before accepting again after an error such as `EMFILE`.
+    pub(super) const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+    /// hyper's smallest read buffer.
+    const MIN_BUFFER: usize = 8192;
+    /// Set in a connection's state once it was chosen to make room.
+    const EVICTED: u64 = 1 << 63;
+
+    type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+    pub(super) fn builder(limits: &Limits) -> http1::Builder {
+        let mut http = http1::Builder::new();
+        let header_timeout = (!limits.header_timeout.is_zero()).then_some(limits.header_timeout);
+        http.timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .keep_alive(limits.keep_alive)
+            .max_header_size(limits.max_header_bytes.max(MIN_BUFFER))
+            .max_buf_size(limits.max_header_bytes.max(MIN_BUFFER));
+        http
+    }
+
+    /// Errors of one connection that never was (the client gave up before it was accepted).
+    pub(super) fn is_connection_error(e: &io::Error) -> bool {
+        matches!(
+            e.kind(),
+            io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+        )
+    }
+
+    /// One open connection. `state` counts requests in progress, with [`EVICTED`] set once it
+    /// was closed to make room (only ever from zero requests in progress).
+    struct Conn {
+        state: AtomicU64,
+        /// When it last became idle, in milliseconds since the registry's epoch.
+        idle_since: AtomicU64,
+        served: AtomicU64,
+        evict: Notify,
+        epoch: Instant,
+    }
+
+    impl Conn {
+        fn now(&self) -> u64 {
+            u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+        }
+
+        /// A request began: the connection is busy until the guard (moved into the response
+        /// body) is dropped.
+        fn begin(self: &Arc<Self>) -> Busy {
+            self.state.fetch_add(1, Ordering::AcqRel);
+            Busy(self.clone())
+        }
+    }
+
+    struct Busy(Arc<Conn>);
+
+    impl Drop for Busy {
+        fn drop(&mut self) {
+            self.0.idle_since.store(self.0.now(), Ordering::Release);
+            self.0.state.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The open connections and the cap on them.
+    pub(super) struct Connections {
+        slots: Arc<Semaphore>,
+        open: Mutex<HashMap<u64, Arc<Conn>>>,
+        next: AtomicU64,
+        epoch: Instant,
+    }
+
+    /// A connection's place under the cap; dropping it frees the place.
+    pub(super) struct Slot {
+        id: u64,
+        conn: Arc<Conn>,
+        connections: Arc<Connections>,
+        _permit: OwnedSemaphorePermit,
+    }
+
+    impl Drop for Slot {
+        fn drop(&mut self) {
+            self.connections.open.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.id);
+        }
+    }
+
+    impl Connections {
+        pub(super) fn new(max: usize) -> Self {
+            Self {
+                slots: Arc::new(Semaphore::new(max.clamp(1, Semaphore::MAX_PERMITS))),
+                open: Mutex::default(),
+                next: AtomicU64::new(0),
+                epoch: Instant::now(),
+            }
+        }
+
+        fn register(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Slot {
+            let id = self.next.fetch_add(1, Ordering::Relaxed);
+            let conn = Arc::new(Conn {
+                state: AtomicU64::new(0),
+                idle_since: AtomicU64::new(0),
+                served: AtomicU64::new(0),
+                evict: Notify::new(),
+                epoch: self.epoch,
+            });
+            conn.idle_since.store(conn.now(), Ordering::Release);
+            self.open.lock().unwrap_or_else(PoisonError::into_inner).insert(id, conn.clone());
+            Slot { id, conn, connections: self.clone(), _permit: permit }
+        }
+
+        /// A place if one is free.
+        pub(super) fn slot(self: &Arc<Self>) -> Option<Slot> {
+            let permit = self.slots.clone().try_acquire_owned().ok()?;
+            Some(self.register(permit))
+        }
+
+        /// The next place that frees up.
+        pub(super) async fn wait_slot(self: &Arc<Self>) -> Slot {
+            match self.slots.clone().acquire_owned().await {
+                Ok(permit) => self.register(permit),
+                // The semaphore is never closed.
+                Err(_) => std::future::pending().await,
+            }
+        }
+
+        /// Close the connection idle the longest (no request in progress); false if every
+        /// connection is busy.
+        pub(super) fn evict_longest_idle(&self) -> bool {
+            let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+            for _ in 0..open.len() {
+                let Some(oldest) = open
+                    .values()
+                    .filter(|c| c.state.load(Ordering::Acquire) == 0)
+                    .min_by_key(|c| c.idle_since.load(Ordering::Acquire))
+                else {
+                    return false;
+                };
+                // Lost to a request that just began: pick again.
+                if oldest.state.compare_exchange(0, EVICTED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                    oldest.evict.notify_one();
+                    return true;
+                }
+            }
+            false
+        }
+    }
+
+    /// Serve one connection until it ends, is evicted, or the server stops (then the request
+    /// in progress finishes first).
+    pub(super) async fn run(
+        http: http1::Builder,
+        stream: TcpStream,
+        router: Router,
+        slot: Slot,
+        mut stopping: tokio::sync::watch::Receiver<bool>,
+        limits: Limits,
+    ) {
+        let _ = stream.set_nodelay(true);
+        let served_at = stream.local_addr().ok();
+        let conn = slot.conn.clone();
+        let io = TokioIo::new(SendTimeout::new(stream, limits.send_timeout));
+        let service = {
+            let conn = conn.clone();
+            hyper::service::service_fn(move |request: Request<Incoming>| {
+                let (router, conn, limits) = (router.clone(), conn.clone(), limits.clone());
+                async move {
+                    let busy = conn.begin();
+                    let served = conn.served.fetch_add(1, Ordering::AcqRel) + 1;
+                    let (mut parts, body) = request.into_parts();
+                    if let Some(addr) = served_at {
+                        parts.extensions.insert(ServedAt(addr));
+                    }
+                    let body = Body::new(IdleBody::new(body, limits.body_idle_timeout));
+                    let Ok(mut response) = router.oneshot(Request::from_parts(parts, body)).await;
+                    if !limits.keep_alive || served >= limits.max_requests_per_connection {
+                        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+                    }
+                    Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
+                }
+            })
+        };
+        let mut connection = std::pin::pin!(http.serve_connection(io, service));
+        let outcome = tokio::select! {
+            outcome = connection.as_mut() => outcome,
+            () = conn.evict.notified() => {
+                tracing::debug!("closed an idle connection to make room for a new one");
+                return;
+            }
+            _ = stopping.changed() => {
+                // Idle, or still sending a request head: close now. Else finish the request.
+                if conn.state.compare_exchange(0, EVICTED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                    return;
+                }
+                connection.as_mut().graceful_shutdown();
+                connection.await
+            }
+        };
+        if let Err(e) = outcome {
+            tracing::debug!(error = %e, "connection ended");
+        }
+        drop(slot);
+    }
+
+    /// A request body that fails once the client sends nothing for `limit` while it is read.
+    struct IdleBody {
+        inner: Incoming,
+        limit: Duration,
+        timer: Option<Pin<Box<Sleep>>>,
+        armed: bool,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the request body sent nothing for {0:?}; the request was cut")]
+    struct BodyStalled(Duration);
+
+    impl IdleBody {
+        fn new(inner: Incoming, limit: Duration) -> Self {
+            Self { inner, limit, timer: None, armed: false }
+        }
+    }
+
+    impl hyper::body::Body for IdleBody {
+        type Data = Bytes;
+        type Error = BoxError;
+
+        fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+            let this = &mut *self;
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Ready(frame) => {
+                    this.armed = false;
+                    Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+                }
+                Poll::Pending if this.limit.is_zero() => Poll::Pending,
+                Poll::Pending => {
+                    let limit = this.limit;
+                    let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+                    if !this.armed {
+                        timer.as_mut().reset(tokio::time::Instant::now() + limit);
+                        this.armed = true;
+                    }
+                    match timer.as_mut().poll(cx) {
+                        Poll::Ready(()) => Poll::Ready(Some(Err(BodyStalled(limit).into()))),
+                        Poll::Pending => Poll::Pending,
+                    }
+                }
+            }
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.inner.is_end_stream()
+        }
+
+        fn size_hint(&self) -> SizeHint {
+            self.inner.size_hint()
+        }
+    }
+
+    /// A response body that keeps its connection busy (not evictable) until it is done.
+    struct Tracked {
+        body: Body,
+        _busy: Busy,
+    }
+
+    impl hyper::body::Body for Tracked {
+        type Data = Bytes;
+        type Error = axum::Error;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+            Pin::new(&mut self.body).poll_frame(cx)
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.body.is_end_stream()
+        }
+
+        fn size_hint(&self) -> SizeHint {
+            self.body.size_hint()
+        }
+    }
+
+    /// The socket, failing writes that make no progress for `limit` (a client that stopped
+    /// reading).
+    struct SendTimeout {
+        stream: TcpStream,
+        limit: Duration,
+        timer: Option<Pin<Box<Sleep>>>,
+        armed: bool,
+    }
+
+    impl SendTimeout {
+        fn new(stream: TcpStream, limit: Duration) -> Self {
+            Self { stream, limit, timer: None, armed: false }
+        }
+
+        fn watch<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+            if poll.is_ready() {
+                self.armed = false;
+                return poll;
+            }
+            if self.limit.is_zero() {
+                return Poll::Pending;
+            }
+            let limit = self.limit;
+            let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+            if !self.armed {
+                timer.as_mut().reset(tokio::time::Instant::now() + limit);
+                self.armed = true;
+            }
+            match timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("the client took nothing of the response for {limit:?}"),
+                ))),
+                Poll::Pending => Poll::Pending,
+            }
+        }
+    }
+
+    impl AsyncRead for SendTimeout {
+        fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.stream).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for SendTimeout {
+        fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            let poll = Pin::new(&mut self.stream).poll_write(cx, buf);
+            self.watch(cx, poll)
+        }
+
+        fn poll_write_vectored(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            bufs: &[io::IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            let poll = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+            self.watch(cx, poll)
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            self.stream.is_write_vectored()
+        }
+
+        fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            let poll = Pin::new(&mut self.stream).poll_flush(cx);
+            self.watch(cx, poll)
+        }
+
+        fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            let poll = Pin::new(&mut self.stream).poll_shutdown(cx);
+            self.watch(cx, poll)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -300,6 +859,100 @@ mod tests {
         insta::assert_snapshot!(body, @"error: uploads need an 'Authorization: Bearer <token>' header");
     }
 
+    async fn plant(state: &AppState, key: &str, body: &'static [u8]) {
+        let key = quarry_store::Key::new(key).unwrap();
+        state
+            .store()
+            .put_bytes(&key, bytes::Bytes::from_static(body), quarry_store::PutOptions::default())
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn every_response_is_hardened_for_browsers() {
+        let state = AppState::new(Arc::new(MemoryStore::default()), vec![]);
+        plant(&state, "7-linux/index.html", b"<html>listing</html>").await;
+        plant(&state, "7-linux/logs/report.html", b"<script>alert(1)</script>").await;
+        plant(&state, "7-linux/logs/pic.svg", b"<svg onload=alert(1)></svg>").await;
+        plant(&state, "7-linux/logs/build.log", b"ok").await;
+        let app = app(state);
+        for (path, status) in [
+            ("/", StatusCode::OK),
+            ("/healthz", StatusCode::OK),
+            ("/metrics", StatusCode::OK),
+            ("/7-linux/index.html", StatusCode::OK),
+            ("/7-linux/logs/build.log", StatusCode::OK),
+            ("/nope/", StatusCode::NOT_FOUND),
+            ("/a/%2e%2e/b", StatusCode::BAD_REQUEST),
+        ] {
+            let response = app.clone().oneshot(get(path)).await.unwrap();
+            assert_eq!(response.status(), status, "{path}");
+            let headers = response.headers();
+            assert_eq!(headers["x-content-type-options"], "nosniff", "{path}");
+            assert_eq!(headers["content-security-policy"], PAGE_CSP, "{path}");
+            assert!(headers.get("content-disposition").is_none(), "{path}");
+        }
+        assert!(PAGE_CSP.contains("frame-ancestors 'none'") && !PAGE_CSP.contains("script-src"));
+        let response = app.clone().oneshot(get("/7-linux/index.html")).await.unwrap();
+        assert_eq!(response.headers()["content-type"], "text/html; charset=utf-8", "generated pages render");
+        for (path, name) in [("/7-linux/logs/report.html", "report.html"), ("/7-linux/logs/pic.svg", "pic.svg")] {
+            for method in ["GET", "HEAD"] {
+                let request = Request::builder().method(method).uri(path).body(Body::empty()).unwrap();
+                let response = app.clone().oneshot(request).await.unwrap();
+                assert_eq!(response.status(), StatusCode::OK);
+                let headers = response.headers();
+                assert_eq!(headers["content-type"], "application/octet-stream", "{method} {path}");
+                assert_eq!(headers["content-disposition"], format!("attachment; filename*=UTF-8''{name}"));
+                assert_eq!(headers["content-security-policy"], UNTRUSTED_CSP);
+                assert_eq!(headers["x-content-type-options"], "nosniff");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_request_log_and_metrics_stay_bounded() {
+        let state = AppState::new(Arc::new(MemoryStore::default()), vec![]);
+        let app = app(state.clone());
+        let long = format!("/{}", "p".repeat(60 * 1024));
+        for i in 0..200 {
+            let method = format!("M{i}{}", "X".repeat(4096));
+            let request = Request::builder().method(method.as_str()).uri(&long).body(Body::empty()).unwrap();
+            let _ = app.clone().oneshot(request).await.unwrap();
+            let _ = app.clone().oneshot(get(&format!("{long}{i}"))).await.unwrap();
+        }
+        let log = state.request_log();
+        assert_eq!(log.len(), 400);
+        for entry in &log {
+            assert!(entry.path.len() <= LOGGED_PATH_MAX + 32, "{} bytes", entry.path.len());
+            assert!(entry.method.len() <= LOGGED_METHOD_MAX + 32, "{}", entry.method);
+        }
+        assert!(log[0].path.ends_with(&format!("…[{} bytes]", long.len())), "{}", &log[0].path[LOGGED_PATH_MAX - 8..]);
+        let (_, metrics) = call(app, get("/metrics")).await;
+        assert!(metrics.contains("method=\"OTHER\""), "{metrics}");
+        assert!(metrics.len() < 16 * 1024, "{} bytes of metrics", metrics.len());
+    }
+
+    #[test]
+    fn the_request_log_is_capped_by_bytes_and_count() {
+        let mut log = RequestLog::default();
+        let entry = |path: String| LoggedRequest { method: "GET".into(), path, status: 200, content_type: None };
+        for i in 0..20_000 {
+            log.push(entry(format!("/{i}")));
+        }
+        assert_eq!(log.entries.len(), REQUEST_LOG_CAPACITY);
+        assert_eq!(log.entries.back().unwrap().path, "/19999");
+        for _ in 0..10_000 {
+            log.push(entry("x".repeat(LOGGED_PATH_MAX)));
+        }
+        assert!(log.bytes <= REQUEST_LOG_BYTES, "{}", log.bytes);
+        assert_eq!(log.bytes, log.entries.iter().map(LoggedRequest::cost).sum::<usize>());
+        assert!(log.entries.len() < REQUEST_LOG_CAPACITY && log.entries.len() > 1000, "{}", log.entries.len());
+        log.clear();
+        assert_eq!((log.entries.len(), log.bytes), (0, 0));
+        assert_eq!(truncated("héllo", 2), "h…[6 bytes]", "cut at a character boundary");
+        assert_eq!(truncated("short", 10), "short");
+    }
+
     #[tokio::test]
     async fn too_large_uploads_are_refused_up_front() {
         let state = AppState::new(Arc::new(MemoryStore::default()), vec!["t".into()]).with_max_upload(10);
@@ -311,5 +964,195 @@ mod tests {
         let (status, body) = call(app(state.clone()), request).await;
         assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
         assert!(state.store().list_all("", false).await.unwrap().objects.is_empty());
+    }
+}
+
+/// The accept loop on real loopback sockets.
+#[cfg(test)]
+mod listener_tests {
+    use std::time::{Duration, Instant};
+
+    use quarry_store::MemoryStore;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    use super::*;
+
+    struct Running {
+        addr: SocketAddr,
+        stop: Option<tokio::sync::oneshot::Sender<()>>,
+        task: tokio::task::JoinHandle<std::io::Result<()>>,
+    }
+
+    impl Running {
+        async fn start(state: AppState) -> Self {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let task = tokio::spawn(serve(listener, state, async {
+                let _ = rx.await;
+            }));
+            Self { addr, stop: Some(tx), task }
+        }
+
+        /// Stop the server; it must return within `within`.
+        async fn stop(mut self, within: Duration) {
+            let _ = self.stop.take().unwrap().send(());
+            tokio::time::timeout(within, &mut self.task).await.expect("serve returned in time").unwrap().unwrap();
+        }
+    }
+
+    fn state(limits: Limits) -> AppState {
+        AppState::new(Arc::new(MemoryStore::default()), vec!["t0k".into()]).with_limits(limits)
+    }
+
+    /// Everything the server sends until it closes, or what came within `limit`.
+    async fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (Vec<u8>, bool) {
+        let mut out = Vec::new();
+        let deadline = Instant::now() + limit;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, stream.read(&mut buf)).await {
+                Ok(Ok(0) | Err(_)) => return (out, true),
+                Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+                Err(_) => return (out, false),
+            }
+        }
+    }
+
+    async fn partial_head(addr: SocketAddr) -> TcpStream {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+        stream
+    }
+
+    #[tokio::test]
+    async fn heads_time_out_and_the_longest_idle_connection_makes_room() {
+        let limits = Limits { max_connections: 4, header_timeout: Duration::from_secs(3), ..Limits::default() };
+        let server = Running::start(state(limits)).await;
+        let opened = Instant::now();
+        let mut partial = Vec::new();
+        for _ in 0..4 {
+            partial.push(partial_head(server.addr).await);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // At the cap: a probe is still answered at once, long before any head times out.
+        let asked = Instant::now();
+        let mut probe = TcpStream::connect(server.addr).await.unwrap();
+        probe.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+        let (response, closed) = read_until_closed(&mut probe, Duration::from_secs(2)).await;
+        let text = String::from_utf8_lossy(&response);
+        assert!(closed && text.starts_with("HTTP/1.1 200") && text.ends_with("ok\n"), "{text}");
+        assert!(asked.elapsed() < Duration::from_secs(1), "{:?}", asked.elapsed());
+        // The oldest partial connection made room; the others are cut by the header timeout.
+        let (_, closed) = read_until_closed(&mut partial[0], Duration::from_millis(500)).await;
+        assert!(closed, "the longest-idle connection was closed for the probe");
+        for stream in &mut partial[1..] {
+            let (_, closed) = read_until_closed(stream, Duration::from_secs(5)).await;
+            assert!(closed, "a partial head is cut");
+        }
+        let took = opened.elapsed();
+        assert!(took >= Duration::from_millis(2900) && took < Duration::from_secs(5), "cut after {took:?}");
+        server.stop(Duration::from_secs(2)).await;
+    }
+
+    #[tokio::test]
+    async fn stalled_upload_bodies_are_cut() {
+        let state = state(Limits { body_idle_timeout: Duration::from_millis(500), ..Limits::default() });
+        let server = Running::start(state.clone()).await;
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        let started = Instant::now();
+        stream
+            .write_all(
+                b"PUT /7-linux/python/a-1.0-py3-none-any.whl HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t0k\r\n\
+                  Content-Length: 100000\r\n\r\nPK\x03\x04 only a little",
+            )
+            .await
+            .unwrap();
+        let (response, _) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+        let text = String::from_utf8_lossy(&response);
+        assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+        assert!(text.contains("sent nothing for 500ms"), "{text}");
+        assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+        assert!(state.store().list_all("", false).await.unwrap().objects.is_empty(), "nothing stored");
+        server.stop(Duration::from_secs(2)).await;
+    }
+
+    #[tokio::test]
+    async fn keep_alive_is_bounded() {
+        let server = Running::start(state(Limits { max_requests_per_connection: 2, ..Limits::default() })).await;
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        let request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+        // Two pipelined requests: both answered, then the connection closes (it would stay open
+        // for a third without the limit).
+        for _ in 0..2 {
+            stream.write_all(request).await.unwrap();
+        }
+        let (response, closed) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+        let text = String::from_utf8_lossy(&response).to_ascii_lowercase();
+        assert!(closed, "closed after the second response: {text}");
+        assert_eq!(text.matches("http/1.1 200").count(), 2, "{text}");
+        assert_eq!(text.matches("connection: close").count(), 1, "{text}");
+
+        let server2 = Running::start(state(Limits { keep_alive: false, ..Limits::default() })).await;
+        let mut stream = TcpStream::connect(server2.addr).await.unwrap();
+        stream.write_all(request).await.unwrap();
+        let (response, closed) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+        assert!(closed && String::from_utf8_lossy(&response).starts_with("HTTP/1.1 200"));
+        server.stop(Duration::from_secs(2)).await;
+        server2.stop(Duration::from_secs(2)).await;
+    }
+
+    #[tokio::test]
+    async fn oversized_heads_are_refused() {
+        let server = Running::start(state(Limits::default())).await;
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        let method = "X".repeat(200 * 1024);
+        let _ = stream.write_all(format!("{method} / HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).await;
+        let (response, closed) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+        // The rest of the head is never read, so the close may reset the 431 away.
+        let text = String::from_utf8_lossy(&response);
+        assert!(closed && (text.is_empty() || text.starts_with("HTTP/1.1 431")), "{text}");
+        let mut probe = TcpStream::connect(server.addr).await.unwrap();
+        let head = format!("GET /{} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "p".repeat(70 * 1024));
+        probe.write_all(head.as_bytes()).await.unwrap();
+        let (response, closed) = read_until_closed(&mut probe, Duration::from_secs(5)).await;
+        let text = String::from_utf8_lossy(&response);
+        assert!(closed && (text.is_empty() || text.starts_with("HTTP/1.1 431")), "{text}");
+        server.stop(Duration::from_secs(2)).await;
+    }
+
+    #[tokio::test]
+    async fn clients_that_stop_reading_are_disconnected() {
+        let state = state(Limits { send_timeout: Duration::from_millis(500), ..Limits::default() });
+        const SIZE: usize = 64 * 1024 * 1024;
+        let key = quarry_store::Key::new("7-linux/big.tar.zst").unwrap();
+        state
+            .store()
+            .put_bytes(&key, bytes::Bytes::from(vec![7u8; SIZE]), quarry_store::PutOptions::default())
+            .await
+            .unwrap();
+        let server = Running::start(state).await;
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        stream.write_all(b"GET /7-linux/big.tar.zst HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (response, closed) = read_until_closed(&mut stream, Duration::from_secs(10)).await;
+        assert!(closed, "the server hung up");
+        assert!(response.len() < SIZE, "got {} of {SIZE} bytes", response.len());
+        server.stop(Duration::from_secs(2)).await;
+    }
+
+    #[tokio::test]
+    async fn shutdown_closes_idle_connections_at_once() {
+        let server = Running::start(state(Limits::default())).await;
+        let mut partial = partial_head(server.addr).await;
+        let idle = TcpStream::connect(server.addr).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        server.stop(Duration::from_secs(2)).await;
+        let (_, closed) = read_until_closed(&mut partial, Duration::from_secs(1)).await;
+        assert!(closed);
+        drop(idle);
     }
 }

@@ -30,6 +30,14 @@ impl Histogram {
     }
 }
 
+/// The methods counted by name; any other counts as `OTHER`, so clients cannot grow the label set.
+const METHODS: [&str; 9] = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT"];
+
+/// The `method` label of a request method: one of [`METHODS`], else `OTHER`.
+pub fn method_label(method: &str) -> &'static str {
+    METHODS.iter().find(|m| **m == method).copied().unwrap_or("OTHER")
+}
+
 /// The route a path belongs to: few values, so labels stay bounded.
 pub fn route_of(method: &str, path: &str) -> &'static str {
     if method == "PUT" {
@@ -64,7 +72,7 @@ pub fn route_of(method: &str, path: &str) -> &'static str {
 /// Every counter the server keeps.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(&'static str, String, u16), u64>>,
+    requests: Mutex<BTreeMap<(&'static str, &'static str, u16), u64>>,
     bytes: Mutex<BTreeMap<&'static str, u64>>,
     durations: Mutex<BTreeMap<&'static str, Histogram>>,
     uploads: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
@@ -100,12 +108,13 @@ impl ReindexStats {
 }
 
 impl Metrics {
+    /// One request: `method` is counted under [`method_label`], so the series stay bounded.
     pub fn request(&self, route: &'static str, method: &str, status: u16, bytes: u64, took: Duration) {
         *self
             .requests
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .entry((route, method.to_owned(), status))
+            .entry((route, method_label(method), status))
             .or_default() += 1;
         *self.bytes.lock().unwrap_or_else(PoisonError::into_inner).entry(route).or_default() += bytes;
         self.durations
@@ -214,6 +223,26 @@ mod tests {
         assert_eq!(route_of("GET", "/r/python/a-1-py3-none-any.whl.metadata"), "metadata");
         assert_eq!(route_of("PUT", "/r/python/a-1-py3-none-any.whl"), "upload");
         assert_eq!(route_of("GET", "/healthz"), "healthz");
+    }
+
+    #[test]
+    fn method_labels_are_bounded() {
+        let m = Metrics::default();
+        for i in 0..1000 {
+            let method = format!("X{i}{}", "A".repeat(200));
+            m.request(route_of(&method, "/x"), &method, 404, 0, Duration::from_millis(1));
+        }
+        m.request("file", "GET", 200, 1, Duration::from_millis(1));
+        m.request("upload", "PUT", 201, 0, Duration::from_millis(1));
+        assert_eq!(method_label("get"), "OTHER", "methods are case-sensitive");
+        let text = m.render(&ReindexStats::default(), &quarry_store::OpCounts::default());
+        let series: Vec<&str> = text.lines().filter(|l| l.starts_with("quarry_http_requests_total{")).collect();
+        insta::assert_snapshot!(series.join("\n"), @r#"
+        quarry_http_requests_total{route="file",method="GET",status="200"} 1
+        quarry_http_requests_total{route="page",method="OTHER",status="404"} 1000
+        quarry_http_requests_total{route="upload",method="PUT",status="201"} 1
+        "#);
+        assert!(text.len() < 8192, "{} bytes", text.len());
     }
 
     #[test]

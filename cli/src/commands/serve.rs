@@ -1,11 +1,12 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use quarry_index::{Indexer, discover_roots};
-use quarry_index_server::{AppState, DEFAULT_MAX_UPLOAD, Token, serve};
+use quarry_index_server::{AppState, DEFAULT_MAX_UPLOAD, Limits, Token, serve};
 
 /// `quarry serve`. Every setting comes from, highest first: the flag, its `QUARRY_*`
 /// variable, the configuration file (`--config`, `QUARRY_CONFIG`), the default. The file's
@@ -57,6 +58,85 @@ pub(crate) struct ServeConfig {
     tokens: Vec<TokenConfig>,
     #[serde(default)]
     index: IndexFileConfig,
+    #[serde(default)]
+    limits: LimitsFileConfig,
+}
+
+/// `[limits]`: what slow, idle or greedy clients may hold (defaults: [`Limits::default`]).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsFileConfig {
+    max_connections: Option<usize>,
+    header_timeout_seconds: Option<u64>,
+    body_idle_timeout_seconds: Option<u64>,
+    send_timeout_seconds: Option<u64>,
+    keep_alive: Option<bool>,
+    max_requests_per_connection: Option<u64>,
+    max_header_bytes: Option<usize>,
+}
+
+impl LimitsFileConfig {
+    fn limits(&self) -> Result<Limits, super::UsageError> {
+        let d = Limits::default();
+        let positive = |key: &str, value: Option<u64>, default: u64| match value {
+            Some(0) => Err(super::UsageError::new(format!("[limits] {key} must be at least 1"))),
+            Some(n) => Ok(n),
+            None => Ok(default),
+        };
+        let seconds = |key: &str, value: Option<u64>, default: Duration| {
+            positive(key, value, default.as_secs()).map(Duration::from_secs)
+        };
+        let max_header_bytes = self.max_header_bytes.unwrap_or(d.max_header_bytes);
+        if max_header_bytes < MIN_HEADER_BYTES {
+            return Err(super::UsageError::new(format!(
+                "[limits] max_header_bytes must be at least {MIN_HEADER_BYTES}"
+            )));
+        }
+        let max_connections =
+            positive("max_connections", self.max_connections.map(|n| n as u64), d.max_connections as u64)?;
+        Ok(Limits {
+            max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+            header_timeout: seconds("header_timeout_seconds", self.header_timeout_seconds, d.header_timeout)?,
+            body_idle_timeout: seconds(
+                "body_idle_timeout_seconds",
+                self.body_idle_timeout_seconds,
+                d.body_idle_timeout,
+            )?,
+            send_timeout: seconds("send_timeout_seconds", self.send_timeout_seconds, d.send_timeout)?,
+            keep_alive: self.keep_alive.unwrap_or(d.keep_alive),
+            max_requests_per_connection: positive(
+                "max_requests_per_connection",
+                self.max_requests_per_connection,
+                d.max_requests_per_connection,
+            )?,
+            max_header_bytes,
+        })
+    }
+}
+
+/// hyper's smallest read buffer: a request head must fit.
+const MIN_HEADER_BYTES: usize = 8192;
+/// Open files kept free of connections under the process's limit: the listener, the store's
+/// files, the S3 client's connections, logs.
+const FD_HEADROOM: u64 = 64;
+
+/// The soft limit on open files where the system tells (Linux's `/proc/self/limits`).
+fn open_file_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("Max open files"))?;
+    line.split_whitespace().next()?.parse().ok()
+}
+
+/// `max_connections` lowered to fit under the open-file limit `fds` (if known), so accepting
+/// never fails for lack of descriptors while idle connections hold them all.
+fn fit_connections(max_connections: usize, fds: Option<u64>) -> usize {
+    match fds {
+        Some(fds) => {
+            let room = usize::try_from(fds.saturating_sub(FD_HEADROOM)).unwrap_or(usize::MAX).max(1);
+            max_connections.min(room)
+        }
+        None => max_connections,
+    }
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -95,6 +175,7 @@ struct Settings {
     topology: Option<PathBuf>,
     tokens: Vec<Token>,
     index: quarry_index::IndexConfig,
+    limits: Limits,
 }
 
 fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
@@ -151,6 +232,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         topology: args.topology.or(file.topology),
         tokens,
         index,
+        limits: file.limits.limits()?,
     })
 }
 
@@ -165,6 +247,7 @@ fn ensure_token_file(path: &Path) -> anyhow::Result<()> {
     let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
+    #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = options.open(path).with_context(|| format!("creating token file {}", path.display()))?;
     writeln!(file, "{token}")?;
@@ -181,6 +264,8 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let mut tokens = settings.tokens;
     tokens.extend(super::read_token_lines(settings.token_file.as_deref())?.iter().filter_map(|l| Token::parse_line(l)));
+    // QUARRY_TOKEN is one secret that may write anywhere.
+    tokens.extend(super::env_token()?.map(|secret| Token::new(secret, Vec::new())));
     if tokens.is_empty() {
         tracing::warn!("no upload tokens configured: the server is read-only");
     }
@@ -198,11 +283,28 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Catch up with files that landed while no server was running.
     let config = settings.index;
     let indexer = Indexer::new(store.clone()).with_config(config.clone());
-    for root in discover_roots(store.as_ref(), "").await? {
-        let report = indexer.reindex(&root).await.with_context(|| format!("reindexing {root}"))?;
-        if report.committed {
-            tracing::info!(%root, added = report.added.len(), removed = report.removed.len(), "caught up");
+    // A root that fails is served as it is; an upload into it retries.
+    for root in discover_roots(store.as_ref(), "").await.context("listing the store's repo roots")? {
+        match indexer.reindex(&root).await {
+            Ok(report) if report.committed => {
+                tracing::info!(%root, added = report.added.len(), removed = report.removed.len(), "caught up");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let error = anyhow::Error::new(e);
+                tracing::warn!(%root, error = format!("{error:#}"), "catching up failed; serving the root as it is");
+            }
         }
+    }
+    let mut limits = settings.limits;
+    let fitted = fit_connections(limits.max_connections, open_file_limit());
+    if fitted < limits.max_connections {
+        tracing::warn!(
+            configured = limits.max_connections,
+            max_connections = fitted,
+            "max_connections lowered to stay under the open-file limit (ulimit -n)"
+        );
+        limits.max_connections = fitted;
     }
 
     let listener =
@@ -214,6 +316,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_public_url(settings.public_url)
         .with_topology(topology)
         .with_max_upload(settings.max_upload_bytes)
+        .with_limits(limits)
         .with_index_config(config);
     tracing::info!(store = %store.describe(), "serving on http://{local}/");
     {
@@ -247,6 +350,7 @@ async fn shutdown() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
+    #[cfg(unix)]
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {
@@ -255,6 +359,8 @@ async fn shutdown() {
             Err(_) => std::future::pending::<()>().await,
         }
     };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
     tokio::select! {
         () = ctrl_c => {},
         () = term => {},
@@ -277,7 +383,43 @@ mod tests {
         assert_eq!(config.tokens.len(), 1);
         assert_eq!(config.tokens[0].prefixes, ["123-linux/", "123-windows/"]);
         assert_eq!(config.index.grace_seconds, Some(86400));
+        assert_eq!(config.limits.limits().unwrap(), Limits::default(), "the documented limits are the defaults");
         let err = ServeConfig::parse("stroe = \"x\"\n").unwrap_err().to_string();
         assert!(err.contains("stroe"), "{err}");
+    }
+
+    #[test]
+    fn limits_are_checked() {
+        let limits =
+            ServeConfig::parse("[limits]\nheader_timeout_seconds = 2\nmax_connections = 10\nkeep_alive = false\n")
+                .unwrap()
+                .limits
+                .limits()
+                .unwrap();
+        assert_eq!(limits.header_timeout, Duration::from_secs(2));
+        assert_eq!(limits.max_connections, 10);
+        assert!(!limits.keep_alive);
+        assert_eq!(limits.body_idle_timeout, Limits::default().body_idle_timeout);
+        for (text, message) in [
+            ("[limits]\nheader_timeout_seconds = 0\n", "[limits] header_timeout_seconds must be at least 1"),
+            ("[limits]\nmax_connections = 0\n", "[limits] max_connections must be at least 1"),
+            ("[limits]\nmax_header_bytes = 100\n", "[limits] max_header_bytes must be at least 8192"),
+        ] {
+            let err = ServeConfig::parse(text).unwrap().limits.limits().unwrap_err().to_string();
+            assert_eq!(err, message);
+        }
+        let err = ServeConfig::parse("[limits]\nheader_timeout = 2\n").unwrap_err().to_string();
+        assert!(err.contains("header_timeout"), "unknown keys are refused: {err}");
+    }
+
+    #[test]
+    fn connections_fit_under_the_open_file_limit() {
+        assert_eq!(fit_connections(1024, None), 1024);
+        assert_eq!(fit_connections(1024, Some(20_000)), 1024);
+        assert_eq!(fit_connections(1024, Some(256)), 192);
+        assert_eq!(fit_connections(1024, Some(10)), 1);
+        if cfg!(target_os = "linux") {
+            assert!(open_file_limit().is_some_and(|n| n > 0), "read from /proc/self/limits");
+        }
     }
 }
