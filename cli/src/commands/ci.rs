@@ -5,9 +5,8 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use quarry_ci::{FirstPicker, GitContext, Inputs, Matrix, Picker, SeededPicker, comma_list};
 
 use super::UsageError;
@@ -113,19 +112,6 @@ fn read_lines(path: &Path) -> anyhow::Result<Vec<String>> {
     Ok(text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect())
 }
 
-fn git(repo: &Path, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .with_context(|| format!("running git {}", args.join(" ")))?;
-    if !out.status.success() {
-        bail!("git {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// The inputs as `configure_multi_arch_ci.py` reads them, plus the diff base.
 fn inputs(args: &MatrixArgs) -> anyhow::Result<Inputs> {
     let event: serde_json::Value = match &args.event_path {
@@ -200,7 +186,7 @@ fn git_context(args: &MatrixArgs, inputs: &Inputs) -> anyhow::Result<GitContext>
     let changed_files = match (&args.changed_files, &inputs.base_ref) {
         (Some(path), _) => Some(read_lines(path)?),
         (None, Some(base)) => {
-            Some(git(&args.repo, &["diff", "--name-only", base])?.lines().map(str::to_owned).collect())
+            Some(super::git(&args.repo, &["diff", "--name-only", base])?.lines().map(str::to_owned).collect())
         }
         (None, None) => None,
     };
@@ -209,7 +195,7 @@ fn git_context(args: &MatrixArgs, inputs: &Inputs) -> anyhow::Result<GitContext>
     }
     let submodule_paths = match &args.submodule_paths {
         Some(path) => read_lines(path)?,
-        None => git(&args.repo, &["submodule", "status"])?
+        None => super::git(&args.repo, &["submodule", "status"])?
             .lines()
             .filter_map(|l| l.split_whitespace().nth(1))
             .map(str::to_owned)

@@ -73,6 +73,21 @@ impl std::fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 /// The exit code for an error: 2 when any cause is bad input, else 1.
+/// `git -C repo ARGS…`'s standard output, trimmed; a failure names the command and git's message.
+pub(crate) fn git(repo: &std::path::Path, args: &[&str]) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .with_context(|| format!("running git {}", args.join(" ")))?;
+    if !out.status.success() {
+        anyhow::bail!("git {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
 pub(crate) fn exit_code(error: &anyhow::Error) -> u8 {
     let bad_input = error.chain().any(|cause| {
         cause.downcast_ref::<UsageError>().is_some() || cause.downcast_ref::<quarry_topology::TopologyError>().is_some()

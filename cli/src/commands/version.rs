@@ -4,7 +4,6 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::Context;
 use quarry_packaging::therock::Versions;
@@ -127,7 +126,7 @@ pub(crate) async fn run(args: VersionArgs) -> anyhow::Result<()> {
     let version_path = match &args.version_file {
         Some(path) => path.clone(),
         None => PathBuf::from(
-            git(&args.repo, &["rev-parse", "--show-toplevel"])
+            super::git(&args.repo, &["rev-parse", "--show-toplevel"])
                 .map_err(|e| UsageError::new(format!("{e}: give --version-file")))?,
         )
         .join("version.json"),
@@ -140,7 +139,7 @@ pub(crate) async fn run(args: VersionArgs) -> anyhow::Result<()> {
     let git_sha = match args.override_git_sha.clone().filter(|s| !s.is_empty()) {
         Some(sha) => Some(sha),
         None if needs_sha => Some(
-            git(&args.repo, &["rev-parse", "--verify", "HEAD"])
+            super::git(&args.repo, &["rev-parse", "--verify", "HEAD"])
                 .map_err(|e| UsageError::new(format!("{e}: give --override-git-sha")))?,
         ),
         None => None,
@@ -241,17 +240,4 @@ fn write_github_output(versions: &PackageVersions) -> anyhow::Result<()> {
         .with_context(|| format!("opening {}", Path::new(&path).display()))?;
     f.write_all(text.as_bytes()).with_context(|| format!("writing {}", Path::new(&path).display()))?;
     Ok(())
-}
-
-fn git(repo: &Path, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .with_context(|| format!("running git {}", args.join(" ")))?;
-    if !out.status.success() {
-        anyhow::bail!("git {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
