@@ -1,0 +1,378 @@
+//! Connections: the per-connection task, the cap with eviction of the longest-idle connection,
+//! and the timeouts hyper does not have (idle request bodies, stalled responses).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future as _;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderValue, Request, header};
+use bytes::Bytes;
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Sleep;
+use tower::ServiceExt as _;
+
+use super::{Limits, ServedAt};
+
+/// How long to wait before accepting again after an error such as `EMFILE`.
+pub(super) const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// hyper's smallest read buffer.
+const MIN_BUFFER: usize = 8192;
+/// Set in a connection's state once it was chosen to make room.
+const EVICTED: u64 = 1 << 63;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+pub(super) fn builder(limits: &Limits) -> http1::Builder {
+    let mut http = http1::Builder::new();
+    let header_timeout = (!limits.header_timeout.is_zero()).then_some(limits.header_timeout);
+    http.timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(limits.keep_alive)
+        .max_header_size(limits.max_header_bytes.max(MIN_BUFFER))
+        .max_buf_size(limits.max_header_bytes.max(MIN_BUFFER));
+    http
+}
+
+/// Errors of one connection that never was (the client gave up before it was accepted).
+pub(super) fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+    )
+}
+
+/// One open connection. `state` counts requests in progress, with [`EVICTED`] set once it
+/// was closed to make room (only ever from zero requests in progress).
+struct Conn {
+    state: AtomicU64,
+    /// When it last became idle, in milliseconds since the registry's epoch.
+    idle_since: AtomicU64,
+    served: AtomicU64,
+    evict: Notify,
+    epoch: Instant,
+}
+
+impl Conn {
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A request began: the connection is busy until the guard (moved into the response
+    /// body) is dropped.
+    fn begin(self: &Arc<Self>) -> Busy {
+        self.state.fetch_add(1, Ordering::AcqRel);
+        Busy(self.clone())
+    }
+}
+
+struct Busy(Arc<Conn>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.idle_since.store(self.0.now(), Ordering::Release);
+        self.0.state.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The open connections and the cap on them.
+pub(super) struct Connections {
+    slots: Arc<Semaphore>,
+    open: Mutex<HashMap<u64, Arc<Conn>>>,
+    next: AtomicU64,
+    epoch: Instant,
+}
+
+/// A connection's place under the cap; dropping it frees the place.
+pub(super) struct Slot {
+    id: u64,
+    conn: Arc<Conn>,
+    connections: Arc<Connections>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.connections.open.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.id);
+    }
+}
+
+impl Connections {
+    pub(super) fn new(max: usize) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(max.clamp(1, Semaphore::MAX_PERMITS))),
+            open: Mutex::default(),
+            next: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    fn register(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Slot {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn {
+            state: AtomicU64::new(0),
+            idle_since: AtomicU64::new(0),
+            served: AtomicU64::new(0),
+            evict: Notify::new(),
+            epoch: self.epoch,
+        });
+        conn.idle_since.store(conn.now(), Ordering::Release);
+        self.open.lock().unwrap_or_else(PoisonError::into_inner).insert(id, conn.clone());
+        Slot { id, conn, connections: self.clone(), _permit: permit }
+    }
+
+    /// A place if one is free.
+    pub(super) fn slot(self: &Arc<Self>) -> Option<Slot> {
+        let permit = self.slots.clone().try_acquire_owned().ok()?;
+        Some(self.register(permit))
+    }
+
+    /// The next place that frees up.
+    pub(super) async fn wait_slot(self: &Arc<Self>) -> Slot {
+        match self.slots.clone().acquire_owned().await {
+            Ok(permit) => self.register(permit),
+            // The semaphore is never closed.
+            Err(_) => std::future::pending().await,
+        }
+    }
+
+    /// Close the connection idle the longest (no request in progress); false if every
+    /// connection is busy.
+    pub(super) fn evict_longest_idle(&self) -> bool {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        for _ in 0..open.len() {
+            let Some(oldest) = open
+                .values()
+                .filter(|c| c.state.load(Ordering::Acquire) == 0)
+                .min_by_key(|c| c.idle_since.load(Ordering::Acquire))
+            else {
+                return false;
+            };
+            // Lost to a request that just began: pick again.
+            if oldest.state.compare_exchange(0, EVICTED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                oldest.evict.notify_one();
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// Serve one connection until it ends, is evicted, or the server stops (then the request
+/// in progress finishes first).
+pub(super) async fn run(
+    http: http1::Builder,
+    stream: TcpStream,
+    router: Router,
+    slot: Slot,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+    limits: Limits,
+) {
+    let _ = stream.set_nodelay(true);
+    let served_at = stream.local_addr().ok();
+    let conn = slot.conn.clone();
+    let io = TokioIo::new(SendTimeout::new(stream, limits.send_timeout));
+    let service = {
+        let conn = conn.clone();
+        hyper::service::service_fn(move |request: Request<Incoming>| {
+            let (router, conn, limits) = (router.clone(), conn.clone(), limits.clone());
+            async move {
+                let busy = conn.begin();
+                let served = conn.served.fetch_add(1, Ordering::AcqRel) + 1;
+                let (mut parts, body) = request.into_parts();
+                if let Some(addr) = served_at {
+                    parts.extensions.insert(ServedAt(addr));
+                }
+                let body = Body::new(IdleBody::new(body, limits.body_idle_timeout));
+                let Ok(mut response) = router.oneshot(Request::from_parts(parts, body)).await;
+                if !limits.keep_alive || served >= limits.max_requests_per_connection {
+                    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
+            }
+        })
+    };
+    let mut connection = std::pin::pin!(http.serve_connection(io, service));
+    let outcome = tokio::select! {
+        outcome = connection.as_mut() => outcome,
+        () = conn.evict.notified() => {
+            tracing::debug!("closed an idle connection to make room for a new one");
+            return;
+        }
+        _ = stopping.changed() => {
+            // Idle, or still sending a request head: close now. Else finish the request.
+            if conn.state.compare_exchange(0, EVICTED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                return;
+            }
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(e) = outcome {
+        tracing::debug!(error = %e, "connection ended");
+    }
+    drop(slot);
+}
+
+/// A request body that fails once the client sends nothing for `limit` while it is read.
+struct IdleBody {
+    inner: Incoming,
+    limit: Duration,
+    timer: Option<Pin<Box<Sleep>>>,
+    armed: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the request body sent nothing for {0:?}; the request was cut")]
+struct BodyStalled(Duration);
+
+impl IdleBody {
+    fn new(inner: Incoming, limit: Duration) -> Self {
+        Self { inner, limit, timer: None, armed: false }
+    }
+}
+
+impl hyper::body::Body for IdleBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.armed = false;
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending if this.limit.is_zero() => Poll::Pending,
+            Poll::Pending => {
+                let limit = this.limit;
+                let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+                if !this.armed {
+                    timer.as_mut().reset(tokio::time::Instant::now() + limit);
+                    this.armed = true;
+                }
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(BodyStalled(limit).into()))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A response body that keeps its connection busy (not evictable) until it is done.
+struct Tracked {
+    body: Body,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The socket, failing writes that make no progress for `limit` (a client that stopped
+/// reading).
+struct SendTimeout {
+    stream: TcpStream,
+    limit: Duration,
+    timer: Option<Pin<Box<Sleep>>>,
+    armed: bool,
+}
+
+impl SendTimeout {
+    fn new(stream: TcpStream, limit: Duration) -> Self {
+        Self { stream, limit, timer: None, armed: false }
+    }
+
+    fn watch<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if poll.is_ready() {
+            self.armed = false;
+            return poll;
+        }
+        if self.limit.is_zero() {
+            return Poll::Pending;
+        }
+        let limit = self.limit;
+        let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        if !self.armed {
+            timer.as_mut().reset(tokio::time::Instant::now() + limit);
+            self.armed = true;
+        }
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the client took nothing of the response for {limit:?}"),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for SendTimeout {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for SendTimeout {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.watch(cx, poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.watch(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.stream).poll_flush(cx);
+        self.watch(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.stream).poll_shutdown(cx);
+        self.watch(cx, poll)
+    }
+}
