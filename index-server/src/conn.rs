@@ -28,8 +28,6 @@ use super::{Limits, ServedAt};
 
 /// How long to wait before accepting again after an error such as `EMFILE`.
 pub(super) const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
-/// hyper's smallest read buffer.
-const MIN_BUFFER: usize = 8192;
 /// Set in a connection's state once it was chosen to make room.
 const EVICTED: u64 = 1 << 63;
 
@@ -41,8 +39,8 @@ pub(super) fn builder(limits: &Limits) -> http1::Builder {
     http.timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
         .keep_alive(limits.keep_alive)
-        .max_header_size(limits.max_header_bytes.max(MIN_BUFFER))
-        .max_buf_size(limits.max_header_bytes.max(MIN_BUFFER));
+        .max_header_size(limits.max_header_bytes.max(crate::MIN_HEADER_BYTES))
+        .max_buf_size(limits.max_header_bytes.max(crate::MIN_HEADER_BYTES));
     http
 }
 

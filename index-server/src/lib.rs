@@ -123,6 +123,9 @@ pub fn truncated(s: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{}…[{} bytes]", &s[..end], s.len()))
 }
 
+/// hyper's smallest read buffer: [`Limits::max_header_bytes`] below it is raised to it.
+pub const MIN_HEADER_BYTES: usize = 8192;
+
 /// What slow, idle or greedy clients may hold of the server. Every timeout of zero disables it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {

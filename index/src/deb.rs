@@ -97,7 +97,6 @@ impl DebControl {
         let lines: Vec<&str> = paragraph.split('\n').collect();
         let last = lines.len() - 1;
         let mut fields: Vec<(String, String)> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
         for (number, line) in lines.into_iter().enumerate() {
             if line.starts_with([' ', '\t']) {
                 let Some((name, value)) = fields.last_mut() else {
@@ -126,7 +125,7 @@ impl DebControl {
             if value.is_empty() && number == last && !blank_after {
                 return Err(bad(format!("field {name:?} has no value at the end of the file")));
             }
-            if !seen.insert(name.to_ascii_lowercase()) {
+            if fields.iter().any(|(seen, _)| seen.eq_ignore_ascii_case(name)) {
                 return Err(bad(format!("duplicate value for field {name:?}")));
             }
             fields.push((name.to_owned(), value.to_owned()));

@@ -8,6 +8,24 @@ pub struct CoreMetadata {
     pub requires_python: Option<String>,
 }
 
+impl CoreMetadata {
+    /// The first of Name and Version that does not name `name` and `version` (a distribution's
+    /// filename): `(field, in the metadata, in the filename)`.
+    pub fn disagreement(
+        &self,
+        name: &quarry_packaging::PackageName,
+        version: &quarry_packaging::Version,
+    ) -> Option<(&'static str, String, String)> {
+        if quarry_packaging::PackageName::new(&self.name).ok().as_ref() != Some(name) {
+            return Some(("Name", self.name.clone(), name.to_string()));
+        }
+        if self.version.parse::<quarry_packaging::Version>().ok().as_ref() != Some(version) {
+            return Some(("Version", self.version.clone(), version.to_string()));
+        }
+        None
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MetadataError {
     #[error("core metadata is not UTF-8")]

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use quarry_packaging::{DistFilename, PackageName, Version};
+use quarry_packaging::DistFilename;
 use quarry_store::{
     Condition, ConditionalWrites, Key, ObjectMeta, PutOptions, Store, StoreError, StoreExt, sha256_hex,
 };
@@ -612,17 +612,11 @@ pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Insp
                 WheelError::Store(e) => InspectError::Store(e),
                 other => InspectError::Rejected(format!("{}: {other}", key.filename())),
             })?;
-            let mismatch = |field: &str, got: &str, want: String| {
-                InspectError::Rejected(format!(
+            if let Some((field, got, want)) = md.parsed.disagreement(&wheel.name, &wheel.version) {
+                return Err(InspectError::Rejected(format!(
                     "{}: METADATA says {field} is {got:?} but the filename says {want:?}",
                     key.filename()
-                ))
-            };
-            if PackageName::new(&md.parsed.name).ok().as_ref() != Some(&wheel.name) {
-                return Err(mismatch("Name", &md.parsed.name, wheel.name.to_string()));
-            }
-            if md.parsed.version.parse::<Version>().ok().as_ref() != Some(&wheel.version) {
-                return Err(mismatch("Version", &md.parsed.version, wheel.version.to_string()));
+                )));
             }
             entry.requires_python = md.parsed.requires_python.clone();
             entry.core_metadata_sha256 = Some(sha256_hex(&md.raw));

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use quarry_packaging::{PackageName, SdistFilename, Version};
+use quarry_packaging::SdistFilename;
 use quarry_store::{Key, Store, StoreError, StoreExt};
 
 use crate::metadata::{CoreMetadata, MetadataError};
@@ -492,20 +492,10 @@ impl<'a> Layout<'a> {
         let expected = self.top.clone().unwrap_or_else(|| self.expected());
         let (member, raw) = self.pkg_info.ok_or(SdistError::NoPkgInfo(expected))?;
         let parsed = CoreMetadata::parse(&raw).map_err(|source| SdistError::Metadata { member, source })?;
-        let filename = self.filename;
-        if PackageName::new(&parsed.name).ok().as_ref() != Some(&filename.name) {
-            return Err(SdistError::Mismatch {
-                field: "Name",
-                in_metadata: parsed.name,
-                in_filename: filename.name.to_string(),
-            });
-        }
-        if parsed.version.parse::<Version>().ok().as_ref() != Some(&filename.version) {
-            return Err(SdistError::Mismatch {
-                field: "Version",
-                in_metadata: parsed.version,
-                in_filename: filename.version.to_string(),
-            });
+        if let Some((field, in_metadata, in_filename)) =
+            parsed.disagreement(&self.filename.name, &self.filename.version)
+        {
+            return Err(SdistError::Mismatch { field, in_metadata, in_filename });
         }
         Ok(parsed)
     }

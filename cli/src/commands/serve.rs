@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use quarry_index::{Indexer, discover_roots};
-use quarry_index_server::{AppState, DEFAULT_MAX_UPLOAD, Limits, Token, serve};
+use quarry_index_server::{AppState, DEFAULT_MAX_UPLOAD, Limits, MIN_HEADER_BYTES, Token, serve};
 
 /// `quarry serve`. Every setting comes from, highest first: the flag, its `QUARRY_*`
 /// variable, the configuration file (`--config`, `QUARRY_CONFIG`), the default. The file's
@@ -114,8 +114,6 @@ impl LimitsFileConfig {
     }
 }
 
-/// hyper's smallest read buffer: a request head must fit.
-const MIN_HEADER_BYTES: usize = 8192;
 /// Open files kept free of connections under the process's limit: the listener, the store's
 /// files, the S3 client's connections, logs.
 const FD_HEADROOM: u64 = 64;
