@@ -88,6 +88,22 @@ pub(crate) fn git(repo: &std::path::Path, args: &[&str]) -> anyhow::Result<Strin
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
+/// Appends `text` to the file a GitHub Actions variable names (`GITHUB_OUTPUT`,
+/// `GITHUB_STEP_SUMMARY`); `false` when the variable is unset or empty.
+pub(crate) fn append_to_github_file(var: &str, text: &str) -> anyhow::Result<bool> {
+    use anyhow::Context as _;
+    use std::io::Write as _;
+    let Some(path) = std::env::var_os(var).filter(|p| !p.is_empty()) else { return Ok(false) };
+    let shown = std::path::Path::new(&path).display().to_string();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("opening ${var} {shown}"))?;
+    file.write_all(text.as_bytes()).with_context(|| format!("writing ${var} {shown}"))?;
+    Ok(true)
+}
+
 pub(crate) fn exit_code(error: &anyhow::Error) -> u8 {
     let bad_input = error.chain().any(|cause| {
         cause.downcast_ref::<UsageError>().is_some() || cause.downcast_ref::<quarry_topology::TopologyError>().is_some()

@@ -134,18 +134,7 @@ pub(crate) async fn run(args: &UploadArgs, to: String, bucket: Option<String>) -
 
 /// `$GITHUB_OUTPUT` gets `name=url`; `$GITHUB_STEP_SUMMARY` a short table.
 fn write_github_files(name: &str, url: &str, uploaded: &[Uploaded]) -> anyhow::Result<()> {
-    let append = |var: &str, text: String| -> anyhow::Result<()> {
-        if let Some(path) = std::env::var_os(var) {
-            let mut file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .with_context(|| format!("opening ${var}"))?;
-            file.write_all(text.as_bytes())?;
-        }
-        Ok(())
-    };
-    append("GITHUB_OUTPUT", format!("{name}={url}\n"))?;
+    super::append_to_github_file("GITHUB_OUTPUT", &format!("{name}={url}\n"))?;
     let mut summary = format!(
         "### Uploaded {} file(s)\n\n{name}: <{url}>\n\n| file | size | sha256 | status |\n|---|---:|---|---|\n",
         uploaded.len()
@@ -153,5 +142,6 @@ fn write_github_files(name: &str, url: &str, uploaded: &[Uploaded]) -> anyhow::R
     for u in uploaded {
         summary.push_str(&format!("| `{}` | {} | `{}` | {} |\n", u.key, u.size, u.sha256, u.status));
     }
-    append("GITHUB_STEP_SUMMARY", summary)
+    super::append_to_github_file("GITHUB_STEP_SUMMARY", &summary)?;
+    Ok(())
 }

@@ -3,9 +3,8 @@
 //! JSON, or appends TheRock's outputs to `$GITHUB_OUTPUT`.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::Context;
 use quarry_packaging::therock::Versions;
 use quarry_packaging::therock::version::{
     PackageVersions, ReleaseType, Suffix, VersionFile, VersionInputs, Yyyymmdd, compute,
@@ -223,9 +222,9 @@ fn build_date(flag: Option<&str>) -> anyhow::Result<Yyyymmdd> {
 }
 
 fn write_github_output(versions: &PackageVersions) -> anyhow::Result<()> {
-    let path = std::env::var_os("GITHUB_OUTPUT")
-        .filter(|p| !p.is_empty())
-        .ok_or_else(|| UsageError::new("--github-output: GITHUB_OUTPUT is not set"))?;
+    if std::env::var_os("GITHUB_OUTPUT").is_none_or(|p| p.is_empty()) {
+        return Err(UsageError::new("--github-output: GITHUB_OUTPUT is not set").into());
+    }
     let mut text = String::new();
     for (name, value) in versions.outputs() {
         if value.contains(['\n', '\r']) {
@@ -233,11 +232,6 @@ fn write_github_output(versions: &PackageVersions) -> anyhow::Result<()> {
         }
         text.push_str(&format!("{name}={value}\n"));
     }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .with_context(|| format!("opening {}", Path::new(&path).display()))?;
-    f.write_all(text.as_bytes()).with_context(|| format!("writing {}", Path::new(&path).display()))?;
+    super::append_to_github_file("GITHUB_OUTPUT", &text)?;
     Ok(())
 }
