@@ -24,6 +24,48 @@ impl Kind {
     }
 }
 
+/// The directory of a run that holds its pip root (`{run}-{platform}/python/`).
+pub const PYTHON_DIR: &str = "python";
+/// The directory of a run that holds its apt and dnf repos (`{run}-{platform}/packages/`).
+pub const PACKAGES_DIR: &str = "packages";
+
+/// A key segment naming a CI run: `{run_id}-{platform}`, the run id all digits, the platform
+/// ASCII letters, digits and `_` (`12345-linux`, `678-windows`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunSegment<'a> {
+    pub run_id: &'a str,
+    pub platform: &'a str,
+}
+
+impl<'a> RunSegment<'a> {
+    /// The run a segment names, or `None` when it names none.
+    pub fn parse(segment: &'a str) -> Option<Self> {
+        let (run_id, platform) = segment.split_once('-')?;
+        let ok = !run_id.is_empty()
+            && run_id.bytes().all(|b| b.is_ascii_digit())
+            && !platform.is_empty()
+            && platform.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        ok.then_some(Self { run_id, platform })
+    }
+
+    /// The sort key of the run id in numeric order, without parsing it: ids can be longer than
+    /// any integer type.
+    pub fn order(&self) -> (usize, &'a str) {
+        run_id_order(self.run_id)
+    }
+}
+
+/// Sort key of a run id (the digits before any `-`) in numeric order, without parsing.
+pub fn run_id_order(id: &str) -> (usize, &str) {
+    let digits = id.split('-').next().unwrap_or(id).trim_start_matches('0');
+    (digits.len(), digits)
+}
+
+/// The first run segment of a `/`-separated key or prefix, with its index among the segments.
+pub fn find_run(key: &str) -> Option<(usize, RunSegment<'_>)> {
+    key.split('/').enumerate().find_map(|(i, segment)| RunSegment::parse(segment).map(|run| (i, run)))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LayoutError {
     #[error("unknown RELEASE_TYPE {0:?}: expected ci, dev, dev-bkc, nightly, nightly-bkc or prerelease")]
@@ -94,6 +136,18 @@ mod tests {
         assert_eq!(artifact_bucket("nightly", "ROCm/TheRock", false), Ok("therock-nightly-artifacts"));
         assert_eq!(artifact_bucket("prerelease", "x/y", false), Ok("therock-prerelease-artifacts"));
         assert_eq!(artifact_bucket("release", "ROCm/TheRock", false), Err(LayoutError::ReleaseType("release".into())));
+    }
+
+    #[test]
+    fn run_segments() {
+        assert_eq!(RunSegment::parse("12345-linux"), Some(RunSegment { run_id: "12345", platform: "linux" }));
+        assert_eq!(RunSegment::parse("1-windows_x64").map(|r| r.platform), Some("windows_x64"));
+        for bad in ["python", "-linux", "12a-linux", "12-", "12-lin-ux", "12-li.nux", ""] {
+            assert_eq!(RunSegment::parse(bad), None, "{bad}");
+        }
+        assert_eq!(find_run("ROCm-rocm-libraries/12-linux/python/x.whl").map(|(i, r)| (i, r.run_id)), Some((1, "12")));
+        assert!(run_id_order("9-linux") < run_id_order("10-linux"));
+        assert_eq!(run_id_order("0012"), run_id_order("12"));
     }
 
     #[test]

@@ -12,6 +12,13 @@ pub mod configure;
 pub mod families;
 pub mod platform;
 
+/// A list as TheRock's tools take them on the command line and in workflow inputs (families,
+/// targets, artifacts, stages): items separated by `,`, `;`, spaces or tabs, empty items
+/// dropped.
+pub fn split_list(raw: &str) -> Vec<String> {
+    raw.split([',', ';', ' ', '\t']).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Metadata {

@@ -360,3 +360,12 @@ fn pipeline_jobs_fan_out_per_family_and_wait_only_for_their_inputs() {
     let roots: Vec<&str> = jobs.iter().filter(|j| j.deps.is_empty()).map(|j| j.stage.as_str()).collect();
     assert!(roots.contains(&"compiler-runtime"), "{roots:?}");
 }
+
+#[test]
+fn lists_split_as_therock_writes_them() {
+    assert_eq!(
+        split_list("gfx94X-dcgpu, gfx110X-all;gfx120X-all\tgfx1151  "),
+        ["gfx94X-dcgpu", "gfx110X-all", "gfx120X-all", "gfx1151"]
+    );
+    assert!(split_list(" ,; ").is_empty());
+}
