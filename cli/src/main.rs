@@ -6,7 +6,7 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = commands::Cli::parse();
-    commands::init_logging(cli.verbose, &cli.log_format);
+    commands::init_logging(cli.verbose, cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -14,7 +14,7 @@ mod version;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-/// Quarry: an artifact store and pip index server for CI-built software.
+/// Quarry: an artifact store and pip, apt and dnf index server for CI-built software.
 #[derive(Debug, Parser)]
 #[command(name = "quarry", version, about, propagate_version = true, after_help = EXIT_CODES)]
 pub(crate) struct Cli {
@@ -22,19 +22,19 @@ pub(crate) struct Cli {
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub(crate) verbose: u8,
     /// Log lines as `text` or `json` (one object per line, for log shippers).
-    #[arg(long, global = true, env = "QUARRY_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
-    pub(crate) log_format: String,
+    #[arg(long, global = true, env = "QUARRY_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve a store over HTTP: files, pip indexes, authenticated uploads.
+    /// Serve a store over HTTP: files, pip/apt/dnf indexes, run browser, authenticated uploads.
     Serve(serve::ServeArgs),
-    /// Reindex every pip root in a store once and print what changed.
+    /// Reindex every pip, apt and dnf root and run listing in a store once; print what changed.
     Index(index::IndexArgs),
-    /// Upload distribution files to a Quarry server.
+    /// Upload packages or artifacts to a Quarry server, an S3 bucket or a local store.
     Upload(upload::UploadArgs),
     /// Build native packages (deb, rpm) and the rocm-sdk Python distributions from TheRock stage artifacts.
     Package(package::PackageArgs),
@@ -48,6 +48,7 @@ enum Command {
     Ci(Box<ci::CiArgs>),
     /// Delete whole CI runs by age or count; keep every remaining index consistent.
     Gc(gc::GcArgs),
+    /// TheRock's package versions (pip, deb, rpm) for a release type.
     Version(version::VersionArgs),
 }
 
@@ -72,7 +73,6 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-/// The exit code for an error: 2 when any cause is bad input, else 1.
 /// `git -C repo ARGS…`'s standard output, trimmed; a failure names the command and git's message.
 pub(crate) fn git(repo: &std::path::Path, args: &[&str]) -> anyhow::Result<String> {
     use anyhow::Context as _;
@@ -104,6 +104,7 @@ pub(crate) fn append_to_github_file(var: &str, text: &str) -> anyhow::Result<boo
     Ok(true)
 }
 
+/// The exit code for an error: 2 when any cause is bad input, else 1.
 pub(crate) fn exit_code(error: &anyhow::Error) -> u8 {
     let bad_input = error.chain().any(|cause| {
         cause.downcast_ref::<UsageError>().is_some() || cause.downcast_ref::<quarry_topology::TopologyError>().is_some()
@@ -111,7 +112,16 @@ pub(crate) fn exit_code(error: &anyhow::Error) -> u8 {
     if bad_input { 2 } else { 1 }
 }
 
-pub(crate) fn init_logging(verbose: u8, format: &str) {
+/// How log lines are written on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+pub(crate) fn init_logging(verbose: u8, format: LogFormat) {
     let default = match verbose {
         0 => "warn,quarry=info,quarry_index=info,quarry_index_server=info",
         1 => "info,quarry=debug,quarry_index=debug,quarry_index_server=debug",
@@ -119,7 +129,7 @@ pub(crate) fn init_logging(verbose: u8, format: &str) {
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    if format == "json" {
+    if format == LogFormat::Json {
         builder.json().with_target(true).init();
     } else {
         builder.with_target(false).init();
