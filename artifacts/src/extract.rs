@@ -95,7 +95,7 @@ fn read_manifest_entry<R: Read>(entries: &mut tar::Entries<'_, R>) -> Result<(Ve
     if size > MAX_MANIFEST {
         return Err(ArtifactError::ManifestTooLarge(size));
     }
-    let mut text = Vec::with_capacity(size as usize);
+    let mut text = Vec::with_capacity(usize::try_from(size).unwrap_or_default());
     first.by_ref().take(MAX_MANIFEST).read_to_end(&mut text).map_err(ArtifactError::Read)?;
     let roots = manifest_roots(&String::from_utf8_lossy(&text))?;
     Ok((roots, text))
@@ -128,6 +128,7 @@ pub fn wipe_roots(dest: &Path, roots: &[String]) -> Result<(), ArtifactError> {
 }
 
 /// Whether a link at `rel` (path inside its root) to `target` stays inside the root.
+#[must_use]
 pub fn link_stays_inside(rel: &str, target: &str) -> bool {
     if target.is_empty() || target.starts_with('/') || target.contains('\\') {
         return false;

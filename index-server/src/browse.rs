@@ -18,6 +18,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 
 use askama::Template;
@@ -733,11 +734,12 @@ pub(crate) async fn dnf_repo_file(
             .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' })
             .collect();
         let signed = objects.iter().any(|o| o.key.as_str() == format!("{root}{}", quarry_index::dnf::KEY_NAME));
-        out.push_str(&format!(
+        let _ = write!(
+            out,
             "[quarry-{run}-{arch}]\nname=Quarry run {run} ({arch})\nbaseurl={url}\nenabled=1\ngpgcheck=0\n"
-        ));
+        );
         if signed {
-            out.push_str(&format!("repo_gpgcheck=1\ngpgkey={url}{}\n", quarry_index::dnf::KEY_NAME));
+            let _ = writeln!(out, "repo_gpgcheck=1\ngpgkey={url}{}", quarry_index::dnf::KEY_NAME);
         } else {
             out.push_str("repo_gpgcheck=0\n");
         }

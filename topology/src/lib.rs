@@ -252,6 +252,7 @@ impl Topology {
     }
 
     /// Every problem, each naming its table and key.
+    #[must_use = "an unchecked topology may be invalid"]
     pub fn validate(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if self.metadata.version != "2.0" {
@@ -517,14 +518,6 @@ impl Topology {
 
     /// Stages after the stages producing the groups theirs depend on; ties by name.
     pub fn build_order(&self) -> Vec<String> {
-        let mut producers: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for (name, stage) in &self.build_stages {
-            for group in &stage.artifact_groups {
-                producers.entry(group.as_str()).or_default().push(name);
-            }
-        }
-        let mut order = Vec::new();
-        let mut done = BTreeSet::new();
         fn visit<'a>(
             stage: &'a str,
             topology: &'a Topology,
@@ -546,6 +539,14 @@ impl Topology {
             }
             order.push(stage.to_owned());
         }
+        let mut producers: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (name, stage) in &self.build_stages {
+            for group in &stage.artifact_groups {
+                producers.entry(group.as_str()).or_default().push(name);
+            }
+        }
+        let mut order = Vec::new();
+        let mut done = BTreeSet::new();
         for stage in self.build_stages.keys() {
             visit(stage, self, &producers, &mut done, &mut order);
         }
