@@ -98,7 +98,9 @@ pub fn write_archive<W: Write>(dir: &Path, out: W, opts: &ArchiveOptions) -> Res
             e.multithread(opts.threads.max(1)).map_err(ArtifactError::Read)?;
             Box::new(e)
         }
-        ArchiveFormat::Xz => Box::new(xz2::write::XzEncoder::new(hashing, opts.level.unwrap_or(6).clamp(0, 9) as u32)),
+        ArchiveFormat::Xz => {
+            Box::new(xz2::write::XzEncoder::new(hashing, opts.level.unwrap_or(6).clamp(0, 9).unsigned_abs()))
+        }
     };
     let mut tar = tar::Builder::new(encoder);
     let mut walker = Walker { opts, members: 0, content_bytes: 0, inodes: HashMap::new() };

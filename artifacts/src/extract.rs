@@ -95,7 +95,7 @@ fn read_manifest_entry<R: Read>(entries: &mut tar::Entries<'_, R>) -> Result<(Ve
     if size > MAX_MANIFEST {
         return Err(ArtifactError::ManifestTooLarge(size));
     }
-    let mut text = Vec::with_capacity(size as usize);
+    let mut text = Vec::with_capacity(usize::try_from(size).unwrap_or_default());
     first.by_ref().take(MAX_MANIFEST).read_to_end(&mut text).map_err(ArtifactError::Read)?;
     let roots = manifest_roots(&String::from_utf8_lossy(&text))?;
     Ok((roots, text))
@@ -128,6 +128,7 @@ pub fn wipe_roots(dest: &Path, roots: &[String]) -> Result<(), ArtifactError> {
 }
 
 /// Whether a link at `rel` (path inside its root) to `target` stays inside the root.
+#[must_use]
 pub fn link_stays_inside(rel: &str, target: &str) -> bool {
     if target.is_empty() || target.starts_with('/') || target.contains('\\') {
         return false;
@@ -344,75 +345,94 @@ fn unpack<R: Read>(
     if mode == ExtractMode::Tree {
         fs::write(dest.join(MANIFEST), &manifest).map_err(io_at(&dest.join(MANIFEST)))?;
     }
-    let place = |member: &str| -> Result<(PathBuf, String), ArtifactError> {
-        let (_, rel) = locate(&roots, member).ok_or_else(|| ArtifactError::OutsideRoots(member.to_owned()))?;
-        let path = match mode {
-            ExtractMode::Flatten if rel.is_empty() => dest.to_path_buf(),
-            ExtractMode::Flatten => dest.join(&rel),
-            _ => dest.join(member),
-        };
-        Ok((path, rel))
-    };
     let mut report = ExtractReport { roots: roots.clone(), ..Default::default() };
-    let mut links = PendingLinks { dest: dest.to_path_buf(), links: Vec::new() };
-    let mut checked = HashSet::new();
+    let mut unpacker = Unpacker {
+        dest,
+        mode,
+        roots: &roots,
+        checked: HashSet::new(),
+        links: PendingLinks { dest: dest.to_path_buf(), links: Vec::new() },
+    };
     for entry in entries {
         let mut entry = entry.map_err(ArtifactError::Read)?;
         let member = member_name(&entry)?;
-        report.members += 1;
-        if report.members > limits.max_members {
+        report.count(entry.header(), limits)?;
+        unpacker.member(&mut entry, member)?;
+    }
+    if mode == ExtractMode::Bootstrap {
+        unpacker.bootstrap_markers()?;
+    }
+    Ok((report, unpacker.links))
+}
+
+impl ExtractReport {
+    /// Counts one more member of the header's size, refusing the archive beyond `limits`.
+    fn count(&mut self, header: &tar::Header, limits: Limits) -> Result<(), ArtifactError> {
+        self.members += 1;
+        if self.members > limits.max_members {
             return Err(ArtifactError::TooLarge(format!("{} members", limits.max_members)));
         }
-        let size = entry.header().size().map_err(ArtifactError::Read)?;
-        report.bytes = report.bytes.saturating_add(size);
-        if report.bytes > limits.max_bytes {
+        let size = header.size().map_err(ArtifactError::Read)?;
+        self.bytes = self.bytes.saturating_add(size);
+        if self.bytes > limits.max_bytes {
             return Err(ArtifactError::TooLarge(format!("{} bytes", limits.max_bytes)));
         }
-        let (path, rel) = place(&member)?;
+        Ok(())
+    }
+}
+
+/// One archive's members on their way into `dest`: where each goes, the directories already
+/// seen to be real, and the symlinks left for later.
+struct Unpacker<'a> {
+    dest: &'a Path,
+    mode: ExtractMode,
+    roots: &'a [String],
+    checked: HashSet<PathBuf>,
+    links: PendingLinks,
+}
+
+impl Unpacker<'_> {
+    /// Where `member` goes under `dest` by the mode, and its path inside its root; a member
+    /// under no root is refused.
+    fn place(&self, member: &str) -> Result<(PathBuf, String), ArtifactError> {
+        let (_, rel) = locate(self.roots, member).ok_or_else(|| ArtifactError::OutsideRoots(member.to_owned()))?;
+        let path = match self.mode {
+            ExtractMode::Flatten if rel.is_empty() => self.dest.to_path_buf(),
+            ExtractMode::Flatten => self.dest.join(&rel),
+            _ => self.dest.join(member),
+        };
+        Ok((path, rel))
+    }
+
+    /// Places one member: a directory or file now, a hard link to an earlier file now, a
+    /// symlink later ([`PendingLinks`]); special members are refused.
+    fn member<R: Read>(&mut self, entry: &mut tar::Entry<'_, R>, member: String) -> Result<(), ArtifactError> {
+        let (path, rel) = self.place(&member)?;
         let mode_bits = entry.header().mode().unwrap_or(0o644) & 0o777;
-        let kind = entry.header().entry_type();
-        match kind {
+        match entry.header().entry_type() {
             tar::EntryType::Directory => {
-                no_symlink_between(dest, &path, true, &member, &mut checked)?;
+                no_symlink_between(self.dest, &path, true, &member, &mut self.checked)?;
                 fs::create_dir_all(&path).map_err(io_at(&path))?;
                 set_mode(&path, mode_bits | 0o700).map_err(io_at(&path))?;
             }
             tar::EntryType::Regular | tar::EntryType::Continuous => {
-                no_symlink_between(dest, &path, false, &member, &mut checked)?;
+                no_symlink_between(self.dest, &path, false, &member, &mut self.checked)?;
                 prepare(&path, &member)?;
                 let mut file = fs::File::create(&path).map_err(io_at(&path))?;
-                io::copy(&mut entry, &mut file).map_err(io_at(&path))?;
+                io::copy(entry, &mut file).map_err(io_at(&path))?;
                 drop(file);
                 set_mode(&path, mode_bits).map_err(io_at(&path))?;
             }
             tar::EntryType::Symlink => {
-                let target = link_name(&entry, &member)?;
+                let target = link_name(entry, &member)?;
                 if rel.is_empty() || !link_stays_inside(&rel, &target) {
                     return Err(ArtifactError::EscapingLink { member, target });
                 }
-                links.links.push(PendingLink { member, target, path });
+                self.links.links.push(PendingLink { member, target, path });
             }
             tar::EntryType::Link => {
-                let target = link_name(&entry, &member)?;
-                let target_trimmed = target.strip_prefix("./").unwrap_or(&target).to_owned();
-                if !relative_ok(&target_trimmed) {
-                    return Err(ArtifactError::EscapingLink { member, target });
-                }
-                let (source, _) = place(&target_trimmed)
-                    .map_err(|_| ArtifactError::EscapingLink { member: member.clone(), target: target.clone() })?;
-                no_symlink_between(dest, &source, false, &member, &mut checked)?;
-                match fs::symlink_metadata(&source) {
-                    Ok(m) if m.is_file() => {}
-                    _ => {
-                        return Err(ArtifactError::HostileMember {
-                            member,
-                            reason: "hard link to a member that is not an earlier regular file",
-                        });
-                    }
-                }
-                no_symlink_between(dest, &path, false, &member, &mut checked)?;
-                prepare(&path, &member)?;
-                fs::hard_link(&source, &path).map_err(io_at(&path))?;
+                let target = link_name(entry, &member)?;
+                self.hard_link(member, target, &path)?;
             }
             tar::EntryType::XHeader
             | tar::EntryType::XGlobalHeader
@@ -420,16 +440,44 @@ fn unpack<R: Read>(
             | tar::EntryType::GNULongLink => {}
             _ => return Err(ArtifactError::Special(member)),
         }
+        Ok(())
     }
-    if mode == ExtractMode::Bootstrap {
-        for root in &roots {
-            let marker = dest.join(format!("{root}.prebuilt"));
-            no_symlink_between(dest, &marker, false, root, &mut checked)?;
+
+    /// A hard link at `path` to `target`, which must be an earlier regular file under a root,
+    /// reached through no symlink.
+    fn hard_link(&mut self, member: String, target: String, path: &Path) -> Result<(), ArtifactError> {
+        let target_trimmed = target.strip_prefix("./").unwrap_or(&target).to_owned();
+        if !relative_ok(&target_trimmed) {
+            return Err(ArtifactError::EscapingLink { member, target });
+        }
+        let (source, _) = self
+            .place(&target_trimmed)
+            .map_err(|_| ArtifactError::EscapingLink { member: member.clone(), target: target.clone() })?;
+        no_symlink_between(self.dest, &source, false, &member, &mut self.checked)?;
+        match fs::symlink_metadata(&source) {
+            Ok(m) if m.is_file() => {}
+            _ => {
+                return Err(ArtifactError::HostileMember {
+                    member,
+                    reason: "hard link to a member that is not an earlier regular file",
+                });
+            }
+        }
+        no_symlink_between(self.dest, path, false, &member, &mut self.checked)?;
+        prepare(path, &member)?;
+        fs::hard_link(&source, path).map_err(io_at(path))
+    }
+
+    /// Bootstrap's `<dest>/<root>.prebuilt` markers.
+    fn bootstrap_markers(&mut self) -> Result<(), ArtifactError> {
+        for root in self.roots {
+            let marker = self.dest.join(format!("{root}.prebuilt"));
+            no_symlink_between(self.dest, &marker, false, root, &mut self.checked)?;
             prepare(&marker, root)?;
             fs::write(&marker, b"").map_err(io_at(&marker))?;
         }
+        Ok(())
     }
-    Ok((report, links))
 }
 
 fn link_name(entry: &tar::Entry<'_, impl Read>, member: &str) -> Result<String, ArtifactError> {

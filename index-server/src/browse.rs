@@ -18,6 +18,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 
 use askama::Template;
@@ -26,9 +27,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
-use quarry_index::listing::{human_size, is_run_segment as is_run, run_id_order};
+use quarry_artifacts::ArtifactName;
+use quarry_index::listing::{SHA256SUM_SUFFIX, human_size};
 use quarry_index::{RepoKind, RepoRoot, RepoState};
 use quarry_packaging::{DistFilename, PackageName};
+use quarry_store::layout::{self, Kind, RunSegment, run_id_order};
 use quarry_store::{Key, ObjectMeta, Store, StoreExt as _};
 
 use crate::{AppError, AppState, ServedAt, encode_path};
@@ -153,29 +156,19 @@ struct RunsPage {
     next: Option<usize>,
 }
 
-/// What a run holds, by where its objects are.
+/// What a run holds, by where its objects are ([`layout::RunLayout::part_of`]).
 fn kinds(objects: &[ObjectMeta], prefix: &str) -> Vec<&'static str> {
-    let mut kinds = BTreeSet::new();
-    for o in objects {
-        let rel = o.key.as_str().strip_prefix(prefix).unwrap_or_default();
-        if rel.starts_with("python/") {
-            kinds.insert((0, "python"));
-        } else if rel.ends_with(".deb") {
-            kinds.insert((1, "deb"));
-        } else if rel.ends_with(".rpm") {
-            kinds.insert((2, "rpm"));
-        } else if rel.starts_with("logs/") {
-            kinds.insert((4, "logs"));
-        } else if !rel.contains('/') && (rel.ends_with(".tar.zst") || rel.ends_with(".tar.xz")) {
-            kinds.insert((3, "artifacts"));
-        }
-    }
-    kinds.into_iter().map(|(_, k)| k).collect()
+    let layout = layout::current();
+    let parts: BTreeSet<layout::RunPart> = objects
+        .iter()
+        .filter_map(|o| layout.part_of(o.key.as_str().strip_prefix(prefix).unwrap_or_default()))
+        .collect();
+    parts.into_iter().map(layout::RunPart::label).collect()
 }
 
 fn run_row(name: &str, objects: &[ObjectMeta], now: jiff::Timestamp) -> RunRow {
     let prefix = format!("{name}/");
-    let (run_id, platform) = name.split_once('-').unwrap_or((name, ""));
+    let (run_id, platform) = RunSegment::parse(name).map_or((name, ""), |run| (run.run_id, run.platform));
     let bytes = objects.iter().map(|o| o.size).sum();
     let newest = objects.iter().map(|o| o.last_modified).max().unwrap_or(now);
     RunRow {
@@ -195,8 +188,12 @@ fn run_row(name: &str, objects: &[ObjectMeta], now: jiff::Timestamp) -> RunRow {
 /// Run names in the store, newest (largest run id) first.
 async fn run_names(store: &dyn Store) -> Result<Vec<String>, AppError> {
     let top = store.list_all("", true).await?;
-    let mut runs: Vec<String> =
-        top.common_prefixes.iter().map(|p| p.trim_end_matches('/').to_owned()).filter(|p| is_run(p)).collect();
+    let mut runs: Vec<String> = top
+        .common_prefixes
+        .iter()
+        .map(|p| p.trim_end_matches('/').to_owned())
+        .filter(|p| RunSegment::parse(p).is_some())
+        .collect();
     runs.sort_by(|a, b| run_id_order(b).cmp(&run_id_order(a)).then_with(|| a.cmp(b)));
     Ok(runs)
 }
@@ -391,7 +388,7 @@ async fn sidecar_sums(store: &dyn Store, keys: Vec<Key>) -> BTreeMap<String, Str
             let sum = store.get_bytes(&key, MAX_SIDECAR).await.ok().and_then(|(_, b)| {
                 String::from_utf8_lossy(&b).split_whitespace().next().filter(|s| s.len() == 64).map(str::to_owned)
             });
-            (key.as_str().trim_end_matches(".sha256sum").to_owned(), sum)
+            (key.as_str().trim_end_matches(SHA256SUM_SUFFIX).to_owned(), sum)
         })
         .buffer_unordered(16)
         .filter_map(|(k, v)| async move { v.map(|v| (k, v)) })
@@ -399,143 +396,190 @@ async fn sidecar_sums(store: &dyn Store, keys: Vec<Key>) -> BTreeMap<String, Str
         .await
 }
 
+/// The run's page: its repos, stage artifacts (by stage when the topology is known) and logs.
 pub(crate) async fn run_page(
     state: &AppState,
-    run: &str,
+    run: RunSegment<'_>,
     headers: &HeaderMap,
     served_at: Option<SocketAddr>,
 ) -> Result<Response, AppError> {
     let store = state.store.as_ref();
-    let prefix = format!("{run}/");
+    let name = run.to_string();
+    let prefix = format!("{name}/");
     let objects = store.list_all(&prefix, false).await?.objects;
     if objects.is_empty() {
-        return Err(AppError::NotFound(format!("no run {run}")));
+        return Err(AppError::NotFound(format!("no run {name}")));
     }
     let base = base_url(state, headers, served_at);
-    let now = jiff::Timestamp::now();
-    let row = run_row(run, &objects, now);
-
-    // Repos: every indexed root under the run.
-    let mut roots: BTreeSet<RepoRoot> = BTreeSet::new();
-    for o in &objects {
-        if let Some(root) = RepoRoot::for_state_key(&o.key) {
-            roots.insert(root);
+    let row = run_row(&name, &objects, jiff::Timestamp::now());
+    let repos = repo_views(store, &base, &name, &objects).await?;
+    let mut rows = artifact_rows(store, &prefix, &objects).await;
+    let artifact_count = rows.len();
+    let stages = match &state.topology {
+        Some(topology) => stage_views(topology, &row.platform, &mut rows),
+        None => Vec::new(),
+    };
+    html(
+        RunPage {
+            run: row,
+            pip: repos.pip,
+            apt: repos.apt,
+            dnf: repos.dnf,
+            stages,
+            artifacts: rows.into_iter().map(|(_, r)| r).collect(),
+            artifact_count,
+            fetch_line: fetch_line(run, &base),
+            logs: log_rows(&prefix, &objects),
         }
-    }
-    let (mut pip, mut apt, mut dnf) = (Vec::new(), Vec::new(), Vec::new());
+        .render(),
+    )
+}
+
+/// The pip, apt and dnf repos of a run.
+#[derive(Default)]
+struct RepoViews {
+    pip: Vec<PipView>,
+    apt: Vec<AptView>,
+    dnf: Vec<DnfView>,
+}
+
+/// Every indexed root under the run (found by its state object), read and shown by kind.
+async fn repo_views(store: &dyn Store, base: &str, run: &str, objects: &[ObjectMeta]) -> Result<RepoViews, AppError> {
+    let roots: BTreeSet<RepoRoot> = objects.iter().filter_map(|o| RepoRoot::for_state_key(&o.key)).collect();
+    let mut views = RepoViews::default();
     for root in &roots {
         let repo_state = read_state(store, root).await?;
-        let url = url_of(&base, root.as_str());
         match root.kind() {
-            RepoKind::Pip => pip.push(pip_view(&base, run, root, &repo_state)),
-            RepoKind::Apt => {
-                let key_name = quarry_index::apt::KEY_NAME;
-                let signed = objects.iter().any(|o| o.key.as_str() == format!("{root}{key_name}"));
-                let list = format!("/etc/apt/sources.list.d/quarry-{run}.list");
-                let keyring = format!("/etc/apt/keyrings/quarry-{run}.asc");
-                let line = quarry_index::apt::sources_line(&url, signed.then_some(keyring.as_str()));
-                let fetch_key = if signed {
-                    format!("{}\n", shell_line(&["sudo", "curl", "-fsSL", "-o", &keyring, &format!("{url}{key_name}")]))
-                } else {
-                    String::new()
-                };
-                let setup = format!(
-                    "{fetch_key}{} | {}\n{}",
-                    shell_line(&["echo", &line]),
-                    shell_line(&["sudo", "tee", &list]),
-                    shell_line(&["sudo", "apt-get", "update"])
-                );
-                apt.push(AptView { packages: native_rows(root, &repo_state), setup });
-            }
-            RepoKind::Dnf => {
-                let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or_default().to_owned();
-                let repo_file = url_of(&base, &format!("-/dnf/{run}.repo"));
-                let setup = format!(
-                    "{}\n{}",
-                    shell_line(&[
-                        "sudo",
-                        "curl",
-                        "-fsSL",
-                        "-o",
-                        &format!("/etc/yum.repos.d/quarry-{run}.repo"),
-                        &repo_file
-                    ]),
-                    shell_line(&["sudo", "dnf", "makecache"])
-                );
-                dnf.push(DnfView { arch, packages: native_rows(root, &repo_state), setup, repo_file });
-            }
+            RepoKind::Pip => views.pip.push(pip_view(base, run, root, &repo_state)),
+            RepoKind::Apt => views.apt.push(apt_view(base, run, root, &repo_state, objects)),
+            RepoKind::Dnf => views.dnf.push(dnf_view(base, run, root, &repo_state)),
         }
     }
+    Ok(views)
+}
 
-    // Stage artifacts: archives at the run root, grouped by producing stage when known.
-    let archives: Vec<&ObjectMeta> = objects
+/// An apt root: its packages, and the lines that add it as a source (with its key when the
+/// root is signed).
+fn apt_view(base: &str, run: &str, root: &RepoRoot, state: &RepoState, objects: &[ObjectMeta]) -> AptView {
+    let url = url_of(base, root.as_str());
+    let key_name = quarry_index::apt::KEY_NAME;
+    let signed = objects.iter().any(|o| o.key.as_str() == format!("{root}{key_name}"));
+    let list = format!("/etc/apt/sources.list.d/quarry-{run}.list");
+    let keyring = format!("/etc/apt/keyrings/quarry-{run}.asc");
+    let line = quarry_index::apt::sources_line(&url, signed.then_some(keyring.as_str()));
+    let fetch_key = if signed {
+        format!("{}\n", shell_line(&["sudo", "curl", "-fsSL", "-o", &keyring, &format!("{url}{key_name}")]))
+    } else {
+        String::new()
+    };
+    let setup = format!(
+        "{fetch_key}{} | {}\n{}",
+        shell_line(&["echo", &line]),
+        shell_line(&["sudo", "tee", &list]),
+        shell_line(&["sudo", "apt-get", "update"])
+    );
+    AptView { packages: native_rows(root, state), setup }
+}
+
+/// A dnf root: its packages, and the lines that fetch the run's `.repo` file.
+fn dnf_view(base: &str, run: &str, root: &RepoRoot, state: &RepoState) -> DnfView {
+    let repo_file = url_of(base, &format!("-/dnf/{run}.repo"));
+    let setup = format!(
+        "{}\n{}",
+        shell_line(&["sudo", "curl", "-fsSL", "-o", &format!("/etc/yum.repos.d/quarry-{run}.repo"), &repo_file]),
+        shell_line(&["sudo", "dnf", "makecache"])
+    );
+    DnfView { arch: last_segment(root).to_owned(), packages: native_rows(root, state), setup, repo_file }
+}
+
+/// The last segment of a root's prefix (a dnf root's architecture).
+fn last_segment(root: &RepoRoot) -> &str {
+    root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or_default()
+}
+
+/// The stage archives of a run (at its root), each with the artifact name it carries, sorted
+/// by file name; sha256s the store did not record are read from the `.sha256sum` sidecars.
+async fn artifact_rows(store: &dyn Store, prefix: &str, objects: &[ObjectMeta]) -> Vec<(String, ArtifactRow)> {
+    let layout = layout::current();
+    let archives: Vec<(&ObjectMeta, ArtifactName)> = objects
         .iter()
-        .filter(|o| {
-            let rel = o.key.as_str().strip_prefix(&prefix).unwrap_or_default();
-            !rel.contains('/') && quarry_artifacts::ArtifactName::parse_archive(rel).is_some()
+        .filter_map(|o| {
+            let file = layout.artifact_file(o.key.as_str().strip_prefix(prefix).unwrap_or_default())?;
+            Some((o, ArtifactName::parse_archive(file)?.0))
         })
         .collect();
     let missing_sums: Vec<Key> = archives
         .iter()
-        .filter(|o| o.sha256.is_none())
-        .filter_map(|o| Key::new(format!("{}.sha256sum", o.key)).ok())
+        .filter(|(o, _)| o.sha256.is_none())
+        .filter_map(|(o, _)| Key::new(format!("{}{SHA256SUM_SUFFIX}", o.key)).ok())
         .filter(|k| objects.iter().any(|o| &o.key == k))
         .collect();
     let sums = sidecar_sums(store, missing_sums).await;
     let mut rows: Vec<(String, ArtifactRow)> = archives
-        .iter()
-        .filter_map(|o| {
-            let file = o.key.filename().to_owned();
-            let (name, _) = quarry_artifacts::ArtifactName::parse_archive(&file)?;
+        .into_iter()
+        .map(|(o, name)| {
             let sha256 = o.sha256.clone().or_else(|| sums.get(o.key.as_str()).cloned()).unwrap_or_default();
-            Some((
-                name.name.clone(),
-                ArtifactRow {
-                    href: encode_path(o.key.as_str()),
-                    target: name.target.clone(),
-                    size: human_size(o.size),
-                    sha256,
-                    file,
-                },
-            ))
+            let row = ArtifactRow {
+                href: encode_path(o.key.as_str()),
+                target: name.target,
+                size: human_size(o.size),
+                sha256,
+                file: o.key.filename().to_owned(),
+            };
+            (name.name, row)
         })
         .collect();
     rows.sort_by(|a, b| a.1.file.cmp(&b.1.file));
-    let artifact_count = rows.len();
+    rows
+}
+
+/// The stages in build order, each with the archives of `rows` it produced (taken out of
+/// `rows`) and the artifacts it builds on the run's platform that are missing.
+fn stage_views(
+    topology: &quarry_topology::Topology,
+    platform: &str,
+    rows: &mut Vec<(String, ArtifactRow)>,
+) -> Vec<StageView> {
+    let platform = quarry_topology::Platform::parse(platform).unwrap_or(quarry_topology::Platform::Linux);
     let mut stages = Vec::new();
-    if let Some(topology) = &state.topology {
-        for stage in topology.build_order() {
-            let produced = topology.produced(&stage).unwrap_or_default();
-            let (mine, rest): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(name, _)| produced.contains(name));
-            rows = rest;
-            let present: BTreeSet<&String> = mine.iter().map(|(n, _)| n).collect();
-            let platform = quarry_topology::Platform::parse(&row.platform).unwrap_or(quarry_topology::Platform::Linux);
-            let missing = topology
-                .built_on(&produced, platform, &BTreeSet::new())
-                .into_iter()
-                .filter(|a| !present.contains(a))
-                .collect();
-            stages.push(StageView { name: stage, artifacts: mine.into_iter().map(|(_, r)| r).collect(), missing });
-        }
+    for stage in topology.build_order() {
+        let produced = topology.produced(&stage).unwrap_or_default();
+        let (mine, rest): (Vec<_>, Vec<_>) =
+            std::mem::take(rows).into_iter().partition(|(name, _)| produced.contains(name));
+        *rows = rest;
+        let present: BTreeSet<&String> = mine.iter().map(|(n, _)| n).collect();
+        let missing = topology
+            .built_on(&produced, platform, &BTreeSet::new())
+            .into_iter()
+            .filter(|a| !present.contains(a))
+            .collect();
+        stages.push(StageView { name: stage, artifacts: mine.into_iter().map(|(_, r)| r).collect(), missing });
     }
-    let logs = objects
+    stages
+}
+
+/// The files under the run's logs directory.
+fn log_rows(prefix: &str, objects: &[ObjectMeta]) -> Vec<FileRow> {
+    let layout = layout::current();
+    objects
         .iter()
-        .filter(|o| o.key.as_str().strip_prefix(&prefix).is_some_and(|r| r.starts_with("logs/")))
-        .map(|o| FileRow {
-            name: o.key.as_str().strip_prefix(&format!("{prefix}logs/")).unwrap_or_default().to_owned(),
-            href: encode_path(o.key.as_str()),
-            size: human_size(o.size),
+        .filter_map(|o| {
+            let name = layout.log_name(o.key.as_str().strip_prefix(prefix)?)?;
+            Some(FileRow { name: name.to_owned(), href: encode_path(o.key.as_str()), size: human_size(o.size) })
         })
-        .collect();
-    let (run_id, platform) = run.split_once('-').unwrap_or((run, "linux"));
-    let fetch_line = shell_line(&[
+        .collect()
+}
+
+/// The command that fetches a stage's inbound artifacts of `run` from this server.
+fn fetch_line(run: RunSegment<'_>, base: &str) -> String {
+    shell_line(&[
         "quarry",
         "artifacts",
         "fetch",
         "--run-id",
-        run_id,
+        run.run_id,
         "--platform",
-        platform,
+        run.platform,
         "--store",
         &format!("{base}/"),
         "--stage",
@@ -543,21 +587,7 @@ pub(crate) async fn run_page(
         "--output-dir",
         "build",
         "--bootstrap",
-    ]);
-    html(
-        RunPage {
-            run: row,
-            pip,
-            apt,
-            dnf,
-            stages,
-            artifacts: rows.into_iter().map(|(_, r)| r).collect(),
-            artifact_count,
-            fetch_line,
-            logs,
-        }
-        .render(),
-    )
+    ])
 }
 
 struct FileView {
@@ -614,13 +644,14 @@ pub(crate) async fn package_page(
     headers: HeaderMap,
     served_at: Option<Extension<ServedAt>>,
 ) -> Result<Response, AppError> {
-    if !is_run(&run) {
+    let Some(segment) = RunSegment::parse(&run) else {
         return Err(AppError::NotFound(format!("{run:?} is not a run")));
-    }
+    };
     let name = PackageName::new(&project).map_err(|e| AppError::NotFound(format!("{project:?}: {e}")))?;
     let store = state.store.as_ref();
     let base = base_url(&state, &headers, served_at.map(|Extension(ServedAt(a))| a));
-    let root = RepoRoot::new(&format!("{run}/python/")).map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let root = RepoRoot::new(&layout::current().root_of(segment, Kind::Python))
+        .map_err(|e| AppError::BadRequest(e.to_string()))?;
     let repo_state = read_state(store, &root).await?;
     let all = projects(&repo_state);
     let Some((display, versions)) = all.get(name.as_str()) else {
@@ -689,7 +720,7 @@ pub(crate) async fn dnf_repo_file(
     headers: HeaderMap,
     served_at: Option<Extension<ServedAt>>,
 ) -> Result<Response, AppError> {
-    let Some(run) = file.strip_suffix(".repo").filter(|r| is_run(r)) else {
+    let Some(run) = file.strip_suffix(".repo").filter(|r| RunSegment::parse(r).is_some()) else {
         return Err(AppError::NotFound(format!("{file:?} is not a run's .repo file")));
     };
     let store = state.store.as_ref();
@@ -698,21 +729,17 @@ pub(crate) async fn dnf_repo_file(
     let mut out = String::new();
     for root in objects.iter().filter_map(|o| RepoRoot::for_state_key(&o.key)).filter(|r| r.kind() == RepoKind::Dnf) {
         let url = url_of(&base, root.as_str());
-        let arch: String = root
-            .as_str()
-            .trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .unwrap_or("repo")
+        let arch: String = last_segment(&root)
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' })
             .collect();
         let signed = objects.iter().any(|o| o.key.as_str() == format!("{root}{}", quarry_index::dnf::KEY_NAME));
-        out.push_str(&format!(
+        let _ = write!(
+            out,
             "[quarry-{run}-{arch}]\nname=Quarry run {run} ({arch})\nbaseurl={url}\nenabled=1\ngpgcheck=0\n"
-        ));
+        );
         if signed {
-            out.push_str(&format!("repo_gpgcheck=1\ngpgkey={url}{}\n", quarry_index::dnf::KEY_NAME));
+            let _ = writeln!(out, "repo_gpgcheck=1\ngpgkey={url}{}", quarry_index::dnf::KEY_NAME);
         } else {
             out.push_str("repo_gpgcheck=0\n");
         }

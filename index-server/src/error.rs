@@ -45,9 +45,8 @@ impl From<StoreError> for AppError {
             StoreError::NotFound(key) => Self::NotFound(format!("not found: /{key}")),
             StoreError::InvalidKey(e) => Self::BadRequest(e.to_string()),
             StoreError::TooLarge { .. } => Self::TooLarge(e.to_string()),
-            StoreError::DigestMismatch { .. } => Self::BadRequest(e.to_string()),
+            StoreError::DigestMismatch { .. } | StoreError::Body { .. } => Self::BadRequest(e.to_string()),
             StoreError::Conflict { .. } | StoreError::Collision { .. } => Self::Conflict(e.to_string()),
-            StoreError::Body { .. } => Self::BadRequest(e.to_string()),
             StoreError::RangeNotSatisfiable { size, .. } => Self::RangeNotSatisfiable(size),
             StoreError::Io { .. } | StoreError::Backend(_) => Self::Internal(e.to_string()),
         }

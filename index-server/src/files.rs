@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use futures_util::TryStreamExt;
 use quarry_index::RepoRoot;
 use quarry_packaging::PackageName;
+use quarry_store::layout::RunSegment;
 use quarry_store::{ByteRange, Key, ObjectMeta, StoreError};
 
 use crate::negotiate::{SimpleFormat, negotiate};
@@ -89,9 +90,7 @@ pub(crate) async fn get_path(
         return Ok(response);
     }
     // A run's own page: the browser (its stored listing stays at `…/index.html`).
-    if let Some(run) = path.strip_suffix('/')
-        && quarry_index::listing::is_run_segment(run)
-    {
+    if let Some(run) = path.strip_suffix('/').and_then(RunSegment::parse) {
         let served_at = served_at.map(|Extension(ServedAt(addr))| addr);
         return crate::browse::run_page(&state, run, &headers, served_at).await;
     }

@@ -40,6 +40,7 @@ pub fn method_label(method: &str) -> &'static str {
 
 /// The route a path belongs to: few values, so labels stay bounded.
 pub fn route_of(method: &str, path: &str) -> &'static str {
+    const FILES: [&str; 8] = [".whl", ".tar.gz", ".zip", ".deb", ".rpm", ".tar.zst", ".tar.xz", ".sha256sum"];
     if method == "PUT" {
         return "upload";
     }
@@ -53,7 +54,7 @@ pub fn route_of(method: &str, path: &str) -> &'static str {
         return "browse";
     }
     let trimmed = path.trim_matches('/');
-    if path.ends_with('/') && !trimmed.contains('/') && quarry_index::listing::is_run_segment(trimmed) {
+    if path.ends_with('/') && !trimmed.contains('/') && quarry_store::layout::RunSegment::parse(trimmed).is_some() {
         return "browse";
     }
     if path.contains("/simple/") || path.ends_with("/simple") {
@@ -62,7 +63,6 @@ pub fn route_of(method: &str, path: &str) -> &'static str {
     if path.ends_with(".metadata") {
         return "metadata";
     }
-    const FILES: [&str; 8] = [".whl", ".tar.gz", ".zip", ".deb", ".rpm", ".tar.zst", ".tar.xz", ".sha256sum"];
     if FILES.iter().any(|s| path.ends_with(s)) {
         return "file";
     }

@@ -14,8 +14,12 @@ use std::collections::BTreeMap;
 
 use askama::Template;
 use bytes::Bytes;
+use quarry_store::layout::{self, RunSegment};
 use quarry_store::{Key, KeyError, PutOptions, Store, StoreError, StoreExt};
 use serde::{Deserialize, Serialize};
+
+/// Sort key of a run id in numeric order (the layout's, kept here for older callers).
+pub use quarry_store::layout::run_id_order;
 
 /// The page written in each listed directory.
 pub const LISTING_PAGE: &str = "index.html";
@@ -28,26 +32,14 @@ const MAX_CACHE: u64 = 64 * 1024 * 1024;
 const MAX_PASSES: u32 = 10;
 
 /// A directory of a CI run that gets a listing: the run root `…/{run}-{platform}/` or a
-/// directory below it outside the package repos (`python/`, `packages/`).
+/// directory below it outside the package repos (`python/`, `packages/`), as
+/// [`layout::RunLayout::is_listed`] tells.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ListingDir(String);
 
-/// Whether a path segment names a run: `{digits}-{platform}`.
+/// Whether a path segment names a run: `{digits}-{platform}` ([`RunSegment::parse`]).
 pub fn is_run_segment(segment: &str) -> bool {
-    let Some((run, platform)) = segment.split_once('-') else {
-        return false;
-    };
-    !run.is_empty()
-        && run.bytes().all(|b| b.is_ascii_digit())
-        && !platform.is_empty()
-        && platform.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-/// Sort key of a run id (the digits before `-`) in numeric order, without parsing: ids can be
-/// longer than any integer type.
-pub fn run_id_order(id: &str) -> (usize, &str) {
-    let digits = id.split('-').next().unwrap_or(id).trim_start_matches('0');
-    (digits.len(), digits)
+    RunSegment::parse(segment).is_some()
 }
 
 impl ListingDir {
@@ -64,12 +56,7 @@ impl ListingDir {
     /// `prefix` (ending in `/`) as a listed directory, if it is one.
     pub fn new(prefix: &str) -> Option<Self> {
         let trimmed = prefix.trim_end_matches('/');
-        let segments: Vec<&str> = trimmed.split('/').collect();
-        let run = segments.iter().position(|s| is_run_segment(s))?;
-        if matches!(segments.get(run + 1), Some(&"python" | &"packages")) {
-            return None;
-        }
-        Some(Self(format!("{trimmed}/")))
+        layout::current().is_listed(trimmed).then(|| Self(format!("{trimmed}/")))
     }
 
     pub fn as_str(&self) -> &str {

@@ -1,6 +1,7 @@
 use std::fmt;
 
 use quarry_packaging::DistFilename;
+use quarry_store::layout::{self, Kind};
 use quarry_store::{Key, KeyError};
 
 /// The name of the state object inside each pip repo root.
@@ -10,8 +11,8 @@ pub const APT_STATE_NAME: &str = ".quarry-apt.json";
 /// The state object of a dnf root.
 pub const DNF_STATE_NAME: &str = ".quarry-dnf.json";
 
-/// Architectures an rpm repo directory is named after (TheRock: `packages/rpm/x86_64/`).
-const RPM_ARCH_DIRS: &[&str] = &["x86_64", "aarch64", "noarch", "i686", "ppc64le", "s390x", "riscv64"];
+/// The directory of a pip root's PEP 503/691 pages: no root lies in it.
+const SIMPLE_DIR: &str = "simple";
 
 /// Names Quarry publishes inside roots and run listings (apt's `Release`, `Packages`, … all lie
 /// under `dists/`). A key that uses one as a directory (`…/python/index.html/x.whl`) would take
@@ -20,7 +21,7 @@ const RPM_ARCH_DIRS: &[&str] = &["x86_64", "aarch64", "noarch", "i686", "ppc64le
 const OUTPUT_NAMES: &[&str] = &[
     "index.html",
     "index.json",
-    "simple",
+    SIMPLE_DIR,
     "dists",
     "repodata",
     "by-hash",
@@ -110,30 +111,22 @@ pub struct RepoRoot {
 }
 
 impl RepoRoot {
-    /// A root from a prefix, its kind told by the layout: a `python` segment (and no `simple`
-    /// after it) is pip, a last segment `deb` is apt, an rpm architecture or a parent named
-    /// `rpm` is dnf. A missing trailing `/` is added.
+    /// A root from a prefix, its kind told by the run layout ([`layout::RunLayout`]): a
+    /// `python` segment (and no `simple` after it) is pip, a last segment `deb` is apt, an rpm
+    /// architecture or a parent named `rpm` is dnf. A missing trailing `/` is added.
     pub fn new(prefix: &str) -> Result<Self, KeyError> {
         let trimmed = prefix.trim_end_matches('/');
         let key = Key::new(trimmed)?;
         let segments: Vec<&str> = key.as_str().split('/').collect();
-        let python = segments.iter().position(|s| *s == "python");
-        if python.is_some_and(|i| !segments[i..].contains(&"simple")) {
+        let layout = layout::current();
+        if layout.python_segment(&segments).is_some_and(|i| !segments[i..].contains(&SIMPLE_DIR)) {
             return Ok(Self { prefix: format!("{trimmed}/"), kind: RepoKind::Pip });
         }
-        let last = segments.last().copied().unwrap_or_default();
-        let parent = segments.len().checked_sub(2).map(|i| segments[i]);
-        if last == "deb" {
-            return Self::with_kind(prefix, RepoKind::Apt);
+        match layout.native_root_kind(&segments) {
+            Some(Kind::Deb) => Self::with_kind(prefix, RepoKind::Apt),
+            Some(Kind::Rpm) => Self::with_kind(prefix, RepoKind::Dnf),
+            _ => Err(KeyError { key: prefix.to_owned(), reason: layout.not_a_root() }),
         }
-        if RPM_ARCH_DIRS.contains(&last) || parent == Some("rpm") {
-            return Self::with_kind(prefix, RepoKind::Dnf);
-        }
-        Err(KeyError {
-            key: prefix.to_owned(),
-            reason: "not a repo root: a pip root has a 'python' segment (RUN-linux/python/), an apt root ends in \
-                     'deb' (RUN-linux/packages/deb/), a dnf root in an rpm architecture (RUN-linux/packages/rpm/x86_64/)",
-        })
     }
 
     /// A root of the given kind at `prefix`, whatever its name.
@@ -141,7 +134,7 @@ impl RepoRoot {
         let trimmed = prefix.trim_end_matches('/');
         let key = Key::new(trimmed)?;
         let reserved: &[&str] = match kind {
-            RepoKind::Pip => &["simple"],
+            RepoKind::Pip => &[SIMPLE_DIR],
             RepoKind::Apt => &["pool", "dists"],
             RepoKind::Dnf => &["repodata"],
         };

@@ -1,7 +1,7 @@
 //! TheRock's key layout and bucket choice (spec §5): where a run's artifacts and packages go.
 
 /// What is being uploaded, which decides the key prefix under the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     /// Wheels and sdists: `{run}-{platform}/python/`.
     Python,
@@ -14,12 +14,19 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn subdir(self) -> &'static str {
+    /// Where uploads of this kind go under the run prefix ([`RunLayout::upload_dir`] of the
+    /// [`current`] layout).
+    pub fn subdir(self) -> String {
+        current().upload_dir(self)
+    }
+
+    /// `python`, `deb`, `rpm` or `artifacts`.
+    pub fn label(self) -> &'static str {
         match self {
-            Self::Python => "python/",
-            Self::Deb => "packages/deb/pool/main/",
-            Self::Rpm => "packages/rpm/x86_64/",
-            Self::Artifacts => "",
+            Self::Python => "python",
+            Self::Deb => "deb",
+            Self::Rpm => "rpm",
+            Self::Artifacts => "artifacts",
         }
     }
 }
@@ -28,6 +35,166 @@ impl Kind {
 pub const PYTHON_DIR: &str = "python";
 /// The directory of a run that holds its apt and dnf repos (`{run}-{platform}/packages/`).
 pub const PACKAGES_DIR: &str = "packages";
+
+/// Where things lie under a run prefix `{run}-{platform}/`: the pip root, the apt and dnf repos
+/// below the packages directory, the stage artifacts at the run root, the logs. Every question
+/// about a run's layout is a method here, so that where the names come from (today TheRock's
+/// fixed ones, [`THEROCK`]) is decided in one place: [`current`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLayout {
+    /// The pip root's directory (`python`); legacy layouts also have `python/{group}/` roots.
+    python: &'static str,
+    /// The directory of the native repos (`packages`).
+    packages: &'static str,
+    /// The apt root below `packages` (`deb`).
+    deb: &'static str,
+    /// Where `.deb`s are uploaded inside the apt root (`pool/main`).
+    deb_pool: &'static str,
+    /// The directory of the dnf roots below `packages` (`rpm`).
+    rpm: &'static str,
+    /// The dnf root `.rpm`s are uploaded to (`x86_64`).
+    rpm_arch: &'static str,
+    /// Names a dnf root directory may have: the rpm architectures.
+    rpm_arches: &'static [&'static str],
+    /// The directory of a run's logs (`logs`).
+    logs: &'static str,
+}
+
+/// TheRock's run layout (spec §5).
+pub const THEROCK: RunLayout = RunLayout {
+    python: PYTHON_DIR,
+    packages: PACKAGES_DIR,
+    deb: "deb",
+    deb_pool: "pool/main",
+    rpm: "rpm",
+    rpm_arch: "x86_64",
+    rpm_arches: &["x86_64", "aarch64", "noarch", "i686", "ppc64le", "s390x", "riscv64"],
+    logs: "logs",
+};
+
+/// The run layout in force: TheRock's. The one place a configured layout would be read.
+pub fn current() -> &'static RunLayout {
+    &THEROCK
+}
+
+/// What part of a run a file belongs to, by where it lies (the run browser's summary), in the
+/// order they are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RunPart {
+    /// Files of an upload kind: the pip root, `.deb`s, `.rpm`s, stage archives.
+    Kind(Kind),
+    /// The run's logs directory.
+    Logs,
+}
+
+impl RunPart {
+    /// `python`, `deb`, `rpm`, `artifacts` or `logs`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Kind(kind) => kind.label(),
+            Self::Logs => "logs",
+        }
+    }
+}
+
+impl RunLayout {
+    /// The directory of a repo root of `kind` under the run prefix, ending in `/`
+    /// (`python/`, `packages/deb/`, `packages/rpm/x86_64/`); empty for artifacts, which lie at
+    /// the run prefix itself.
+    pub fn root_dir(&self, kind: Kind) -> String {
+        match kind {
+            Kind::Python => format!("{}/", self.python),
+            Kind::Deb => format!("{}/{}/", self.packages, self.deb),
+            Kind::Rpm => format!("{}/{}/{}/", self.packages, self.rpm, self.rpm_arch),
+            Kind::Artifacts => String::new(),
+        }
+    }
+
+    /// Where uploads of `kind` go under the run prefix: the root directory, and for `.deb`s
+    /// the pool inside it (`packages/deb/pool/main/`).
+    pub fn upload_dir(&self, kind: Kind) -> String {
+        match kind {
+            Kind::Deb => format!("{}{}/", self.root_dir(kind), self.deb_pool),
+            _ => self.root_dir(kind),
+        }
+    }
+
+    /// The prefix of `run`'s root of `kind` (`12345-linux/python/`), for a run at the top of
+    /// the store.
+    pub fn root_of(&self, run: RunSegment<'_>, kind: Kind) -> String {
+        format!("{run}/{}", self.root_dir(kind))
+    }
+
+    /// The index of the segment that makes a prefix a pip root, if any: the first `python`.
+    pub fn python_segment(&self, segments: &[&str]) -> Option<usize> {
+        segments.iter().position(|s| *s == self.python)
+    }
+
+    /// The native repo a prefix's segments name by their last one: [`Kind::Deb`] for a last
+    /// segment `deb`, [`Kind::Rpm`] for an rpm architecture or a parent `rpm`.
+    pub fn native_root_kind(&self, segments: &[&str]) -> Option<Kind> {
+        let last = segments.last().copied().unwrap_or_default();
+        let parent = segments.len().checked_sub(2).map(|i| segments[i]);
+        if last == self.deb {
+            Some(Kind::Deb)
+        } else if self.rpm_arches.contains(&last) || parent == Some(self.rpm) {
+            Some(Kind::Rpm)
+        } else {
+            None
+        }
+    }
+
+    /// Why a prefix is not a repo root, saying how the roots are told apart.
+    pub fn not_a_root(&self) -> &'static str {
+        "not a repo root: a pip root has a 'python' segment (RUN-linux/python/), an apt root ends in \
+         'deb' (RUN-linux/packages/deb/), a dnf root in an rpm architecture (RUN-linux/packages/rpm/x86_64/)"
+    }
+
+    /// Whether a directory (a `/`-separated prefix) gets a run listing: it lies in a run and
+    /// not in the run's pip root or native repos.
+    pub fn is_listed(&self, prefix: &str) -> bool {
+        let trimmed = prefix.trim_end_matches('/');
+        let Some((run, _)) = find_run(trimmed) else {
+            return false;
+        };
+        let below = trimmed.split('/').nth(run + 1);
+        !below.is_some_and(|s| s == self.python || s == self.packages)
+    }
+
+    /// The part of a run a file at `relative` (to the run prefix) belongs to: anything under
+    /// the pip root, `.deb`s and `.rpm`s anywhere else, the logs, and `.tar.zst`/`.tar.xz`
+    /// archives at the run root.
+    pub fn part_of(&self, relative: &str) -> Option<RunPart> {
+        if relative.strip_prefix(self.python).is_some_and(|rest| rest.starts_with('/')) {
+            Some(RunPart::Kind(Kind::Python))
+        } else if relative.ends_with(".deb") {
+            Some(RunPart::Kind(Kind::Deb))
+        } else if relative.ends_with(".rpm") {
+            Some(RunPart::Kind(Kind::Rpm))
+        } else if self.log_name(relative).is_some() {
+            Some(RunPart::Logs)
+        } else if self
+            .artifact_file(relative)
+            .is_some_and(|name| name.ends_with(".tar.zst") || name.ends_with(".tar.xz"))
+        {
+            Some(RunPart::Kind(Kind::Artifacts))
+        } else {
+            None
+        }
+    }
+
+    /// The path of a log below the logs directory, for a file at `relative` (to the run
+    /// prefix) that is one.
+    pub fn log_name<'a>(&self, relative: &'a str) -> Option<&'a str> {
+        relative.strip_prefix(self.logs)?.strip_prefix('/')
+    }
+
+    /// The file name of a stage artifact's file at `relative` (to the run prefix): artifacts
+    /// lie at the run root, so anything in a directory is none.
+    pub fn artifact_file<'a>(&self, relative: &'a str) -> Option<&'a str> {
+        (!relative.contains('/')).then_some(relative)
+    }
+}
 
 /// A key segment naming a CI run: `{run_id}-{platform}`, the run id all digits, the platform
 /// ASCII letters, digits and `_` (`12345-linux`, `678-windows`).
@@ -52,6 +219,13 @@ impl<'a> RunSegment<'a> {
     /// any integer type.
     pub fn order(&self) -> (usize, &'a str) {
         run_id_order(self.run_id)
+    }
+}
+
+/// The segment again: `{run_id}-{platform}`.
+impl std::fmt::Display for RunSegment<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.run_id, self.platform)
     }
 }
 
@@ -148,6 +322,47 @@ mod tests {
         assert_eq!(find_run("ROCm-rocm-libraries/12-linux/python/x.whl").map(|(i, r)| (i, r.run_id)), Some((1, "12")));
         assert!(run_id_order("9-linux") < run_id_order("10-linux"));
         assert_eq!(run_id_order("0012"), run_id_order("12"));
+    }
+
+    #[test]
+    fn the_run_layout_is_therocks() {
+        let layout = current();
+        let dirs: Vec<(String, String)> = [Kind::Python, Kind::Deb, Kind::Rpm, Kind::Artifacts]
+            .into_iter()
+            .map(|k| (layout.root_dir(k), layout.upload_dir(k)))
+            .collect();
+        assert_eq!(
+            dirs,
+            [
+                ("python/".into(), "python/".into()),
+                ("packages/deb/".into(), "packages/deb/pool/main/".into()),
+                ("packages/rpm/x86_64/".into(), "packages/rpm/x86_64/".into()),
+                (String::new(), String::new()),
+            ]
+        );
+        let run = RunSegment::parse("12-linux").unwrap();
+        assert_eq!(run.to_string(), "12-linux");
+        assert_eq!(layout.root_of(run, Kind::Python), "12-linux/python/");
+        let kind = |p: &str| layout.native_root_kind(&p.split('/').collect::<Vec<_>>());
+        assert_eq!(kind("1-linux/packages/deb"), Some(Kind::Deb));
+        assert_eq!(kind("1-linux/packages/rpm/aarch64"), Some(Kind::Rpm));
+        assert_eq!(kind("x/rpm/el9"), Some(Kind::Rpm));
+        assert_eq!(kind("1-linux/packages"), None);
+        assert_eq!(layout.python_segment(&["1-linux", "python", "gfx94X"]), Some(1));
+        for (dir, listed) in [("1-linux/", true), ("o-r/1-linux/logs/", true), ("1-linux/python/", false)] {
+            assert_eq!(layout.is_listed(dir), listed, "{dir}");
+        }
+        assert!(!layout.is_listed("1-linux/packages/deb/") && !layout.is_listed("python/gfx94X/"));
+        let part = |rel: &str| layout.part_of(rel).map(RunPart::label);
+        assert_eq!(part("python/x.whl"), Some("python"));
+        assert_eq!(part("packages/deb/pool/main/a.deb"), Some("deb"));
+        assert_eq!(part("packages/rpm/x86_64/a.rpm"), Some("rpm"));
+        assert_eq!(part("logs/gfx94X/build.log"), Some("logs"));
+        assert_eq!(part("blas_lib_gfx942.tar.zst"), Some("artifacts"));
+        assert_eq!(part("sub/blas_lib_gfx942.tar.zst"), None);
+        assert_eq!(part("pythonic/x"), None);
+        assert_eq!(layout.log_name("logs/a/b.log"), Some("a/b.log"));
+        assert_eq!(layout.log_name("logsx/b.log"), None);
     }
 
     #[test]

@@ -32,10 +32,10 @@ impl AmdgpuTargets {
     /// Parse every `therock_add_amdgpu_target(...)` call in a CMake file; `origin` names the
     /// file in errors.
     pub fn parse_cmake(text: &str, origin: &str) -> Result<Self, TopologyError> {
+        const CALL: &str = "therock_add_amdgpu_target(";
         let text = strip_comments(text);
         let mut targets: Vec<TargetInfo> = Vec::new();
         let mut rest = text.as_str();
-        const CALL: &str = "therock_add_amdgpu_target(";
         while let Some(at) = rest.find(CALL) {
             let body_start = at + CALL.len();
             let (tokens, consumed) = tokenize_call(&rest[body_start..])
@@ -95,7 +95,7 @@ impl AmdgpuTargets {
             if unknown.len() == 1 { "y" } else { "ies" },
             unknown.join(", "),
             known.join(", "),
-            self.targets.first().map(|t| t.target.as_str()).unwrap_or("gfx942"),
+            self.targets.first().map_or("gfx942", |t| t.target.as_str()),
         )))
     }
 

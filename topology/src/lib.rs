@@ -252,11 +252,23 @@ impl Topology {
     }
 
     /// Every problem, each naming its table and key.
+    #[must_use = "an unchecked topology may be invalid"]
     pub fn validate(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if self.metadata.version != "2.0" {
             problems.push(format!("metadata.version: {:?} is not a supported version (2.0)", self.metadata.version));
         }
+        self.check_names(&mut problems);
+        self.check_group_references(&mut problems);
+        self.check_artifacts(&mut problems);
+        self.check_feature_names_unique(&mut problems);
+        self.check_cycles(&mut problems);
+        self.check_source_sets(&mut problems);
+        problems
+    }
+
+    /// Every table's names are lowercase words joined by `-`.
+    fn check_names(&self, problems: &mut Vec<String>) {
         let tables: [(&str, Vec<&String>); 4] = [
             ("source_sets", self.source_sets.keys().collect()),
             ("build_stages", self.build_stages.keys().collect()),
@@ -270,6 +282,10 @@ impl Topology {
                 }
             }
         }
+    }
+
+    /// Stages and artifact groups name groups and source sets that exist.
+    fn check_group_references(&self, problems: &mut Vec<String>) {
         for (name, stage) in &self.build_stages {
             for group in &stage.artifact_groups {
                 if !self.artifact_groups.contains_key(group) {
@@ -290,6 +306,10 @@ impl Topology {
                 }
             }
         }
+    }
+
+    /// Artifacts name groups and artifacts that exist, and features and flags spelled as such.
+    fn check_artifacts(&self, problems: &mut Vec<String>) {
         for (name, artifact) in &self.artifacts {
             if !self.artifact_groups.contains_key(&artifact.artifact_group) {
                 problems.push(format!(
@@ -322,7 +342,10 @@ impl Topology {
                 }
             }
         }
-        // Two artifacts with one feature name would share a THEROCK_ENABLE_ variable.
+    }
+
+    /// Two artifacts with one feature name would share a `THEROCK_ENABLE_` variable.
+    fn check_feature_names_unique(&self, problems: &mut Vec<String>) {
         let mut features: BTreeMap<String, &str> = BTreeMap::new();
         for name in self.artifacts.keys() {
             let feature = self.feature_name(name);
@@ -330,6 +353,10 @@ impl Topology {
                 problems.push(format!("artifacts.{name}.feature_name: {feature} is also artifacts.{other}'s"));
             }
         }
+    }
+
+    /// Neither artifact groups nor artifacts depend on themselves through a cycle.
+    fn check_cycles(&self, problems: &mut Vec<String>) {
         let group_edges: BTreeMap<&str, Vec<&str>> = self
             .artifact_groups
             .iter()
@@ -346,7 +373,11 @@ impl Topology {
         if let Some(cycle) = find_cycle(&artifact_edges) {
             problems.push(format!("artifacts: dependency cycle {cycle}"));
         }
-        // A submodule, external source path or path prefix belongs to one source set.
+    }
+
+    /// A submodule, external source path or path prefix belongs to one source set, and
+    /// external sources lie under `optional-sources/`.
+    fn check_source_sets(&self, problems: &mut Vec<String>) {
         let mut owners: BTreeMap<(&str, &str), &str> = BTreeMap::new();
         for (name, set) in &self.source_sets {
             let paths = set
@@ -370,7 +401,6 @@ impl Topology {
                 }
             }
         }
-        problems
     }
 
     /// `feature_name`, or the artifact's name in upper case with `_`.
@@ -488,14 +518,6 @@ impl Topology {
 
     /// Stages after the stages producing the groups theirs depend on; ties by name.
     pub fn build_order(&self) -> Vec<String> {
-        let mut producers: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for (name, stage) in &self.build_stages {
-            for group in &stage.artifact_groups {
-                producers.entry(group.as_str()).or_default().push(name);
-            }
-        }
-        let mut order = Vec::new();
-        let mut done = BTreeSet::new();
         fn visit<'a>(
             stage: &'a str,
             topology: &'a Topology,
@@ -517,6 +539,14 @@ impl Topology {
             }
             order.push(stage.to_owned());
         }
+        let mut producers: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (name, stage) in &self.build_stages {
+            for group in &stage.artifact_groups {
+                producers.entry(group.as_str()).or_default().push(name);
+            }
+        }
+        let mut order = Vec::new();
+        let mut done = BTreeSet::new();
         for stage in self.build_stages.keys() {
             visit(stage, self, &producers, &mut done, &mut order);
         }
