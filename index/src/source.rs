@@ -65,8 +65,8 @@ impl RangeSource for MemorySource {
     }
 
     async fn range(&mut self, offset: u64, len: u64) -> Result<Bytes, StoreError> {
-        let start = (offset as usize).min(self.0.len());
-        let end = (offset.saturating_add(len) as usize).min(self.0.len());
+        let clamp = |at: u64| usize::try_from(at).map_or(self.0.len(), |at| at.min(self.0.len()));
+        let (start, end) = (clamp(offset), clamp(offset.saturating_add(len)));
         Ok(self.0.slice(start..end))
     }
 }
