@@ -24,6 +24,29 @@ pub use build::{BuildError, BuildOptions, BuildProgress, PipelineError, Pipeline
 pub use run::{Run, RunError, RunLocation, load_topology};
 pub use transfer::{GpuSelection, Moved, TransferError};
 
+use quarry_store::{KeyError, StoreError};
+
+/// An I/O or store operation that failed, saying what it was doing.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    #[error("{what}")]
+    Io { what: String, source: std::io::Error },
+    #[error("{what}")]
+    Store { what: String, source: StoreError },
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// An I/O error as the [`OpError`] of doing `what`.
+pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> OpError {
+    move |source| OpError::Io { what: what.into(), source }
+}
+
+/// A store error as the [`OpError`] of doing `what`.
+pub(crate) fn store(what: impl Into<String>) -> impl FnOnce(StoreError) -> OpError {
+    move |source| OpError::Store { what: what.into(), source }
+}
+
 /// An error and its sources joined by `: `, as `anyhow` prints `{:#}`: the text failure lists
 /// carry.
 pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
@@ -42,7 +65,7 @@ mod tests {
     #[test]
     fn chains_read_like_anyhow() {
         let io = std::io::Error::other("disk full");
-        let error = crate::TransferError::Io { what: "writing x".into(), source: io };
+        let error = crate::TransferError::from(crate::io("writing x")(io));
         assert_eq!(crate::error_chain(&error), "writing x: disk full");
     }
 }

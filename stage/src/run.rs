@@ -114,8 +114,8 @@ impl Run {
     }
 
     /// The key of `file` in this run.
-    pub fn key(&self, file: &str) -> Result<Key, quarry_store::KeyError> {
-        Key::new(format!("{}{file}", self.prefix))
+    pub fn key(&self, file: &str) -> Result<Key, crate::OpError> {
+        Ok(Key::new(format!("{}{file}", self.prefix))?)
     }
 
     /// The file names under a run prefix (this run's or another's in the same store).

@@ -285,7 +285,8 @@ pub(crate) async fn run(args: ArtifactsArgs) -> anyhow::Result<()> {
     }
 }
 
-fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
+/// A value as pretty JSON on stdout.
+pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;

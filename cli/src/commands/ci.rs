@@ -3,7 +3,6 @@
 //! LINUX_AMDGPU_FAMILIES, …; every one also a flag), diffs the commit for path filters, and
 //! writes the same `$GITHUB_OUTPUT` variables byte for byte, or prints them as JSON.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -239,9 +238,7 @@ fn matrix(args: MatrixArgs) -> anyhow::Result<()> {
     let written = super::append_to_github_file("GITHUB_OUTPUT", &lines)?;
     super::append_to_github_file("GITHUB_STEP_SUMMARY", &outputs.summary())?;
     if args.json || !written {
-        let mut out = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut out, &outputs.to_json())?;
-        writeln!(out)?;
+        super::artifacts::print_json(&outputs.to_json())?;
     }
     Ok(())
 }

@@ -14,7 +14,7 @@ use quarry_stage::{BuildOptions, BuildProgress, PipelineProgress, StageReport};
 use quarry_topology::split_list;
 
 use super::UsageError;
-use super::artifacts::{Backend, RunFlags, open_run, source_date_epoch};
+use super::artifacts::{Backend, RunFlags, open_run, print_json, source_date_epoch};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct BuildArgs {
@@ -148,11 +148,7 @@ pub(crate) async fn stage_build(args: BuildArgs, topology: &Path) -> anyhow::Res
         other => Ok(other?),
     };
     let (run, _) = open_run(topology, &args.backend.location(), check).await?;
-    let report = build_stage(&run, &opts, false, &JobView::default()).await?;
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, &report)?;
-    writeln!(out)?;
-    Ok(())
+    print_json(&build_stage(&run, &opts, false, &JobView::default()).await?)
 }
 
 pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
@@ -184,13 +180,10 @@ pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     };
     let reports = run_pipeline(&run, &jobs, &opts, &view).await?;
-    let mut out = std::io::stdout().lock();
     if args.json {
-        let value = serde_json::json!({ "seconds": started.elapsed().as_secs_f64(), "stages": reports });
-        serde_json::to_writer_pretty(&mut out, &value)?;
-        writeln!(out)?;
-        return Ok(());
+        return print_json(&serde_json::json!({ "seconds": started.elapsed().as_secs_f64(), "stages": reports }));
     }
+    let mut out = std::io::stdout().lock();
     writeln!(out, "{:<16} {:<10} {:<7} {:>8}  artifacts", "stage", "family", "status", "seconds")?;
     for r in &reports {
         let family = r.family.as_deref().unwrap_or("-");

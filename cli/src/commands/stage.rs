@@ -9,7 +9,7 @@ use quarry_stage::load_topology;
 use quarry_topology::Platform;
 use quarry_topology::configure::{ConfigureOptions, cmake_args, pip_install_args, render};
 
-use super::artifacts::PlatformArg;
+use super::artifacts::{PlatformArg, print_json};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct StageArgs {
@@ -89,11 +89,7 @@ pub(crate) async fn run(args: StageArgs) -> anyhow::Result<()> {
             let produced = topology.produced(&stage)?;
             let inbound = topology.inbound(&stage)?;
             if json {
-                serde_json::to_writer_pretty(
-                    &mut out,
-                    &serde_json::json!({"stage": stage, "produced": produced, "inbound": inbound}),
-                )?;
-                writeln!(out)?;
+                print_json(&serde_json::json!({"stage": stage, "produced": produced, "inbound": inbound}))?;
             } else {
                 writeln!(out, "produced: {}", produced.into_iter().collect::<Vec<_>>().join(" "))?;
                 writeln!(out, "inbound: {}", inbound.into_iter().collect::<Vec<_>>().join(" "))?;

@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use quarry_artifacts::{ArchiveFormat, ExtractMode};
-use quarry_store::{KeyError, StoreError};
 use quarry_topology::configure::{ConfigureOptions, cmake_args};
 use quarry_topology::families::AmdgpuTargets;
 use quarry_topology::platform::cmake_path;
@@ -27,8 +26,8 @@ use quarry_topology::{Platform, StageType, Topology, TopologyError};
 
 pub use pipeline::{Job, PipelineError, PipelineOptions, PipelineProgress, plan, run_pipeline};
 
-use crate::Run;
 use crate::transfer::{self, FetchOptions, GpuSelection, PushOptions, TransferError};
+use crate::{OpError, Run};
 
 /// What can stop a stage build.
 #[derive(Debug, thiserror::Error)]
@@ -48,12 +47,8 @@ pub enum BuildError {
     /// A per-arch stage asked for without GPU families (bad input).
     #[error("stage {0} is per-arch: it needs GPU families")]
     PerArchNeedsFamilies(String),
-    #[error("{what}")]
-    Io { what: String, source: std::io::Error },
-    #[error("{what}")]
-    Store { what: String, source: StoreError },
     #[error(transparent)]
-    Key(#[from] KeyError),
+    Op(#[from] OpError),
     #[error("running {program} (is it installed?)")]
     Spawn { program: String, source: std::io::Error },
     /// A build tool failed: its log and the log's last lines when it wrote to one.
@@ -67,12 +62,6 @@ pub enum BuildError {
     NoArtifacts { stage: String, dir: PathBuf },
     #[error(transparent)]
     Transfer(#[from] TransferError),
-}
-
-impl BuildError {
-    fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
-        move |source| Self::Io { what: what.into(), source }
-    }
 }
 
 /// How a stage build shows its progress.
@@ -160,7 +149,7 @@ fn check_families(source_dir: &Path, families: &[String]) -> Result<(), BuildErr
 fn family_table(source_dir: &Path) -> Result<AmdgpuTargets, BuildError> {
     let own = source_dir.join("cmake/therock_amdgpu_targets.cmake");
     if own.is_file() {
-        let text = std::fs::read_to_string(&own).map_err(BuildError::io(format!("reading {}", own.display())))?;
+        let text = std::fs::read_to_string(&own).map_err(crate::io(format!("reading {}", own.display())))?;
         return AmdgpuTargets::parse_cmake(&text, &own.display().to_string()).map_err(BuildError::FamilyTable);
     }
     Ok(AmdgpuTargets::builtin())
@@ -178,8 +167,7 @@ pub async fn build_stage(
     let per_arch = opts.check(&run.topology)?;
     let family = per_arch.then(|| opts.families.join(";"));
     let stage = opts.stage.as_str();
-    std::fs::create_dir_all(&opts.build_dir)
-        .map_err(BuildError::io(format!("creating {}", opts.build_dir.display())))?;
+    std::fs::create_dir_all(&opts.build_dir).map_err(crate::io(format!("creating {}", opts.build_dir.display())))?;
     let gpus = GpuSelection {
         families: opts.families.clone(),
         generic_only: opts.families.is_empty(),
@@ -195,7 +183,7 @@ pub async fn build_stage(
         artifacts,
     };
     if reuse && let Some(outputs) = stamp::reusable(run, &opts.build_dir, &inputs).await? {
-        tracing::info!(stage, family = ?family, "inputs unchanged and outputs staged: reused");
+        tracing::info!(stage = %stage, family = ?family, "inputs unchanged and outputs staged: reused");
         return Ok(report(Status::Reused, BTreeMap::new(), outputs));
     }
     let log = progress.live().then(|| opts.build_dir.join("quarry-build.log"));
@@ -210,7 +198,7 @@ pub async fn build_stage(
     stamp::write(&opts.build_dir, inputs, &outputs)?;
     if !progress.live() {
         for (name, seconds) in &steps.times {
-            tracing::info!(stage, family = ?family, step = name, seconds, "step done");
+            tracing::info!(stage = %stage, family = ?family, step = name, seconds, "step done");
         }
     }
     Ok(report(Status::Built, steps.times, outputs))
@@ -291,8 +279,7 @@ async fn configure(run: &Run, opts: &BuildOptions, log: Option<&Path>) -> Result
 async fn build(opts: &BuildOptions, log: Option<&Path>) -> Result<(), BuildError> {
     let artifacts_dir = opts.build_dir.join("artifacts");
     if artifacts_dir.exists() {
-        std::fs::remove_dir_all(&artifacts_dir)
-            .map_err(BuildError::io(format!("clearing {}", artifacts_dir.display())))?;
+        std::fs::remove_dir_all(&artifacts_dir).map_err(crate::io(format!("clearing {}", artifacts_dir.display())))?;
     }
     let args: Vec<String> = vec![
         "--build".into(),

@@ -30,10 +30,7 @@ pub(super) async fn inbound_digests(
     gpus: &GpuSelection,
 ) -> Result<BTreeMap<String, String>, BuildError> {
     let wanted = run.topology.inbound(stage).map_err(|source| BuildError::Stage { stage: stage.to_owned(), source })?;
-    let listed = run
-        .listed(&run.prefix)
-        .await
-        .map_err(|source| BuildError::Store { what: format!("listing {}", run.prefix), source })?;
+    let listed = run.listed(&run.prefix).await.map_err(crate::store(format!("listing {}", run.prefix)))?;
     let mut out = BTreeMap::new();
     for (name, format) in select(&listed, &wanted, gpus, &BTreeSet::new()) {
         let file = name.archive_name(format);
@@ -42,7 +39,7 @@ pub(super) async fn inbound_digests(
             Err(_) => {
                 let key = run.key(&file)?;
                 let head = run.store.head(&key).await;
-                head.map_err(|source| BuildError::Store { what: format!("reading {key}"), source })?.etag
+                head.map_err(crate::store(format!("reading {key}")))?.etag
             }
         };
         out.insert(file, sha);
@@ -66,7 +63,7 @@ pub(super) async fn reusable(
         match run.store.head(&key).await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => return Ok(None),
-            Err(source) => return Err(BuildError::Store { what: format!("reading {key}"), source }),
+            Err(e) => return Err(crate::store(format!("reading {key}"))(e).into()),
         }
     }
     Ok(Some(stamp.outputs))
@@ -77,7 +74,8 @@ pub(super) fn write(build_dir: &Path, inputs: BTreeMap<String, String>, outputs:
     let path = build_dir.join(STAMP);
     let stamp = Stamp { inputs, outputs: outputs.to_vec() };
     let text = serde_json::to_vec_pretty(&stamp).map_err(std::io::Error::from);
-    text.and_then(|text| std::fs::write(&path, text)).map_err(BuildError::io(format!("writing {}", path.display())))
+    text.and_then(|text| std::fs::write(&path, text)).map_err(crate::io(format!("writing {}", path.display())))?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -91,5 +89,29 @@ mod tests {
         write(dir.path(), inputs.clone(), &["b_lib_generic.tar.zst".to_owned()]).unwrap();
         let stamp: Stamp = serde_json::from_str(&std::fs::read_to_string(dir.path().join(STAMP)).unwrap()).unwrap();
         assert_eq!(stamp, Stamp { inputs, outputs: vec!["b_lib_generic.tar.zst".into()] });
+    }
+
+    #[tokio::test]
+    async fn a_stage_is_reused_only_with_the_same_inputs_and_every_output_staged() {
+        use quarry_store::{PutOptions, StoreExt as _};
+        let dir = tempfile::tempdir().unwrap();
+        let location = crate::RunLocation {
+            run_id: "1".into(),
+            platform: "linux".into(),
+            local_staging_dir: None,
+            store: Some("memory://".into()),
+            github_repo: "ROCm/TheRock".into(),
+            release_type: "ci".into(),
+        };
+        let run = Run::open(&location, quarry_topology::Topology::default()).await.unwrap();
+        let inputs: BTreeMap<String, String> = [("a_lib_generic.tar.zst".to_owned(), "ab".repeat(32))].into();
+        let output = "b_lib_generic.tar.zst".to_owned();
+        assert_eq!(reusable(&run, dir.path(), &inputs).await.unwrap(), None, "no stamp");
+        write(dir.path(), inputs.clone(), std::slice::from_ref(&output)).unwrap();
+        assert_eq!(reusable(&run, dir.path(), &inputs).await.unwrap(), None, "output not staged");
+        run.store.put_bytes(&run.key(&output).unwrap(), "x".into(), PutOptions::default()).await.unwrap();
+        assert_eq!(reusable(&run, dir.path(), &inputs).await.unwrap(), Some(vec![output]));
+        let changed: BTreeMap<String, String> = [("a_lib_generic.tar.zst".to_owned(), "cd".repeat(32))].into();
+        assert_eq!(reusable(&run, dir.path(), &changed).await.unwrap(), None, "inputs changed");
     }
 }

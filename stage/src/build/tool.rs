@@ -12,7 +12,7 @@ pub(super) async fn run(program: &str, args: &[String], what: &str, log: Option<
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args).kill_on_drop(true);
     if let Some(log) = log {
-        let opening = || BuildError::io(format!("opening {}", log.display()));
+        let opening = || crate::io(format!("opening {}", log.display()));
         let file = std::fs::OpenOptions::new().create(true).append(true).open(log).map_err(opening())?;
         cmd.stdout(file.try_clone().map_err(opening())?).stderr(file);
     } else {

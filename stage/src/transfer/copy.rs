@@ -9,7 +9,7 @@ use quarry_store::{Key, PutOptions};
 use quarry_topology::Topology;
 
 use super::{GpuSelection, TransferError, listed, select, stage_artifacts};
-use crate::{Run, error_chain};
+use crate::{OpError, Run, error_chain};
 
 /// What to copy.
 #[derive(Debug, Clone)]
@@ -90,12 +90,15 @@ pub async fn copy(run: &Run, plan: &CopyPlan, concurrency: usize) -> CopyReport 
 }
 
 async fn copy_one(run: &Run, from: String, to: String) -> Result<(), TransferError> {
-    let object =
-        run.store.get(&Key::new(from.clone())?, None).await.map_err(TransferError::store(format!("reading {from}")))?;
+    let object = run
+        .store
+        .get(&Key::new(from.clone()).map_err(OpError::from)?, None)
+        .await
+        .map_err(crate::store(format!("reading {from}")))?;
     let options = PutOptions { sha256: object.meta.sha256.clone(), ..PutOptions::default() };
     run.store
-        .put(&Key::new(to.clone())?, object.body, options)
+        .put(&Key::new(to.clone()).map_err(OpError::from)?, object.body, options)
         .await
-        .map_err(TransferError::store(format!("writing {to}")))?;
+        .map_err(crate::store(format!("writing {to}")))?;
     Ok(())
 }

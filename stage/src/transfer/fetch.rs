@@ -80,7 +80,7 @@ pub async fn fetch(run: &Run, opts: &FetchOptions) -> Result<FetchReport, Transf
         tracing::warn!(artifact = %name, "no archive in {} for this artifact", run.prefix);
     }
 
-    let creating = |dir: &Path| TransferError::io(format!("creating {}", dir.display()));
+    let creating = |dir: &Path| crate::io(format!("creating {}", dir.display()));
     std::fs::create_dir_all(&opts.output_dir).map_err(creating(&opts.output_dir))?;
     let (cache, keep_cache) = match &opts.download_cache_dir {
         Some(dir) => (dir.clone(), true),
@@ -168,7 +168,7 @@ async fn verified_download(run: &Run, key: &Key, side: &Key, to: &Path) -> Resul
                 .ok_or_else(|| TransferError::NoSha256(side.to_string()))?,
         ),
         Err(e) if e.is_not_found() => None,
-        Err(e) => return Err(TransferError::store(format!("reading {side}"))(e)),
+        Err(e) => return Err(crate::store(format!("reading {side}"))(e).into()),
     };
     let actual = download(run, key, to).await?;
     match expected {
@@ -183,13 +183,13 @@ async fn verified_download(run: &Run, key: &Key, side: &Key, to: &Path) -> Resul
 
 /// Streams an object into `to`, hashing on the way: its sha256.
 async fn download(run: &Run, key: &Key, to: &Path) -> Result<String, TransferError> {
-    let object = run.store.get(key, None).await.map_err(TransferError::store(format!("downloading {key}")))?;
-    let writing = || TransferError::io(format!("writing {}", to.display()));
+    let object = run.store.get(key, None).await.map_err(crate::store(format!("downloading {key}")))?;
+    let writing = || crate::io(format!("writing {}", to.display()));
     let mut file = tokio::fs::File::create(to).await.map_err(writing())?;
     let mut body = object.body;
     let mut hash = quarry_store::Sha256Hex::default();
     while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(TransferError::io(format!("reading {key}")))?;
+        let chunk = chunk.map_err(crate::io(format!("reading {key}")))?;
         hash.update(&chunk);
         tokio::io::AsyncWriteExt::write_all(&mut file, &chunk).await.map_err(writing())?;
     }

@@ -14,7 +14,6 @@ mod unpack;
 use std::collections::{BTreeMap, BTreeSet};
 
 use quarry_artifacts::{ArchiveFormat, ArtifactError, ArtifactName, COMPONENTS};
-use quarry_store::{KeyError, StoreError};
 use quarry_topology::{Topology, TopologyError};
 
 pub use copy::{CopyOptions, CopyPlan, CopyReport, copy, copy_plan};
@@ -22,8 +21,8 @@ pub use fetch::{FetchOptions, FetchReport, fetch};
 pub use push::{PushOptions, PushReport, push};
 pub use unpack::unpack_all;
 
-use crate::Run;
 use crate::run::RunError;
+use crate::{OpError, Run};
 
 /// What can stop a push, fetch or copy as a whole (single artifacts fail into the reports).
 #[derive(Debug, thiserror::Error)]
@@ -35,12 +34,8 @@ pub enum TransferError {
     UnknownArtifact(String),
     #[error("excluded component {component:?} is not one of {}", COMPONENTS.join(", "))]
     UnknownComponent { component: String },
-    #[error("{what}")]
-    Io { what: String, source: std::io::Error },
-    #[error("{what}")]
-    Store { what: String, source: StoreError },
     #[error(transparent)]
-    Key(#[from] KeyError),
+    Op(#[from] OpError),
     #[error("{what}")]
     Artifact { what: String, source: ArtifactError },
     #[error("{key}: sha256 {actual} does not match its sidecar's {expected}")]
@@ -55,16 +50,6 @@ pub enum TransferError {
     Join(#[from] tokio::task::JoinError),
     #[error(transparent)]
     Run(#[from] RunError),
-}
-
-impl TransferError {
-    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
-        move |source| Self::Io { what: what.into(), source }
-    }
-
-    pub(crate) fn store(what: impl Into<String>) -> impl FnOnce(StoreError) -> Self {
-        move |source| Self::Store { what: what.into(), source }
-    }
 }
 
 /// Which GPU-specific archives to take besides the generic ones.
@@ -133,7 +118,7 @@ pub fn select(
 
 /// The run's file names (`what failed` names the listing).
 async fn listed(run: &Run, prefix: &str) -> Result<Vec<String>, TransferError> {
-    run.listed(prefix).await.map_err(TransferError::store(format!("listing {prefix}")))
+    Ok(run.listed(prefix).await.map_err(crate::store(format!("listing {prefix}")))?)
 }
 
 #[cfg(test)]

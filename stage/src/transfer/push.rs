@@ -58,7 +58,7 @@ pub struct PushReport {
 pub async fn push(run: &Run, opts: &PushOptions) -> Result<PushReport, TransferError> {
     let wanted = opts.artifacts(&run.topology)?;
     let cache = opts.build_dir.join(".upload_cache");
-    std::fs::create_dir_all(&cache).map_err(TransferError::io(format!("creating {}", cache.display())))?;
+    std::fs::create_dir_all(&cache).map_err(crate::io(format!("creating {}", cache.display())))?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
     let archive = ArchiveOptions { format: opts.format, level: opts.level, threads, mtime: opts.mtime };
     let (to_archive, mut ready) = scan(&opts.build_dir.join("artifacts"), &opts.stage, &wanted)?;
@@ -73,13 +73,8 @@ pub async fn push(run: &Run, opts: &PushOptions) -> Result<PushReport, TransferE
         .collect()
         .await;
     let mut failures = Vec::new();
-    for result in archived {
-        match result {
-            Ok((name, path)) => {
-                ready.insert(name, (opts.format, path));
-            }
-            Err(e) => failures.push(error_chain(&e)),
-        }
+    for (name, path) in successes(archived, &mut failures) {
+        ready.insert(name, (opts.format, path));
     }
     progress!(opts.quiet, seconds = started.elapsed().as_secs_f64(), "archived");
     let uploads: Vec<Result<Moved, TransferError>> = futures_util::stream::iter(ready)
@@ -87,15 +82,21 @@ pub async fn push(run: &Run, opts: &PushOptions) -> Result<PushReport, TransferE
         .buffer_unordered(opts.upload_concurrency.max(1))
         .collect()
         .await;
-    let mut pushed = Vec::new();
-    for result in uploads {
+    let mut pushed = successes(uploads, &mut failures);
+    pushed.sort_by(|a, b| a.file.cmp(&b.file));
+    Ok(PushReport { pushed, failures })
+}
+
+/// The successes; each failure's chain goes to `failures`.
+fn successes<T>(results: Vec<Result<T, TransferError>>, failures: &mut Vec<String>) -> Vec<T> {
+    let mut ok = Vec::new();
+    for result in results {
         match result {
-            Ok(m) => pushed.push(m),
+            Ok(value) => ok.push(value),
             Err(e) => failures.push(error_chain(&e)),
         }
     }
-    pushed.sort_by(|a, b| a.file.cmp(&b.file));
-    Ok(PushReport { pushed, failures })
+    ok
 }
 
 type Ready = BTreeMap<ArtifactName, (ArchiveFormat, PathBuf)>;
@@ -106,7 +107,7 @@ fn scan(
     stage: &str,
     wanted: &BTreeSet<String>,
 ) -> Result<(Vec<(ArtifactName, PathBuf)>, Ready), TransferError> {
-    let reading = || TransferError::io(format!("reading {}", source.display()));
+    let reading = || crate::io(format!("reading {}", source.display()));
     let mut to_archive = Vec::new();
     let mut ready = Ready::new();
     for entry in std::fs::read_dir(source).map_err(reading())? {
@@ -135,7 +136,7 @@ fn archive_one(
     path: PathBuf,
     opts: &ArchiveOptions,
 ) -> Result<(ArtifactName, PathBuf), TransferError> {
-    let writing = || TransferError::io(format!("writing {}", path.display()));
+    let writing = || crate::io(format!("writing {}", path.display()));
     let tmp = tempfile::NamedTempFile::new_in(path.parent().unwrap_or(Path::new("."))).map_err(writing())?;
     let (writer, _) = write_archive(dir, std::io::BufWriter::new(tmp), opts)
         .map_err(|source| TransferError::Artifact { what: format!("archiving {}", dir.display()), source })?;
@@ -153,17 +154,17 @@ async fn upload_archive(
     path: &Path,
 ) -> Result<Moved, TransferError> {
     let file = name.archive_name(format);
-    let reading = || TransferError::io(format!("reading {}", path.display()));
+    let reading = || crate::io(format!("reading {}", path.display()));
     let (size, sha256) = quarry_store::hash_file(path).await.map_err(reading())?;
     let key = run.key(&file)?;
     let body = tokio::fs::File::open(path).await.map_err(reading())?;
     let body: quarry_store::ByteStream = Box::pin(tokio_util::io::ReaderStream::with_capacity(body, 1 << 20));
     let options = PutOptions { sha256: Some(sha256.clone()), ..PutOptions::default() };
-    run.store.put(&key, body, options).await.map_err(TransferError::store(format!("uploading {key}")))?;
+    run.store.put(&key, body, options).await.map_err(crate::store(format!("uploading {key}")))?;
     let side = run.key(&sidecar::sidecar_name(&file))?;
     run.store
         .put_bytes(&side, sidecar::render(&sha256).into(), PutOptions::default())
         .await
-        .map_err(TransferError::store(format!("uploading {side}")))?;
+        .map_err(crate::store(format!("uploading {side}")))?;
     Ok(Moved { artifact: name.to_string(), file, size, sha256 })
 }

@@ -17,7 +17,7 @@ use super::TransferError;
 use crate::error_chain;
 
 fn open(path: &Path) -> Result<std::io::BufReader<std::fs::File>, TransferError> {
-    let file = std::fs::File::open(path).map_err(TransferError::io(format!("opening {}", path.display())))?;
+    let file = std::fs::File::open(path).map_err(crate::io(format!("opening {}", path.display())))?;
     Ok(std::io::BufReader::new(file))
 }
 
@@ -74,4 +74,58 @@ pub fn unpack_all(
         }
     }
     Ok(errors)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use quarry_artifacts::{ArchiveOptions, write_archive};
+
+    /// An archive of `files` (and `links`) under the root `proj/stage`.
+    fn archive(dir: &Path, name: &str, files: &[(&str, &str)], links: &[(&str, &str)]) -> PathBuf {
+        let src = dir.join("src").join(name);
+        for (path, text) in files {
+            let path = src.join("proj/stage").join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        for (path, target) in links {
+            std::os::unix::fs::symlink(target, src.join("proj/stage").join(path)).unwrap();
+        }
+        std::fs::write(src.join("artifact_manifest.txt"), "proj/stage\n").unwrap();
+        let out = dir.join(format!("{name}.tar.zst"));
+        let opts = ArchiveOptions::new(ArchiveFormat::Zstd);
+        write_archive(&src, std::fs::File::create(&out).unwrap(), &opts).unwrap();
+        out
+    }
+
+    #[test]
+    fn archives_sharing_a_root_both_land_with_links_made_last() {
+        let tmp = tempfile::tempdir().unwrap();
+        let lib = archive(tmp.path(), "a_lib_generic", &[("lib/liba.so.1", "elf")], &[("lib/liba.so", "liba.so.1")]);
+        let dev = archive(tmp.path(), "a_dev_generic", &[("include/a.h", "int a;")], &[]);
+        let broken = tmp.path().join("b_lib_generic.tar.zst");
+        std::fs::write(&broken, b"not zstd").unwrap();
+        let name = |n: &str| ArtifactName::parse_dir(n).unwrap();
+        let archives =
+            vec![(name("a_dev_generic"), ArchiveFormat::Zstd, dev), (name("a_lib_generic"), ArchiveFormat::Zstd, lib)];
+
+        let out = tmp.path().join("boot");
+        std::fs::create_dir_all(out.join("proj/stage/stale")).unwrap();
+        assert!(unpack_all(&archives, &out, ExtractMode::Bootstrap, 2).unwrap().is_empty());
+        let stage = out.join("proj/stage");
+        assert!(!stage.join("stale").exists(), "bootstrap wipes the root first");
+        assert_eq!(std::fs::read_to_string(stage.join("include/a.h")).unwrap(), "int a;");
+        assert_eq!(std::fs::read_link(stage.join("lib/liba.so")).unwrap(), Path::new("liba.so.1"));
+        assert_eq!(std::fs::read_to_string(stage.join("lib/liba.so")).unwrap(), "elf");
+
+        let tree = tmp.path().join("tree");
+        let mut with_broken = archives.clone();
+        with_broken.push((name("b_lib_generic"), ArchiveFormat::Zstd, broken));
+        let errors = unpack_all(&with_broken, &tree, ExtractMode::Tree, 1).unwrap();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].starts_with("b_lib_generic.tar.zst: "), "{errors:?}");
+        assert!(tree.join("artifacts/a_lib_generic/proj/stage/lib/liba.so.1").is_file());
+        assert!(tree.join("artifacts/a_dev_generic/proj/stage/include/a.h").is_file());
+    }
 }
