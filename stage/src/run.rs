@@ -84,9 +84,11 @@ impl RunLocation {
 /// An opened run: the store, the run's key prefix and the topology its stages come from.
 #[derive(Debug, Clone)]
 pub struct Run {
+    /// The store holding the run's artifacts.
     pub store: Arc<dyn Store>,
     /// `{run}-{platform}/` (under the store's base prefix and external-repo folder).
     pub prefix: String,
+    /// The topology the run's stages and artifacts come from.
     pub topology: Topology,
     /// Where it was opened from.
     pub location: RunLocation,

@@ -1,7 +1,7 @@
 //! A stage end to end (fetch inbound artifacts with bootstrap → `cmake -G Ninja` with the
 //! stage's arguments → `cmake --build` of `stage-<S>` and `therock-artifacts` → push what it
 //! produced), and the whole topology in dependency order through one run, per-arch stages
-//! fanned out per family ([`pipeline`]).
+//! fanned out per family ([`plan`], [`run_pipeline`]).
 //!
 //! A stage build records what it was built from in `<build-dir>/.quarry-stage.json` (the
 //! sha256 of every inbound archive and the archives it pushed). A build with reuse skips a stage
@@ -77,11 +77,13 @@ pub trait BuildProgress: Send + Sync {
 /// One stage to build.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildOptions {
+    /// The stage to build.
     pub stage: String,
     /// GPU families for `-DTHEROCK_AMDGPU_FAMILIES` and the per-arch artifacts to fetch.
     pub families: Vec<String>,
     /// The superproject.
     pub source_dir: PathBuf,
+    /// The stage's build tree (fetched inputs, CMake, `artifacts/`, the stamp).
     pub build_dir: PathBuf,
     /// More CMake arguments, after the stage's.
     pub extra_cmake_args: Vec<String>,
@@ -112,7 +114,9 @@ impl BuildOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
+    /// Fetched, configured, built and pushed.
     Built,
+    /// Skipped: inputs unchanged and outputs still staged.
     Reused,
 }
 
@@ -129,9 +133,13 @@ impl Status {
 /// What one stage build did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct StageReport {
+    /// The stage built.
     pub stage: String,
+    /// Its family (`a;b` for several), for a per-arch stage.
     pub family: Option<String>,
+    /// Built or reused.
     pub status: Status,
+    /// Wall time of the whole build.
     pub seconds: f64,
     /// Seconds per step: fetch, configure, build, push.
     pub steps: BTreeMap<&'static str, f64>,

@@ -34,6 +34,7 @@ pub struct PipelineOptions {
 pub struct Job {
     /// `stage`, or `stage [family]` for a per-arch one.
     pub label: String,
+    /// The build it runs.
     pub build: BuildOptions,
     /// Indices of the jobs this one fetches from.
     pub deps: Vec<usize>,

@@ -18,7 +18,9 @@ pub struct CopyOptions {
     pub source_run_id: String,
     /// Stages whose produced artifacts are copied.
     pub stages: Vec<String>,
+    /// Which GPU-specific archives to take.
     pub gpus: GpuSelection,
+    /// Files copied at once.
     pub concurrency: usize,
 }
 
@@ -37,14 +39,18 @@ impl CopyOptions {
 /// archive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CopyPlan {
+    /// The source run's key prefix.
     pub source_prefix: String,
+    /// File names to copy.
     pub files: Vec<String>,
 }
 
 /// What a copy did: files copied (sorted) and one line per failure.
 #[derive(Debug, Clone, Default)]
 pub struct CopyReport {
+    /// File names copied.
     pub copied: Vec<String>,
+    /// `file: error` per file not copied.
     pub failures: Vec<String>,
 }
 

@@ -19,12 +19,15 @@ use crate::{Run, error_chain};
 pub struct FetchOptions {
     /// The stage whose inbound artifacts are fetched (`all`: every topology artifact).
     pub stage: String,
+    /// Which GPU-specific archives to take.
     pub gpus: GpuSelection,
+    /// Where archives are unpacked (or downloaded, without extraction).
     pub output_dir: PathBuf,
     /// How to unpack; `None` downloads only (archives land in `output_dir`).
     pub extract: Option<ExtractMode>,
     /// Keep downloads here (default: `<output-dir>/.download_cache`, deleted afterwards).
     pub download_cache_dir: Option<PathBuf>,
+    /// Downloads at once.
     pub download_concurrency: usize,
     /// Archives unpacked at once (default: the number of CPUs).
     pub extract_concurrency: Option<usize>,

@@ -69,9 +69,13 @@ pub struct GpuSelection {
 /// One archive moved: the artifact, the file name in the run, its size and sha256.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Moved {
+    /// `{name}_{component}_{target}`.
     pub artifact: String,
+    /// The archive's file name in the run.
     pub file: String,
+    /// Its size in bytes.
     pub size: u64,
+    /// Its sha256 (hex).
     pub sha256: String,
 }
 

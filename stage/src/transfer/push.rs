@@ -28,6 +28,7 @@ pub struct PushOptions {
     /// Artifacts are read from `<build-dir>/artifacts/`, archives written to
     /// `<build-dir>/.upload_cache/`.
     pub build_dir: PathBuf,
+    /// `.tar.zst` or `.tar.xz`.
     pub format: ArchiveFormat,
     /// zstd 1–22 (default 3), xz 0–9 (default 6).
     pub level: Option<i32>,
@@ -35,6 +36,7 @@ pub struct PushOptions {
     pub mtime: u64,
     /// Archives written at once (each zstd archive also uses every core).
     pub compress_concurrency: usize,
+    /// Uploads at once.
     pub upload_concurrency: usize,
     /// Progress lines at debug level.
     pub quiet: bool,
@@ -50,7 +52,9 @@ impl PushOptions {
 /// What a push did: archives pushed (by file name) and one line per failure.
 #[derive(Debug, Clone, Default)]
 pub struct PushReport {
+    /// Archives pushed, by file name.
     pub pushed: Vec<Moved>,
+    /// One line per artifact not archived or uploaded.
     pub failures: Vec<String>,
 }
 
