@@ -3,11 +3,11 @@
 //! LINUX_AMDGPU_FAMILIES, …; every one also a flag), diffs the commit for path filters, and
 //! writes the same `$GITHUB_OUTPUT` variables byte for byte, or prints them as JSON.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use quarry_ci::{FirstPicker, GitContext, Inputs, Matrix, Picker, SeededPicker, comma_list};
+use quarry_stage::load_topology;
 
 use super::UsageError;
 
@@ -24,6 +24,13 @@ enum CiCommand {
 }
 
 const NULL_SHA: &str = "0000000000000000000000000000000000000000";
+
+/// `--runner-pick`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RunnerPick {
+    Seeded,
+    First,
+}
 
 #[derive(Debug, clap::Args)]
 struct MatrixArgs {
@@ -90,8 +97,8 @@ struct MatrixArgs {
     repo: PathBuf,
     /// How a runner is chosen from a weighted pool: `seeded` (by weight, the same for a run id)
     /// or `first` (always the first label).
-    #[arg(long, default_value = "seeded", value_parser = ["seeded", "first"])]
-    runner_pick: String,
+    #[arg(long, value_enum, default_value_t = RunnerPick::Seeded)]
+    runner_pick: RunnerPick,
     /// Print the outputs as one JSON object on stdout (also done when GITHUB_OUTPUT is unset).
     #[arg(long)]
     json: bool,
@@ -214,41 +221,24 @@ fn matrix(args: MatrixArgs) -> anyhow::Result<()> {
     };
     let inputs = inputs(&args)?;
     let stages = if comma_list(&inputs.prebuilt_stages).iter().any(|s| s == "all") {
-        let text = std::fs::read_to_string(&args.topology).with_context(|| {
-            format!("--prebuilt-stages all needs the topology: reading {}", args.topology.display())
-        })?;
-        quarry_topology::Topology::parse(&text).map_err(|e| UsageError::new(e.to_string()))?.stage_file_order
+        load_topology(&args.topology).context("--prebuilt-stages all needs the topology")?.stage_file_order
     } else {
         Vec::new()
     };
     let git = git_context(&args, &inputs)?;
     let mut seeded = SeededPicker::new(&inputs.run_id);
     let mut first = FirstPicker;
-    let picker: &mut dyn Picker = if args.runner_pick == "first" { &mut first } else { &mut seeded };
+    let picker: &mut dyn Picker = if args.runner_pick == RunnerPick::First { &mut first } else { &mut seeded };
     let outputs =
         quarry_ci::configure(&data, &inputs, &git, &stages, picker).map_err(|e| UsageError::new(e.to_string()))?;
     for note in &outputs.notes {
         tracing::info!("{note}");
     }
-    let github_output = std::env::var_os("GITHUB_OUTPUT").filter(|p| !p.is_empty());
-    if let Some(path) = &github_output {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("opening GITHUB_OUTPUT {}", Path::new(path).display()))?;
-        for (key, value) in outputs.github_output() {
-            writeln!(file, "{key}={value}")?;
-        }
-    }
-    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
-        file.write_all(outputs.summary().as_bytes())?;
-    }
-    if args.json || github_output.is_none() {
-        let mut out = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut out, &outputs.to_json())?;
-        writeln!(out)?;
+    let lines: String = outputs.github_output().into_iter().map(|(key, value)| format!("{key}={value}\n")).collect();
+    let written = super::append_to_github_file("GITHUB_OUTPUT", &lines)?;
+    super::append_to_github_file("GITHUB_STEP_SUMMARY", &outputs.summary())?;
+    if args.json || !written {
+        super::artifacts::print_json(&outputs.to_json())?;
     }
     Ok(())
 }

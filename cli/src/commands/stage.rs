@@ -5,8 +5,11 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use quarry_stage::load_topology;
+use quarry_topology::Platform;
 use quarry_topology::configure::{ConfigureOptions, cmake_args, pip_install_args, render};
-use quarry_topology::{Platform, Topology};
+
+use super::artifacts::{PlatformArg, print_json};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct StageArgs {
@@ -45,8 +48,8 @@ struct ConfigureArgs {
     #[arg(long, default_value = "")]
     dist_amdgpu_families: String,
     /// linux or windows (default: this machine's).
-    #[arg(long, value_parser = ["linux", "windows"])]
-    platform: Option<String>,
+    #[arg(long, value_enum)]
+    platform: Option<PlatformArg>,
     /// Add the manylinux container's Python executables.
     #[arg(long)]
     manylinux: bool,
@@ -69,15 +72,10 @@ struct ConfigureArgs {
 
 pub(crate) async fn run(args: StageArgs) -> anyhow::Result<()> {
     let command = match args.command {
-        StageCommand::Build(mut build) => {
-            build.set_topology(args.topology);
-            return super::pipeline::stage_build(build).await;
-        }
+        StageCommand::Build(build) => return super::pipeline::stage_build(build, &args.topology).await,
         other => other,
     };
-    let text =
-        std::fs::read_to_string(&args.topology).with_context(|| format!("reading {}", args.topology.display()))?;
-    let topology = Topology::parse(&text)?;
+    let topology = load_topology(&args.topology)?;
     let mut out = std::io::stdout().lock();
     match command {
         StageCommand::List => {
@@ -91,11 +89,7 @@ pub(crate) async fn run(args: StageArgs) -> anyhow::Result<()> {
             let produced = topology.produced(&stage)?;
             let inbound = topology.inbound(&stage)?;
             if json {
-                serde_json::to_writer_pretty(
-                    &mut out,
-                    &serde_json::json!({"stage": stage, "produced": produced, "inbound": inbound}),
-                )?;
-                writeln!(out)?;
+                print_json(&serde_json::json!({"stage": stage, "produced": produced, "inbound": inbound}))?;
             } else {
                 writeln!(out, "produced: {}", produced.into_iter().collect::<Vec<_>>().join(" "))?;
                 writeln!(out, "inbound: {}", inbound.into_iter().collect::<Vec<_>>().join(" "))?;
@@ -103,12 +97,8 @@ pub(crate) async fn run(args: StageArgs) -> anyhow::Result<()> {
         }
         StageCommand::Build(_) => {}
         StageCommand::Configure(c) => {
-            let platform = match c.platform.as_deref() {
-                Some("windows") => Platform::Windows,
-                Some(_) => Platform::Linux,
-                None if cfg!(windows) => Platform::Windows,
-                None => Platform::Linux,
-            };
+            let host = if cfg!(windows) { Platform::Windows } else { Platform::Linux };
+            let platform = c.platform.map_or(host, Platform::from);
             let oneline = c.oneline || c.gha_output;
             let options = ConfigureOptions {
                 amdgpu_families: c.amdgpu_families,
@@ -120,11 +110,11 @@ pub(crate) async fn run(args: StageArgs) -> anyhow::Result<()> {
             };
             let text = render(&cmake_args(&topology, &c.stage, &options)?, oneline);
             if c.gha_output {
-                let path = std::env::var("GITHUB_OUTPUT").context("--gha-output needs GITHUB_OUTPUT")?;
                 let pip = pip_install_args(&topology, &c.stage)?.join(" ");
-                let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
-                writeln!(file, "cmake_args={text}")?;
-                writeln!(file, "pip_install_cmd={pip}")?;
+                let lines = format!("cmake_args={text}\npip_install_cmd={pip}\n");
+                if !super::append_to_github_file("GITHUB_OUTPUT", &lines)? {
+                    anyhow::bail!("--gha-output needs GITHUB_OUTPUT");
+                }
             } else if let Some(path) = &c.output_cmake_args {
                 std::fs::write(path, format!("{text}\n")).with_context(|| format!("writing {}", path.display()))?;
                 tracing::info!("wrote CMake arguments to {}", path.display());

@@ -1,0 +1,323 @@
+//! A stage end to end (fetch inbound artifacts with bootstrap → `cmake -G Ninja` with the
+//! stage's arguments → `cmake --build` of `stage-<S>` and `therock-artifacts` → push what it
+//! produced), and the whole topology in dependency order through one run, per-arch stages
+//! fanned out per family ([`plan`], [`run_pipeline`]).
+//!
+//! A stage build records what it was built from in `<build-dir>/.quarry-stage.json` (the
+//! sha256 of every inbound archive and the archives it pushed). A build with reuse skips a stage
+//! whose inputs are unchanged and whose outputs are all still staged, so a second pipeline run
+//! with nothing changed builds nothing, and deleting one family's artifact rebuilds only the
+//! stage that produced it and whatever its new output changes downstream.
+
+mod pipeline;
+mod stamp;
+mod tool;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use quarry_artifacts::{ArchiveFormat, ExtractMode};
+use quarry_topology::configure::{ConfigureOptions, cmake_args};
+use quarry_topology::families::AmdgpuTargets;
+use quarry_topology::platform::cmake_path;
+use quarry_topology::{Platform, StageType, Topology, TopologyError};
+
+pub use pipeline::{Job, PipelineError, PipelineOptions, PipelineProgress, plan, run_pipeline};
+
+use crate::transfer::{self, FetchOptions, GpuSelection, PushOptions, TransferError};
+use crate::{OpError, Run};
+
+/// What can stop a stage build.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// An unknown stage, or one the topology cannot configure (bad input).
+    #[error("stage {stage}")]
+    Stage { stage: String, source: TopologyError },
+    /// Unknown GPU family names (bad input).
+    #[error("checking GPU families")]
+    Families(#[source] TopologyError),
+    /// The superproject's own family table does not parse (bad input).
+    #[error("the GPU family table")]
+    FamilyTable(#[source] TopologyError),
+    /// The topology's builds could not be planned (bad input).
+    #[error("planning the builds")]
+    Plan(#[source] TopologyError),
+    /// A per-arch stage asked for without GPU families (bad input).
+    #[error("stage {0} is per-arch: it needs GPU families")]
+    PerArchNeedsFamilies(String),
+    #[error(transparent)]
+    Op(#[from] OpError),
+    #[error("running {program} (is it installed?)")]
+    Spawn { program: String, source: std::io::Error },
+    /// A build tool failed: its log and the log's last lines when it wrote to one.
+    #[error("{what} failed ({status}){log}{tail}")]
+    Tool { what: String, status: std::process::ExitStatus, log: String, tail: String },
+    #[error("fetching {stage}'s inputs:\n  {}", failures.join("\n  "))]
+    Fetch { stage: String, failures: Vec<String> },
+    #[error("pushing {stage}'s artifacts:\n  {}", failures.join("\n  "))]
+    Push { stage: String, failures: Vec<String> },
+    #[error("stage {stage} produced no artifacts in {}", dir.display())]
+    NoArtifacts { stage: String, dir: PathBuf },
+    #[error(transparent)]
+    Transfer(#[from] TransferError),
+}
+
+/// How a stage build shows its progress.
+pub trait BuildProgress: Send + Sync {
+    /// A live view owns the terminal: build tools then write to `<build-dir>/quarry-build.log`
+    /// and push's progress lines go to debug level.
+    fn live(&self) -> bool;
+    /// The build of `stage` (for `family`, when per-arch) moved on to `step`: `fetching
+    /// inputs`, `configuring`, `building` or `pushing`.
+    fn step(&self, stage: &str, family: Option<&str>, step: &str);
+}
+
+/// One stage to build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildOptions {
+    /// The stage to build.
+    pub stage: String,
+    /// GPU families for `-DTHEROCK_AMDGPU_FAMILIES` and the per-arch artifacts to fetch.
+    pub families: Vec<String>,
+    /// The superproject.
+    pub source_dir: PathBuf,
+    /// The stage's build tree (fetched inputs, CMake, `artifacts/`, the stamp).
+    pub build_dir: PathBuf,
+    /// More CMake arguments, after the stage's.
+    pub extra_cmake_args: Vec<String>,
+    /// The platform CMake's arguments and paths are written for.
+    pub platform: Platform,
+    /// Pushed archives' member modification time (`SOURCE_DATE_EPOCH`).
+    pub mtime: u64,
+}
+
+impl BuildOptions {
+    /// Checks the stage and families against the topology and the superproject's family
+    /// table before anything is written; `true` when the stage is per-arch.
+    pub fn check(&self, topology: &Topology) -> Result<bool, BuildError> {
+        let stage = topology.build_stages.get(&self.stage).ok_or_else(|| BuildError::Stage {
+            stage: self.stage.clone(),
+            source: topology.unknown_stage(&self.stage),
+        })?;
+        let per_arch = stage.kind == StageType::PerArch;
+        check_families(&self.source_dir, &self.families)?;
+        if per_arch && self.families.is_empty() {
+            return Err(BuildError::PerArchNeedsFamilies(self.stage.clone()));
+        }
+        Ok(per_arch)
+    }
+}
+
+/// Whether a stage was built or reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Fetched, configured, built and pushed.
+    Built,
+    /// Skipped: inputs unchanged and outputs still staged.
+    Reused,
+}
+
+impl Status {
+    /// `built` or `reused`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Built => "built",
+            Status::Reused => "reused",
+        }
+    }
+}
+
+/// What one stage build did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StageReport {
+    /// The stage built.
+    pub stage: String,
+    /// Its family (`a;b` for several), for a per-arch stage.
+    pub family: Option<String>,
+    /// Built or reused.
+    pub status: Status,
+    /// Wall time of the whole build.
+    pub seconds: f64,
+    /// Seconds per step: fetch, configure, build, push.
+    pub steps: BTreeMap<&'static str, f64>,
+    /// The archives the stage pushed.
+    pub artifacts: Vec<String>,
+}
+
+/// Refuses family names the superproject's table (or TheRock's) does not know.
+fn check_families(source_dir: &Path, families: &[String]) -> Result<(), BuildError> {
+    family_table(source_dir)?.check(families).map_err(BuildError::Families)
+}
+
+/// The family → targets table for a superproject: its own `cmake/therock_amdgpu_targets.cmake`
+/// when it has one, else the built-in one (TheRock's).
+fn family_table(source_dir: &Path) -> Result<AmdgpuTargets, BuildError> {
+    let own = source_dir.join("cmake/therock_amdgpu_targets.cmake");
+    if own.is_file() {
+        let text = std::fs::read_to_string(&own).map_err(crate::io(format!("reading {}", own.display())))?;
+        return AmdgpuTargets::parse_cmake(&text, &own.display().to_string()).map_err(BuildError::FamilyTable);
+    }
+    Ok(AmdgpuTargets::builtin())
+}
+
+/// Builds one stage of an opened run; with `reuse`, skips it when the stamp says nothing
+/// changed.
+pub async fn build_stage(
+    run: &Run,
+    opts: &BuildOptions,
+    reuse: bool,
+    progress: &dyn BuildProgress,
+) -> Result<StageReport, BuildError> {
+    let started = Instant::now();
+    let per_arch = opts.check(&run.topology)?;
+    let family = per_arch.then(|| opts.families.join(";"));
+    let stage = opts.stage.as_str();
+    std::fs::create_dir_all(&opts.build_dir).map_err(crate::io(format!("creating {}", opts.build_dir.display())))?;
+    let gpus = GpuSelection {
+        families: opts.families.clone(),
+        generic_only: opts.families.is_empty(),
+        ..GpuSelection::default()
+    };
+    let inputs = stamp::inbound_digests(run, stage, &gpus).await?;
+    let report = |status, steps, artifacts| StageReport {
+        stage: stage.to_owned(),
+        family: family.clone(),
+        status,
+        seconds: started.elapsed().as_secs_f64(),
+        steps,
+        artifacts,
+    };
+    if reuse && let Some(outputs) = stamp::reusable(run, &opts.build_dir, &inputs).await? {
+        tracing::info!(stage = %stage, family = ?family, "inputs unchanged and outputs staged: reused");
+        return Ok(report(Status::Reused, BTreeMap::new(), outputs));
+    }
+    let log = progress.live().then(|| opts.build_dir.join("quarry-build.log"));
+    if let Some(log) = &log {
+        let _ = std::fs::remove_file(log);
+    }
+    let mut steps = Steps { stage, family: family.as_deref(), progress, times: BTreeMap::new() };
+    steps.run("fetching inputs", "fetch", fetch_inputs(run, opts, gpus)).await?;
+    steps.run("configuring", "configure", configure(run, opts, log.as_deref())).await?;
+    steps.run("building", "build", build(opts, log.as_deref())).await?;
+    let outputs = steps.run("pushing", "push", push_outputs(run, opts, progress.live())).await?;
+    stamp::write(&opts.build_dir, inputs, &outputs)?;
+    if !progress.live() {
+        for (name, seconds) in &steps.times {
+            tracing::info!(stage = %stage, family = ?family, step = name, seconds, "step done");
+        }
+    }
+    Ok(report(Status::Built, steps.times, outputs))
+}
+
+/// The steps of one build: each announced, then timed.
+struct Steps<'a> {
+    stage: &'a str,
+    family: Option<&'a str>,
+    progress: &'a dyn BuildProgress,
+    times: BTreeMap<&'static str, f64>,
+}
+
+impl Steps<'_> {
+    async fn run<T>(
+        &mut self,
+        message: &str,
+        name: &'static str,
+        work: impl Future<Output = Result<T, BuildError>>,
+    ) -> Result<T, BuildError> {
+        self.progress.step(self.stage, self.family, message);
+        let started = Instant::now();
+        let value = work.await?;
+        self.times.insert(name, started.elapsed().as_secs_f64());
+        Ok(value)
+    }
+}
+
+/// Step 1: inbound artifacts, bootstrapped into the build tree.
+async fn fetch_inputs(run: &Run, opts: &BuildOptions, gpus: GpuSelection) -> Result<(), BuildError> {
+    let inbound =
+        run.topology.inbound(&opts.stage).map_err(|source| BuildError::Stage { stage: opts.stage.clone(), source })?;
+    if inbound.is_empty() {
+        return Ok(());
+    }
+    let fetch = FetchOptions {
+        stage: opts.stage.clone(),
+        gpus,
+        output_dir: opts.build_dir.clone(),
+        extract: Some(ExtractMode::Bootstrap),
+        download_cache_dir: None,
+        download_concurrency: 10,
+        extract_concurrency: None,
+        exclude_components: Vec::new(),
+        exclude_artifacts: Vec::new(),
+    };
+    let report = transfer::fetch(run, &fetch).await?;
+    if !report.failures.is_empty() {
+        return Err(BuildError::Fetch { stage: opts.stage.clone(), failures: report.failures });
+    }
+    Ok(())
+}
+
+/// Step 2: configure with the stage's arguments (CMake wants `B:/build`, not `B:\build`, on
+/// Windows).
+async fn configure(run: &Run, opts: &BuildOptions, log: Option<&Path>) -> Result<(), BuildError> {
+    let options = ConfigureOptions {
+        amdgpu_families: opts.families.join(";"),
+        platform: Some(opts.platform),
+        ..ConfigureOptions::default()
+    };
+    let mut args: Vec<String> = vec![
+        "-B".into(),
+        cmake_path(&opts.build_dir.display().to_string(), opts.platform),
+        "-S".into(),
+        cmake_path(&opts.source_dir.display().to_string(), opts.platform),
+        "-G".into(),
+        "Ninja".into(),
+    ];
+    let stage_args = cmake_args(&run.topology, &opts.stage, &options)
+        .map_err(|source| BuildError::Stage { stage: opts.stage.clone(), source })?;
+    args.extend(stage_args.into_iter().filter(|a| !a.starts_with('#') && !a.is_empty()));
+    args.extend(opts.extra_cmake_args.iter().cloned());
+    tool::run("cmake", &args, "cmake configure", log).await
+}
+
+/// Step 3: build the stage and lay out its artifacts (in a fresh `<build-dir>/artifacts/`).
+async fn build(opts: &BuildOptions, log: Option<&Path>) -> Result<(), BuildError> {
+    let artifacts_dir = opts.build_dir.join("artifacts");
+    if artifacts_dir.exists() {
+        std::fs::remove_dir_all(&artifacts_dir).map_err(crate::io(format!("clearing {}", artifacts_dir.display())))?;
+    }
+    let args: Vec<String> = vec![
+        "--build".into(),
+        opts.build_dir.display().to_string(),
+        "--target".into(),
+        format!("stage-{}", opts.stage),
+        "therock-artifacts".into(),
+    ];
+    tool::run("cmake", &args, "cmake --build", log).await
+}
+
+/// Step 4: push what the stage produced: the archives' file names.
+async fn push_outputs(run: &Run, opts: &BuildOptions, quiet: bool) -> Result<Vec<String>, BuildError> {
+    let push = PushOptions {
+        stage: opts.stage.clone(),
+        build_dir: opts.build_dir.clone(),
+        format: ArchiveFormat::Zstd,
+        level: None,
+        mtime: opts.mtime,
+        compress_concurrency: 2,
+        upload_concurrency: 10,
+        quiet,
+    };
+    let report = transfer::push(run, &push).await?;
+    if !report.failures.is_empty() {
+        return Err(BuildError::Push { stage: opts.stage.clone(), failures: report.failures });
+    }
+    let outputs: Vec<String> = report.pushed.into_iter().map(|m| m.file).collect();
+    if outputs.is_empty() {
+        return Err(BuildError::NoArtifacts { stage: opts.stage.clone(), dir: opts.build_dir.join("artifacts") });
+    }
+    Ok(outputs)
+}

@@ -1,0 +1,201 @@
+//! Fetch: the archives a stage needs, chosen from the run's listing, downloaded (three attempts,
+//! each checked against its sidecar) into a cache and unpacked; nothing is unpacked when any
+//! download failed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use quarry_artifacts::{ArchiveFormat, ArtifactName, COMPONENTS, ExtractMode, sidecar};
+use quarry_store::{Key, StoreExt as _};
+use quarry_topology::Topology;
+
+use super::{GpuSelection, Moved, TransferError, listed, select, stage_artifacts, unpack_all};
+use crate::{Run, error_chain};
+
+/// What to fetch and where to put it.
+#[derive(Debug, Clone)]
+pub struct FetchOptions {
+    /// The stage whose inbound artifacts are fetched (`all`: every topology artifact).
+    pub stage: String,
+    /// Which GPU-specific archives to take.
+    pub gpus: GpuSelection,
+    /// Where archives are unpacked (or downloaded, without extraction).
+    pub output_dir: PathBuf,
+    /// How to unpack; `None` downloads only (archives land in `output_dir`).
+    pub extract: Option<ExtractMode>,
+    /// Keep downloads here (default: `<output-dir>/.download_cache`, deleted afterwards).
+    pub download_cache_dir: Option<PathBuf>,
+    /// Downloads at once.
+    pub download_concurrency: usize,
+    /// Archives unpacked at once (default: the number of CPUs).
+    pub extract_concurrency: Option<usize>,
+    /// Components to leave out (`lib`, `run`, `dbg`, `dev`, `doc`, `test`).
+    pub exclude_components: Vec<String>,
+    /// Artifacts to leave out (names from the topology).
+    pub exclude_artifacts: Vec<String>,
+}
+
+impl FetchOptions {
+    /// The artifact names this fetch takes; an unknown stage, excluded artifact or component
+    /// is refused here.
+    pub fn artifacts(&self, topology: &Topology) -> Result<BTreeSet<String>, TransferError> {
+        let mut wanted = stage_artifacts(topology, &self.stage, true)?;
+        for name in &self.exclude_artifacts {
+            if !topology.artifacts.contains_key(name) {
+                return Err(TransferError::UnknownArtifact(name.clone()));
+            }
+            wanted.remove(name);
+        }
+        if let Some(bad) = self.exclude_components.iter().find(|c| !COMPONENTS.contains(&c.as_str())) {
+            return Err(TransferError::UnknownComponent { component: bad.clone() });
+        }
+        Ok(wanted)
+    }
+}
+
+/// What a fetch did.
+#[derive(Debug, Clone, Default)]
+pub struct FetchReport {
+    /// Archives downloaded, by file name.
+    pub fetched: Vec<Moved>,
+    /// One line per archive that failed to download, verify or unpack.
+    pub failures: Vec<String>,
+    /// Wanted artifacts the run has no archive of (those this platform does not build are not
+    /// missing).
+    pub not_in_run: Vec<String>,
+}
+
+/// Downloads, verifies and unpacks a stage's artifacts; per-archive failures are in the report.
+pub async fn fetch(run: &Run, opts: &FetchOptions) -> Result<FetchReport, TransferError> {
+    let wanted = opts.artifacts(&run.topology)?;
+    let excluded: BTreeSet<String> = opts.exclude_components.iter().cloned().collect();
+    let chosen = select(&listed(run, &run.prefix).await?, &wanted, &opts.gpus, &excluded);
+    let found: BTreeSet<&str> = chosen.keys().map(|n| n.name.as_str()).collect();
+    let not_in_run: Vec<String> = run
+        .topology
+        .built_on(&wanted, run.platform(), &BTreeSet::new())
+        .into_iter()
+        .filter(|w| !found.contains(w.as_str()))
+        .collect();
+    for name in &not_in_run {
+        tracing::warn!(artifact = %name, "no archive in {} for this artifact", run.prefix);
+    }
+
+    let creating = |dir: &Path| crate::io(format!("creating {}", dir.display()));
+    std::fs::create_dir_all(&opts.output_dir).map_err(creating(&opts.output_dir))?;
+    let (cache, keep_cache) = match &opts.download_cache_dir {
+        Some(dir) => (dir.clone(), true),
+        None if opts.extract.is_none() => (opts.output_dir.clone(), true),
+        None => (opts.output_dir.join(".download_cache"), false),
+    };
+    std::fs::create_dir_all(&cache).map_err(creating(&cache))?;
+    let (mut fetched, downloaded, mut failures) = download_all(run, &chosen, &cache, opts.download_concurrency).await;
+    if let Some(mode) = opts.extract
+        && failures.is_empty()
+    {
+        let out = opts.output_dir.clone();
+        let jobs =
+            opts.extract_concurrency.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from));
+        failures.extend(tokio::task::spawn_blocking(move || unpack_all(&downloaded, &out, mode, jobs)).await??);
+    }
+    if !keep_cache {
+        let _ = std::fs::remove_dir_all(&cache);
+    }
+    fetched.sort_by(|a, b| a.file.cmp(&b.file));
+    Ok(FetchReport { fetched, failures, not_in_run })
+}
+
+type Downloaded = Vec<(ArtifactName, ArchiveFormat, PathBuf)>;
+
+/// Downloads the chosen archives into `cache`: what was fetched, the files (sorted) and the
+/// failures.
+async fn download_all(
+    run: &Run,
+    chosen: &BTreeMap<ArtifactName, ArchiveFormat>,
+    cache: &Path,
+    concurrency: usize,
+) -> (Vec<Moved>, Downloaded, Vec<String>) {
+    let results: Vec<_> = futures_util::stream::iter(chosen)
+        .map(|(name, format)| {
+            let file = name.archive_name(*format);
+            let to = cache.join(&file);
+            async move {
+                let result = fetch_one(run, &file, &to).await;
+                (name, *format, file, to, result)
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    let (mut fetched, mut ok, mut failures) = (Vec::new(), Vec::new(), Vec::new());
+    for (name, format, file, path, result) in results {
+        match result {
+            Ok(sha256) => {
+                let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                fetched.push(Moved { artifact: name.to_string(), file, size, sha256 });
+                ok.push((name.clone(), format, path));
+            }
+            Err(e) => failures.push(format!("{file}: {}", error_chain(&e))),
+        }
+    }
+    ok.sort();
+    (fetched, ok, failures)
+}
+
+/// Downloads one archive and checks it against its sidecar: three attempts, 2 s and 4 s apart.
+async fn fetch_one(run: &Run, file: &str, to: &Path) -> Result<String, TransferError> {
+    let key = run.key(file)?;
+    let side = run.key(&sidecar::sidecar_name(file))?;
+    let mut attempt = 1u32;
+    loop {
+        match verified_download(run, &key, &side, to).await {
+            Ok(sha) => return Ok(sha),
+            Err(e) => {
+                tracing::warn!(%key, attempt, "{}", error_chain(&e));
+                if attempt == 3 {
+                    return Err(e);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(2u64 << (attempt - 1))).await;
+        attempt += 1;
+    }
+}
+
+async fn verified_download(run: &Run, key: &Key, side: &Key, to: &Path) -> Result<String, TransferError> {
+    let expected = match run.store.get_bytes(side, 4096).await {
+        Ok((_, bytes)) => Some(
+            sidecar::parse(&String::from_utf8_lossy(&bytes))
+                .ok_or_else(|| TransferError::NoSha256(side.to_string()))?,
+        ),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(crate::store(format!("reading {side}"))(e).into()),
+    };
+    let actual = download(run, key, to).await?;
+    match expected {
+        Some(expected) if expected != actual => Err(TransferError::Mismatch { key: key.to_string(), actual, expected }),
+        None => {
+            tracing::warn!(%key, "no .sha256sum sidecar; not verified");
+            Ok(actual)
+        }
+        _ => Ok(actual),
+    }
+}
+
+/// Streams an object into `to`, hashing on the way: its sha256.
+async fn download(run: &Run, key: &Key, to: &Path) -> Result<String, TransferError> {
+    let object = run.store.get(key, None).await.map_err(crate::store(format!("downloading {key}")))?;
+    let writing = || crate::io(format!("writing {}", to.display()));
+    let mut file = tokio::fs::File::create(to).await.map_err(writing())?;
+    let mut body = object.body;
+    let mut hash = quarry_store::Sha256Hex::default();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(crate::io(format!("reading {key}")))?;
+        hash.update(&chunk);
+        tokio::io::AsyncWriteExt::write_all(&mut file, &chunk).await.map_err(writing())?;
+    }
+    tokio::io::AsyncWriteExt::flush(&mut file).await.map_err(writing())?;
+    Ok(hash.finish())
+}

@@ -1,0 +1,174 @@
+//! Push: a stage's artifact directories under `<build-dir>/artifacts/` archived into
+//! `<build-dir>/.upload_cache/` (ready archives in `artifacts/` go as they are), then each
+//! uploaded before its sidecar, so a reader that sees the sidecar sees the archive.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use futures_util::StreamExt as _;
+use quarry_artifacts::{ArchiveFormat, ArchiveOptions, ArtifactName, sidecar, write_archive};
+use quarry_store::{PutOptions, StoreExt as _};
+use quarry_topology::Topology;
+
+use super::{Moved, TransferError, stage_artifacts};
+use crate::{Run, error_chain};
+
+/// An `info!` line, or a `debug!` one when a live view owns the terminal.
+macro_rules! progress {
+    ($quiet:expr, $($arg:tt)+) => {
+        if $quiet { tracing::debug!($($arg)+) } else { tracing::info!($($arg)+) }
+    };
+}
+
+/// What to push and how.
+#[derive(Debug, Clone)]
+pub struct PushOptions {
+    /// The stage whose produced artifacts are pushed (`all`: every artifact found).
+    pub stage: String,
+    /// Artifacts are read from `<build-dir>/artifacts/`, archives written to
+    /// `<build-dir>/.upload_cache/`.
+    pub build_dir: PathBuf,
+    /// `.tar.zst` or `.tar.xz`.
+    pub format: ArchiveFormat,
+    /// zstd 1–22 (default 3), xz 0–9 (default 6).
+    pub level: Option<i32>,
+    /// Every member's modification time (`SOURCE_DATE_EPOCH`).
+    pub mtime: u64,
+    /// Archives written at once (each zstd archive also uses every core).
+    pub compress_concurrency: usize,
+    /// Uploads at once.
+    pub upload_concurrency: usize,
+    /// Progress lines at debug level.
+    pub quiet: bool,
+}
+
+impl PushOptions {
+    /// The artifact names this push takes (an unknown stage is refused here).
+    pub fn artifacts(&self, topology: &Topology) -> Result<BTreeSet<String>, TransferError> {
+        stage_artifacts(topology, &self.stage, false)
+    }
+}
+
+/// What a push did: archives pushed (by file name) and one line per failure.
+#[derive(Debug, Clone, Default)]
+pub struct PushReport {
+    /// Archives pushed, by file name.
+    pub pushed: Vec<Moved>,
+    /// One line per artifact not archived or uploaded.
+    pub failures: Vec<String>,
+}
+
+/// Archives and uploads a stage's artifacts.
+pub async fn push(run: &Run, opts: &PushOptions) -> Result<PushReport, TransferError> {
+    let wanted = opts.artifacts(&run.topology)?;
+    let cache = opts.build_dir.join(".upload_cache");
+    std::fs::create_dir_all(&cache).map_err(crate::io(format!("creating {}", cache.display())))?;
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
+    let archive = ArchiveOptions { format: opts.format, level: opts.level, threads, mtime: opts.mtime };
+    let (to_archive, mut ready) = scan(&opts.build_dir.join("artifacts"), &opts.stage, &wanted)?;
+    progress!(opts.quiet, archive = to_archive.len(), ready = ready.len(), stage = %opts.stage, "pushing");
+    let started = std::time::Instant::now();
+    let archived: Vec<Result<(ArtifactName, PathBuf), TransferError>> = futures_util::stream::iter(to_archive)
+        .map(|(name, dir)| {
+            let path = cache.join(name.archive_name(opts.format));
+            async move { tokio::task::spawn_blocking(move || archive_one(name, &dir, path, &archive)).await? }
+        })
+        .buffer_unordered(opts.compress_concurrency.max(1))
+        .collect()
+        .await;
+    let mut failures = Vec::new();
+    for (name, path) in successes(archived, &mut failures) {
+        ready.insert(name, (opts.format, path));
+    }
+    progress!(opts.quiet, seconds = started.elapsed().as_secs_f64(), "archived");
+    let uploads: Vec<Result<Moved, TransferError>> = futures_util::stream::iter(ready)
+        .map(|(name, (format, path))| async move { upload_archive(run, &name, format, &path).await })
+        .buffer_unordered(opts.upload_concurrency.max(1))
+        .collect()
+        .await;
+    let mut pushed = successes(uploads, &mut failures);
+    pushed.sort_by(|a, b| a.file.cmp(&b.file));
+    Ok(PushReport { pushed, failures })
+}
+
+/// The successes; each failure's chain goes to `failures`.
+fn successes<T>(results: Vec<Result<T, TransferError>>, failures: &mut Vec<String>) -> Vec<T> {
+    let mut ok = Vec::new();
+    for result in results {
+        match result {
+            Ok(value) => ok.push(value),
+            Err(e) => failures.push(error_chain(&e)),
+        }
+    }
+    ok
+}
+
+type Ready = BTreeMap<ArtifactName, (ArchiveFormat, PathBuf)>;
+
+/// The stage's artifact directories to archive and its archives ready to go.
+fn scan(
+    source: &Path,
+    stage: &str,
+    wanted: &BTreeSet<String>,
+) -> Result<(Vec<(ArtifactName, PathBuf)>, Ready), TransferError> {
+    let reading = || crate::io(format!("reading {}", source.display()));
+    let mut to_archive = Vec::new();
+    let mut ready = Ready::new();
+    for entry in std::fs::read_dir(source).map_err(reading())? {
+        let entry = entry.map_err(reading())?;
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().map_err(reading())?.is_dir() {
+            if let Ok(name) = ArtifactName::parse_dir(&file_name)
+                && (stage == "all" || wanted.contains(&name.name))
+            {
+                to_archive.push((name, entry.path()));
+            }
+        } else if let Some((name, f)) = ArtifactName::parse_archive(&file_name)
+            && (stage == "all" || wanted.contains(&name.name))
+        {
+            ready.entry(name).or_insert((f, entry.path()));
+        }
+    }
+    to_archive.sort();
+    Ok((to_archive, ready))
+}
+
+/// Writes one archive through a temporary file beside `path`.
+fn archive_one(
+    name: ArtifactName,
+    dir: &Path,
+    path: PathBuf,
+    opts: &ArchiveOptions,
+) -> Result<(ArtifactName, PathBuf), TransferError> {
+    let writing = || crate::io(format!("writing {}", path.display()));
+    let tmp = tempfile::NamedTempFile::new_in(path.parent().unwrap_or(Path::new("."))).map_err(writing())?;
+    let (writer, _) = write_archive(dir, std::io::BufWriter::new(tmp), opts)
+        .map_err(|source| TransferError::Artifact { what: format!("archiving {}", dir.display()), source })?;
+    let tmp = writer.into_inner().map_err(|e| writing()(e.into_error()))?;
+    tmp.persist(&path).map_err(|e| writing()(e.error))?;
+    Ok((name, path))
+}
+
+/// Uploads an archive, then its sidecar. Pushing again replaces both: a rebuilt artifact is not
+/// an error.
+async fn upload_archive(
+    run: &Run,
+    name: &ArtifactName,
+    format: ArchiveFormat,
+    path: &Path,
+) -> Result<Moved, TransferError> {
+    let file = name.archive_name(format);
+    let reading = || crate::io(format!("reading {}", path.display()));
+    let (size, sha256) = quarry_store::hash_file(path).await.map_err(reading())?;
+    let key = run.key(&file)?;
+    let body = tokio::fs::File::open(path).await.map_err(reading())?;
+    let body: quarry_store::ByteStream = Box::pin(tokio_util::io::ReaderStream::with_capacity(body, 1 << 20));
+    let options = PutOptions { sha256: Some(sha256.clone()), ..PutOptions::default() };
+    run.store.put(&key, body, options).await.map_err(crate::store(format!("uploading {key}")))?;
+    let side = run.key(&sidecar::sidecar_name(&file))?;
+    run.store
+        .put_bytes(&side, sidecar::render(&sha256).into(), PutOptions::default())
+        .await
+        .map_err(crate::store(format!("uploading {side}")))?;
+    Ok(Moved { artifact: name.to_string(), file, size, sha256 })
+}

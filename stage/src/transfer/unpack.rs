@@ -1,0 +1,131 @@
+//! Unpacking downloaded archives, a bounded number at once.
+//!
+//! Archives sharing one destination (bootstrap, flatten) place their files and directories
+//! concurrently; their symlinks wait until every archive is placed and are then made one
+//! archive after another (in file-name order), so no member is ever written through a link
+//! another archive made.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use quarry_artifacts::{
+    ArchiveFormat, ArtifactName, ExtractMode, Limits, PendingLinks, extract_deferred, read_manifest, wipe_roots,
+};
+use rayon::prelude::*;
+
+use super::TransferError;
+use crate::error_chain;
+
+fn open(path: &Path) -> Result<std::io::BufReader<std::fs::File>, TransferError> {
+    let file = std::fs::File::open(path).map_err(crate::io(format!("opening {}", path.display())))?;
+    Ok(std::io::BufReader::new(file))
+}
+
+/// Unpacks every archive into `out` (tree mode: `out/artifacts/<artifact dir>`) on `jobs`
+/// threads: one line per archive that failed. Bootstrap wipes every root of every archive
+/// first, so two artifacts sharing a root (lib and dev of one project) both land; an
+/// unreadable manifest stops everything before anything is wiped.
+pub fn unpack_all(
+    archives: &[(ArtifactName, ArchiveFormat, PathBuf)],
+    out: &Path,
+    mode: ExtractMode,
+    jobs: usize,
+) -> Result<Vec<String>, TransferError> {
+    if mode == ExtractMode::Bootstrap {
+        let mut roots = BTreeSet::new();
+        for (_, format, path) in archives {
+            let manifest = read_manifest(open(path)?, *format)
+                .map_err(|source| TransferError::Artifact { what: path.display().to_string(), source })?;
+            roots.extend(manifest);
+        }
+        wipe_roots(out, &roots.into_iter().collect::<Vec<_>>())
+            .map_err(|source| TransferError::Artifact { what: format!("bootstrapping {}", out.display()), source })?;
+    }
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs.max(1)).build()?;
+    let placed: Vec<Result<(String, PendingLinks), String>> = pool.install(|| {
+        archives
+            .par_iter()
+            .map(|(name, format, path)| {
+                let file = name.archive_name(*format);
+                let dest = match mode {
+                    ExtractMode::Tree => out.join("artifacts").join(name.dir_name()),
+                    _ => out.to_path_buf(),
+                };
+                let reader = open(path).map_err(|e| format!("{file}: {}", error_chain(&e)))?;
+                match extract_deferred(reader, *format, &dest, mode, Limits::default()) {
+                    Ok((_, links)) => Ok((file, links)),
+                    Err(e) => Err(format!("{file}: {}", error_chain(&e))),
+                }
+            })
+            .collect()
+    });
+    let mut errors = Vec::new();
+    let mut pending = Vec::new();
+    for result in placed {
+        match result {
+            Ok(links) => pending.push(links),
+            Err(e) => errors.push(e),
+        }
+    }
+    pending.sort_by(|a, b| a.0.cmp(&b.0));
+    for (file, links) in pending {
+        if let Err(e) = links.create() {
+            errors.push(format!("{file}: {}", error_chain(&e)));
+        }
+    }
+    Ok(errors)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use quarry_artifacts::{ArchiveOptions, write_archive};
+
+    /// An archive of `files` (and `links`) under the root `proj/stage`.
+    fn archive(dir: &Path, name: &str, files: &[(&str, &str)], links: &[(&str, &str)]) -> PathBuf {
+        let src = dir.join("src").join(name);
+        for (path, text) in files {
+            let path = src.join("proj/stage").join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        for (path, target) in links {
+            std::os::unix::fs::symlink(target, src.join("proj/stage").join(path)).unwrap();
+        }
+        std::fs::write(src.join("artifact_manifest.txt"), "proj/stage\n").unwrap();
+        let out = dir.join(format!("{name}.tar.zst"));
+        let opts = ArchiveOptions::new(ArchiveFormat::Zstd);
+        write_archive(&src, std::fs::File::create(&out).unwrap(), &opts).unwrap();
+        out
+    }
+
+    #[test]
+    fn archives_sharing_a_root_both_land_with_links_made_last() {
+        let tmp = tempfile::tempdir().unwrap();
+        let lib = archive(tmp.path(), "a_lib_generic", &[("lib/liba.so.1", "elf")], &[("lib/liba.so", "liba.so.1")]);
+        let dev = archive(tmp.path(), "a_dev_generic", &[("include/a.h", "int a;")], &[]);
+        let broken = tmp.path().join("b_lib_generic.tar.zst");
+        std::fs::write(&broken, b"not zstd").unwrap();
+        let name = |n: &str| ArtifactName::parse_dir(n).unwrap();
+        let archives =
+            vec![(name("a_dev_generic"), ArchiveFormat::Zstd, dev), (name("a_lib_generic"), ArchiveFormat::Zstd, lib)];
+
+        let out = tmp.path().join("boot");
+        std::fs::create_dir_all(out.join("proj/stage/stale")).unwrap();
+        assert!(unpack_all(&archives, &out, ExtractMode::Bootstrap, 2).unwrap().is_empty());
+        let stage = out.join("proj/stage");
+        assert!(!stage.join("stale").exists(), "bootstrap wipes the root first");
+        assert_eq!(std::fs::read_to_string(stage.join("include/a.h")).unwrap(), "int a;");
+        assert_eq!(std::fs::read_link(stage.join("lib/liba.so")).unwrap(), Path::new("liba.so.1"));
+        assert_eq!(std::fs::read_to_string(stage.join("lib/liba.so")).unwrap(), "elf");
+
+        let tree = tmp.path().join("tree");
+        let mut with_broken = archives.clone();
+        with_broken.push((name("b_lib_generic"), ArchiveFormat::Zstd, broken));
+        let errors = unpack_all(&with_broken, &tree, ExtractMode::Tree, 1).unwrap();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].starts_with("b_lib_generic.tar.zst: "), "{errors:?}");
+        assert!(tree.join("artifacts/a_lib_generic/proj/stage/lib/liba.so.1").is_file());
+        assert!(tree.join("artifacts/a_dev_generic/proj/stage/include/a.h").is_file());
+    }
+}
