@@ -15,10 +15,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::artifact::{ArtifactName, GENERIC};
 use super::package_json::PackageSpec;
-
-/// Component markers in artifact directory names, in the order TheRock tries them.
-const MARKERS: &[&str] = &["dbg", "dev", "doc", "lib", "run", "test"];
 
 /// What an artifacts directory holds: `{name}_{component}_{target}[:variant]` directories and
 /// the lines of their `artifact_manifest.txt` (empty when there is none).
@@ -35,6 +33,7 @@ pub struct ContentPath {
 }
 
 impl ArtifactIndex {
+    /// An index of these directory names and their manifest lines.
     pub fn new(dirs: impl IntoIterator<Item = (String, Vec<String>)>) -> Self {
         Self { dirs: dirs.into_iter().collect() }
     }
@@ -44,25 +43,29 @@ impl ArtifactIndex {
         self.dirs.iter().map(|(d, l)| (d.as_str(), l.as_slice()))
     }
 
-    /// Artifact names present: the part of a directory name before its component marker.
-    fn present_artifacts(&self) -> BTreeSet<&str> {
-        self.dirs
-            .keys()
-            .filter_map(|d| MARKERS.iter().find_map(|m| d.split_once(&format!("_{m}_")).map(|(a, _)| a)))
-            .collect()
+    /// Every directory whose name is an artifact name, parsed, with its manifest lines, sorted
+    /// by directory name; other directories are left out.
+    pub fn artifacts(&self) -> impl Iterator<Item = (ArtifactName, &[String])> {
+        self.named().map(|(_, name, lines)| (name, lines))
+    }
+
+    fn named(&self) -> impl Iterator<Item = (&String, ArtifactName, &[String])> {
+        self.dirs.iter().filter_map(|(d, l)| Some((d, ArtifactName::parse_dir(d).ok()?, l.as_slice())))
+    }
+
+    /// Artifact names present: the `name` part of every directory with a known component.
+    fn present_artifacts(&self) -> BTreeSet<String> {
+        self.artifacts().filter(|(a, _)| a.has_known_component()).map(|(a, _)| a.name).collect()
     }
 
     /// GPU targets the artifacts were built for: every target other than `generic` of a
     /// directory with a non-empty manifest, `:xnack` variants folded, sorted.
     pub fn targets(&self) -> Vec<String> {
         let mut out: BTreeSet<String> = BTreeSet::new();
-        for (dir, lines) in &self.dirs {
-            let parts: Vec<&str> = dir.splitn(3, '_').collect();
-            if parts.len() == 3 && !lines.iter().all(|l| l.trim().is_empty()) {
-                let target = parts[2].split(':').next().unwrap_or_default();
-                if target != "generic" && !target.is_empty() {
-                    out.insert(target.to_owned());
-                }
+        for (artifact, lines) in self.artifacts() {
+            let target = artifact.base_target();
+            if target != GENERIC && !target.is_empty() && !lines.iter().all(|l| l.trim().is_empty()) {
+                out.insert(target.to_owned());
             }
         }
         out.into_iter().collect()
@@ -72,19 +75,18 @@ impl ArtifactIndex {
     fn has_gfx_dirs(&self, spec: &PackageSpec) -> bool {
         spec.artifactory.iter().any(|a| {
             a.subdirs.iter().flat_map(|s| &s.components).any(|c| {
-                let prefix = format!("{}_{c}_gfx", a.artifact);
-                self.dirs.keys().any(|d| d.starts_with(&prefix))
+                self.artifacts().any(|(d, _)| d.name == a.artifact && d.component == *c && d.target.starts_with("gfx"))
             })
         })
     }
 
-    /// Manifest lines of `{artifact}_{component}_{suffix}` and its `:variant` siblings that
+    /// Manifest lines of `{artifact}_{component}_{target}` and its `:variant` siblings that
     /// name `{subdir}/` (case-insensitively).
-    fn content(&self, artifact: &str, component: &str, suffix: &str, subdir: &str, out: &mut Vec<ContentPath>) {
-        let exact = format!("{artifact}_{component}_{suffix}");
-        let variant = format!("{exact}:");
+    fn content(&self, artifact: &str, component: &str, target: &str, subdir: &str, out: &mut Vec<ContentPath>) {
         let needle = format!("{}/", subdir.to_ascii_lowercase());
-        for (dir, lines) in self.dirs.iter().filter(|(d, _)| **d == exact || d.starts_with(&variant)) {
+        let matching =
+            self.named().filter(|(_, d, _)| d.name == artifact && d.component == component && d.base_target() == target);
+        for (dir, _, lines) in matching {
             for line in lines.iter().map(|l| l.trim()).filter(|l| !l.is_empty()) {
                 if line.to_ascii_lowercase().contains(&needle) {
                     out.push(ContentPath { dir: dir.clone(), path: line.to_owned() });
@@ -304,9 +306,9 @@ impl<'a> Planner<'a> {
         let mut out = Vec::new();
         let (suffix, device) = match variant {
             Variant::Meta | Variant::NonVersioned => return out,
-            Variant::Host | Variant::Versioned => ("generic".to_owned(), false),
+            Variant::Host | Variant::Versioned => (GENERIC.to_owned(), false),
             Variant::Device(arch) => (arch.clone(), true),
-            Variant::SingleArch(arch) => (if spec.gfxarch { arch.clone() } else { "generic".to_owned() }, false),
+            Variant::SingleArch(arch) => (if spec.gfxarch { arch.clone() } else { GENERIC.to_owned() }, false),
         };
         for artifact in &spec.artifactory {
             let suffix = match artifact.gfxarch {
@@ -314,7 +316,7 @@ impl<'a> Planner<'a> {
                 // to the device packages.
                 Some(false) if device => continue,
                 Some(true) if matches!(variant, Variant::Host | Variant::Versioned) => continue,
-                Some(false) => "generic".to_owned(),
+                Some(false) => GENERIC.to_owned(),
                 _ => suffix.clone(),
             };
             for sub in &artifact.subdirs {
@@ -393,7 +395,7 @@ impl<'a> Planner<'a> {
         };
         let versioned_name;
         if !self.options.kpack {
-            let arch = targets.first().cloned().unwrap_or_else(|| "generic".into());
+            let arch = targets.first().cloned().unwrap_or_else(|| GENERIC.into());
             let gfx = if spec.gfxarch { Gfx::Arch(&arch) } else { Gfx::None };
             let depends = self
                 .main_deps(spec)
