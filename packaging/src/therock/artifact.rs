@@ -13,9 +13,7 @@ pub const GENERIC: &str = "generic";
 
 /// A name that is not `{name}_{component}_{target}`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{0:?} is not an artifact name ({{name}}_{{component}}_{{target}}, none of them empty or with `_`, `/`, `\\`)"
-)]
+#[error("{0:?} is not an artifact name ({{name}}_{{component}}_{{target}}, none of them empty or with `_`, `/`, `\\`)")]
 pub struct ArtifactNameError(pub String);
 
 /// An archive's compression; `.tar.zst` is preferred when both exist.
@@ -79,9 +77,7 @@ impl ArtifactName {
     pub fn parse_dir(s: &str) -> Result<Self, ArtifactNameError> {
         let parts: Vec<&str> = s.split('_').collect();
         match parts.as_slice() {
-            [name, component, target] => {
-                Self::new(name, component, target).map_err(|_| ArtifactNameError(s.into()))
-            }
+            [name, component, target] => Self::new(name, component, target).map_err(|_| ArtifactNameError(s.into())),
             _ => Err(ArtifactNameError(s.to_owned())),
         }
     }

@@ -84,8 +84,9 @@ impl ArtifactIndex {
     /// name `{subdir}/` (case-insensitively).
     fn content(&self, artifact: &str, component: &str, target: &str, subdir: &str, out: &mut Vec<ContentPath>) {
         let needle = format!("{}/", subdir.to_ascii_lowercase());
-        let matching =
-            self.named().filter(|(_, d, _)| d.name == artifact && d.component == component && d.base_target() == target);
+        let matching = self
+            .named()
+            .filter(|(_, d, _)| d.name == artifact && d.component == component && d.base_target() == target);
         for (dir, _, lines) in matching {
             for line in lines.iter().map(|l| l.trim()).filter(|l| !l.is_empty()) {
                 if line.to_ascii_lowercase().contains(&needle) {
@@ -224,6 +225,29 @@ enum Gfx<'a> {
     Arch(&'a str),
 }
 
+/// The variants of one package planned so far, and those left out with the reason.
+struct Found<'p, 's> {
+    spec: &'p PackageSpec,
+    packages: Vec<PlannedPackage>,
+    skipped: &'s mut Vec<(String, String)>,
+}
+
+impl Found<'_, '_> {
+    /// Keeps `package` unless it is a variant that should have content and has none (then it
+    /// is skipped with the reason); whether it was kept.
+    fn keep(&mut self, package: PlannedPackage) -> bool {
+        let empty = package.contents.is_empty()
+            && !matches!(package.variant, Variant::Meta | Variant::NonVersioned)
+            && !self.spec.metapackage;
+        if empty {
+            self.skipped.push((package.name.clone(), "no content in the artifacts for this variant".into()));
+            return false;
+        }
+        self.packages.push(package);
+        true
+    }
+}
+
 struct Planner<'a> {
     by_name: BTreeMap<&'a str, &'a PackageSpec>,
     index: &'a ArtifactIndex,
@@ -336,13 +360,7 @@ impl<'a> Planner<'a> {
             _ => Gfx::Meta,
         };
         let secondary = |list: &[String]| -> Vec<String> {
-            if !versioned {
-                return Vec::new();
-            }
-            list.iter()
-                .filter_map(|d| self.resolve(d, gfx))
-                .map(|(n, ours)| if ours && spec.metapackage { self.pin(n) } else { n })
-                .collect()
+            if versioned { self.dependencies(spec, list, gfx) } else { Vec::new() }
         };
         let (recommends, suggests) = match self.options.pkg_type {
             PkgType::Deb => (secondary(&spec.deb_recommends), secondary(&spec.deb_suggests)),
@@ -375,6 +393,14 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// `list` resolved for `gfx`; a metapackage pins its own packages to this run's version.
+    fn dependencies(&self, spec: &PackageSpec, list: &[String], gfx: Gfx<'_>) -> Vec<String> {
+        list.iter()
+            .filter_map(|d| self.resolve(d, gfx))
+            .map(|(n, ours)| if ours && spec.metapackage { self.pin(n) } else { n })
+            .collect()
+    }
+
     /// The versioned variants and the unversioned one of `spec`.
     fn variants(
         &self,
@@ -382,106 +408,21 @@ impl<'a> Planner<'a> {
         targets: &[String],
         skipped: &mut Vec<(String, String)>,
     ) -> Vec<PlannedPackage> {
-        let mut out = Vec::new();
-        let mut keep = |p: PlannedPackage, skipped: &mut Vec<(String, String)>| {
-            if p.contents.is_empty() && !matches!(p.variant, Variant::Meta | Variant::NonVersioned) && !spec.metapackage
-            {
-                skipped.push((p.name.clone(), "no content in the artifacts for this variant".into()));
-                false
-            } else {
-                out.push(p);
-                true
-            }
-        };
-        let versioned_name;
-        if !self.options.kpack {
-            let arch = targets.first().cloned().unwrap_or_else(|| GENERIC.into());
-            let gfx = if spec.gfxarch { Gfx::Arch(&arch) } else { Gfx::None };
-            let depends = self
-                .main_deps(spec)
-                .iter()
-                .filter_map(|d| self.resolve(d, gfx))
-                .map(|(n, ours)| if ours && spec.metapackage { self.pin(n) } else { n })
-                .collect();
-            versioned_name = self.name(spec, true, gfx);
-            let built =
-                keep(self.package(spec, Variant::SingleArch(arch.clone()), versioned_name.clone(), depends), skipped);
-            if !built {
-                return out;
-            }
+        let mut found = Found { spec, packages: Vec::new(), skipped };
+        let versioned_name = if !self.options.kpack {
+            self.single_arch(spec, targets, &mut found)
         } else if self.split(spec) && spec.metapackage {
-            let mut metas = Vec::new();
-            for arch in targets {
-                let gfx = Gfx::Arch(arch);
-                let depends = self
-                    .main_deps(spec)
-                    .iter()
-                    .filter_map(|d| {
-                        let dep = self.by_name.get(d.as_str());
-                        let per_target = dep.is_some_and(|s| self.split(s));
-                        let (n, ours) = self.resolve(d, if per_target { gfx } else { Gfx::Meta })?;
-                        // A per-target dependency without content for this target is not built.
-                        if per_target && !dep.is_some_and(|s| self.built_for(s, arch)) {
-                            return None;
-                        }
-                        Some(if ours { self.pin(n) } else { n })
-                    })
-                    .collect();
-                let name = self.name(spec, true, gfx);
-                metas.push(name.clone());
-                out.push(self.package(spec, Variant::Device(arch.clone()), name, depends));
-            }
-            versioned_name = self.name(spec, true, Gfx::Meta);
-            let depends = metas.into_iter().map(|n| self.pin(n)).collect();
-            out.push(self.package(spec, Variant::Meta, versioned_name.clone(), depends));
+            Some(self.split_metapackage(spec, targets, &mut found))
         } else if self.split(spec) {
-            let host_name = self.name(spec, true, Gfx::Host);
-            let host_deps = self
-                .main_deps(spec)
-                .iter()
-                .filter(|d| !self.by_name.get(d.as_str()).is_some_and(|s| self.split(s)))
-                .filter_map(|d| self.resolve(d, Gfx::Host))
-                .map(|(n, _)| n)
-                .collect();
-            let host_built = keep(self.package(spec, Variant::Host, host_name.clone(), host_deps), skipped);
-            let mut meta_deps = Vec::new();
-            if host_built {
-                meta_deps.push(self.pin(host_name.clone()));
-            }
-            for arch in targets {
-                let mut depends = Vec::new();
-                if host_built {
-                    depends.push(host_name.clone());
-                }
-                for d in self.main_deps(spec) {
-                    let Some(dep) = self.by_name.get(d.as_str()).filter(|s| self.split(s)) else { continue };
-                    if !self.built_for(dep, arch) {
-                        continue;
-                    }
-                    if let Some((n, _)) = self.resolve(d, Gfx::Arch(arch)) {
-                        depends.push(n);
-                    }
-                }
-                let name = self.name(spec, true, Gfx::Arch(arch));
-                if keep(self.package(spec, Variant::Device(arch.clone()), name.clone(), depends), skipped) {
-                    meta_deps.push(self.pin(name));
-                }
-            }
-            versioned_name = self.name(spec, true, Gfx::Meta);
-            out.push(self.package(spec, Variant::Meta, versioned_name.clone(), meta_deps));
+            Some(self.split_package(spec, targets, &mut found))
         } else {
             // Not split: per-target dependencies are met by their meta package.
-            let depends = self
-                .main_deps(spec)
-                .iter()
-                .filter_map(|d| self.resolve(d, Gfx::Meta))
-                .map(|(n, ours)| if ours && spec.metapackage { self.pin(n) } else { n })
-                .collect();
-            versioned_name = self.name(spec, true, Gfx::None);
-            if !keep(self.package(spec, Variant::Versioned, versioned_name.clone(), depends), skipped) {
-                return out;
-            }
-        }
+            let depends = self.dependencies(spec, self.main_deps(spec), Gfx::Meta);
+            let name = self.name(spec, true, Gfx::None);
+            found.keep(self.package(spec, Variant::Versioned, name.clone(), depends)).then_some(name)
+        };
+        let mut out = found.packages;
+        let Some(versioned_name) = versioned_name else { return out };
         let depends = vec![if spec.metapackage { self.pin(versioned_name) } else { versioned_name }];
         let gfx = match (&self.options.kpack, targets.first()) {
             (false, Some(arch)) if spec.gfxarch => Gfx::Arch(arch),
@@ -490,6 +431,85 @@ impl<'a> Planner<'a> {
         let name = self.name(spec, false, gfx);
         out.push(self.package(spec, Variant::NonVersioned, name, depends));
         out
+    }
+
+    /// Single-arch mode: one versioned package for the first target; its name when built.
+    fn single_arch(&self, spec: &PackageSpec, targets: &[String], found: &mut Found<'_, '_>) -> Option<String> {
+        let arch = targets.first().cloned().unwrap_or_else(|| GENERIC.into());
+        let gfx = if spec.gfxarch { Gfx::Arch(&arch) } else { Gfx::None };
+        let depends = self.dependencies(spec, self.main_deps(spec), gfx);
+        let name = self.name(spec, true, gfx);
+        found.keep(self.package(spec, Variant::SingleArch(arch.clone()), name.clone(), depends)).then_some(name)
+    }
+
+    /// kpack, a gfxarch metapackage: one per-target meta for each target (depending on the
+    /// per-target packages built for it) and the versioned meta over them; its name.
+    fn split_metapackage(&self, spec: &PackageSpec, targets: &[String], found: &mut Found<'_, '_>) -> String {
+        let mut metas = Vec::new();
+        for arch in targets {
+            let gfx = Gfx::Arch(arch);
+            let depends = self
+                .main_deps(spec)
+                .iter()
+                .filter_map(|d| {
+                    let dep = self.by_name.get(d.as_str());
+                    let per_target = dep.is_some_and(|s| self.split(s));
+                    let (n, ours) = self.resolve(d, if per_target { gfx } else { Gfx::Meta })?;
+                    // A per-target dependency without content for this target is not built.
+                    if per_target && !dep.is_some_and(|s| self.built_for(s, arch)) {
+                        return None;
+                    }
+                    Some(if ours { self.pin(n) } else { n })
+                })
+                .collect();
+            let name = self.name(spec, true, gfx);
+            metas.push(name.clone());
+            found.packages.push(self.package(spec, Variant::Device(arch.clone()), name, depends));
+        }
+        let versioned_name = self.name(spec, true, Gfx::Meta);
+        let depends = metas.into_iter().map(|n| self.pin(n)).collect();
+        found.packages.push(self.package(spec, Variant::Meta, versioned_name.clone(), depends));
+        versioned_name
+    }
+
+    /// kpack, a package split per target: the host package, a device package per target
+    /// with content, and the meta package over those built; the meta's name.
+    fn split_package(&self, spec: &PackageSpec, targets: &[String], found: &mut Found<'_, '_>) -> String {
+        let host_name = self.name(spec, true, Gfx::Host);
+        let host_deps = self
+            .main_deps(spec)
+            .iter()
+            .filter(|d| !self.by_name.get(d.as_str()).is_some_and(|s| self.split(s)))
+            .filter_map(|d| self.resolve(d, Gfx::Host))
+            .map(|(n, _)| n)
+            .collect();
+        let host_built = found.keep(self.package(spec, Variant::Host, host_name.clone(), host_deps));
+        let mut meta_deps = Vec::new();
+        if host_built {
+            meta_deps.push(self.pin(host_name.clone()));
+        }
+        for arch in targets {
+            let mut depends = Vec::new();
+            if host_built {
+                depends.push(host_name.clone());
+            }
+            for d in self.main_deps(spec) {
+                let Some(dep) = self.by_name.get(d.as_str()).filter(|s| self.split(s)) else { continue };
+                if !self.built_for(dep, arch) {
+                    continue;
+                }
+                if let Some((n, _)) = self.resolve(d, Gfx::Arch(arch)) {
+                    depends.push(n);
+                }
+            }
+            let name = self.name(spec, true, Gfx::Arch(arch));
+            if found.keep(self.package(spec, Variant::Device(arch.clone()), name.clone(), depends)) {
+                meta_deps.push(self.pin(name));
+            }
+        }
+        let versioned_name = self.name(spec, true, Gfx::Meta);
+        found.packages.push(self.package(spec, Variant::Meta, versioned_name.clone(), meta_deps));
+        versioned_name
     }
 
     /// Whether `spec`'s device package for `arch` has content (is built).
