@@ -85,12 +85,5 @@ fn pool(jobs: usize) -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
 
 /// `error` and its sources joined by `: `, as the CLI prints an error chain.
 fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    std::iter::successors(Some(error), |e| e.source()).map(ToString::to_string).collect::<Vec<_>>().join(": ")
 }

@@ -108,7 +108,7 @@ pub fn package_native(
         .to_string();
     let specs = specs.iter().map(|s| (s.package.as_str(), s)).collect();
     let run = Run { staged, plan: &plan, opts, settings, specs, prefix, changelog_date };
-    let results: Vec<(&PlannedPackage, Result<(PathBuf, u64), String>)> = pool(settings.jobs)?.install(|| {
+    let results: Vec<(&PlannedPackage, Result<Built, String>)> = pool(settings.jobs)?.install(|| {
         plan.packages
             .par_iter()
             .map(|package| {
@@ -125,11 +125,7 @@ pub fn package_native(
     let mut summary = Summary { targets: plan.targets.clone(), skipped: plan.skipped.clone(), ..Summary::default() };
     for (package, result) in results {
         match result {
-            Ok((path, size)) => summary.built.push(Built {
-                package: package.name.clone(),
-                file: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-                size,
-            }),
+            Ok(built) => summary.built.push(built),
             Err(e) => summary.failed.push((package.name.clone(), e)),
         }
     }
@@ -139,8 +135,15 @@ pub fn package_native(
 }
 
 impl Run<'_> {
-    /// Builds one package into the destination: its path and size.
-    fn build(&self, package: &PlannedPackage) -> Result<(PathBuf, u64), BuildError> {
+    /// Builds one package into the destination.
+    fn build(&self, package: &PlannedPackage) -> Result<Built, BuildError> {
+        let (path, size) = self.build_file(package)?;
+        let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Built { package: package.name.clone(), file, size })
+    }
+
+    /// Builds one package file: its path and size.
+    fn build_file(&self, package: &PlannedPackage) -> Result<(PathBuf, u64), BuildError> {
         let spec = self.specs[package.source.as_str()];
         let mut items = collect_items(self.staged.dir(), &package.contents, &self.prefix)?;
         let dest = &self.settings.dest_dir;

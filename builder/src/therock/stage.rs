@@ -40,12 +40,12 @@ impl StagedArtifacts {
         }
         let dest = &settings.dest_dir;
         std::fs::create_dir_all(dest).map_err(|source| PackageError::CreateDest { path: dest.clone(), source })?;
-        let (dirs, archives) = list(artifacts_dir)?;
-        let scratch = if archives.is_empty() {
+        let sources = list(artifacts_dir)?;
+        let scratch = if sources.archives.is_empty() {
             None
         } else {
-            progress(Progress::Unpacking { archives: archives.len() });
-            Some(unpack(artifacts_dir, &dirs, &archives, dest, settings.jobs)?)
+            progress(Progress::Unpacking { archives: sources.archives.len() });
+            Some(unpack(artifacts_dir, &sources, dest, settings.jobs)?)
         };
         let dir = scratch.as_ref().map_or_else(|| artifacts_dir.to_path_buf(), |t| t.path().to_path_buf());
         let index = read_artifacts(&dir)?;
@@ -68,9 +68,17 @@ impl StagedArtifacts {
     }
 }
 
-/// The artifact directories of `dir` and the archives without a directory of their name,
-/// by directory name (the preferred format of each).
-fn list(dir: &Path) -> Result<(BTreeSet<String>, BTreeMap<String, (ArchiveFormat, PathBuf)>), PackageError> {
+/// What an artifacts directory holds.
+struct Sources {
+    /// Artifact directories, by name.
+    dirs: BTreeSet<String>,
+    /// Archives without a directory of their name, by directory name (the preferred format
+    /// of each).
+    archives: BTreeMap<String, (ArchiveFormat, PathBuf)>,
+}
+
+/// The artifact directories and archives of `dir`.
+fn list(dir: &Path) -> Result<Sources, PackageError> {
     let mut dirs = BTreeSet::new();
     let mut archives = BTreeMap::new();
     let entries = std::fs::read_dir(dir).map_err(|source| PackageError::ReadDir { path: dir.to_path_buf(), source })?;
@@ -87,24 +95,19 @@ fn list(dir: &Path) -> Result<(BTreeSet<String>, BTreeMap<String, (ArchiveFormat
         }
     }
     archives.retain(|name, _| !dirs.contains(name));
-    Ok((dirs, archives))
+    Ok(Sources { dirs, archives })
 }
 
-/// A scratch directory under `dest` with links to `dirs` and every archive unpacked, `jobs`
-/// at a time; any refused archive fails the whole (naming each).
-fn unpack(
-    dir: &Path,
-    dirs: &BTreeSet<String>,
-    archives: &BTreeMap<String, (ArchiveFormat, PathBuf)>,
-    dest: &Path,
-    jobs: usize,
-) -> Result<tempfile::TempDir, PackageError> {
+/// A scratch directory under `dest` with links to the artifact directories of `dir` and every
+/// archive unpacked, `jobs` at a time; any refused archive fails the whole (naming each).
+fn unpack(dir: &Path, sources: &Sources, dest: &Path, jobs: usize) -> Result<tempfile::TempDir, PackageError> {
     let staging = tempfile::Builder::new().prefix(".quarry-artifacts-").tempdir_in(dest)?;
-    for name in dirs {
+    for name in &sources.dirs {
         std::os::unix::fs::symlink(std::path::absolute(dir.join(name))?, staging.path().join(name))?;
     }
     let failures: Vec<String> = pool(jobs)?.install(|| {
-        archives
+        sources
+            .archives
             .par_iter()
             .filter_map(|(name, (format, path))| {
                 let refused = match std::fs::File::open(path) {
