@@ -16,10 +16,12 @@ use quarry_packaging::therock::{Plan, PlanError};
 
 pub use control::{DEFAULT_INSTALL_PREFIX, deb_control, debian_docs_for, install_prefix, rpm_spec};
 pub use native::{Built, NativeOptions, Summary, package_native};
-pub use stage::{StagedArtifacts, kpack_requested};
+pub use stage::StagedArtifacts;
 pub use wheels::{WheelSummary, package_wheels};
 
+use crate::deb::DebBuildError;
 use crate::python::PythonBuildError;
+use crate::rpm::RpmBuildError;
 use crate::tree::TreeError;
 
 /// Where packages go and how they are built, for every kind.
@@ -51,7 +53,8 @@ pub enum Progress<'a> {
 /// A sink for [`Progress`] events.
 pub type OnProgress<'a> = &'a (dyn Fn(Progress<'_>) + Sync);
 
-/// Why packaging could not run (a single package that fails is in [`Summary::failed`]).
+/// Why packaging could not run, or one package could not be built (a single package that
+/// fails is reported in [`Summary::failed`], the others are still built).
 #[derive(Debug, thiserror::Error)]
 pub enum PackageError {
     #[error("{}: the artifacts directory does not exist", .0.display())]
@@ -66,6 +69,10 @@ pub enum PackageError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Tree(#[from] TreeError),
+    #[error(transparent)]
+    Deb(#[from] DebBuildError),
+    #[error(transparent)]
+    Rpm(#[from] RpmBuildError),
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]

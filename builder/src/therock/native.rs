@@ -9,9 +9,9 @@ use rayon::prelude::*;
 
 use super::control::{deb_control, debian_docs_for, install_prefix, rpm_spec};
 use super::{BuildSettings, OnProgress, PackageError, Progress, StagedArtifacts, chain, pool};
-use crate::deb::{Compression, DebBuildError, build_deb, debian_docs};
-use crate::rpm::{RpmBuildError, RpmCompression, build_rpm};
-use crate::tree::{TreeError, collect_items};
+use crate::deb::{Compression, build_deb, debian_docs};
+use crate::rpm::{RpmCompression, build_rpm};
+use crate::tree::collect_items;
 
 /// How to package: the plan's options and what the builders need beyond the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,19 +62,6 @@ impl std::fmt::Display for Summary {
         let (built, skipped, failed) = (self.built.len(), self.skipped.len(), self.failed.len());
         writeln!(f, "{built} built, {skipped} skipped, {failed} failed; targets {}", self.targets.join(","))
     }
-}
-
-/// Why one package failed.
-#[derive(Debug, thiserror::Error)]
-enum BuildError {
-    #[error(transparent)]
-    Tree(#[from] TreeError),
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    #[error(transparent)]
-    Deb(#[from] DebBuildError),
-    #[error(transparent)]
-    Rpm(#[from] RpmBuildError),
 }
 
 /// What every package build of one run shares.
@@ -136,14 +123,14 @@ pub fn package_native(
 
 impl Run<'_> {
     /// Builds one package into the destination.
-    fn build(&self, package: &PlannedPackage) -> Result<Built, BuildError> {
+    fn build(&self, package: &PlannedPackage) -> Result<Built, PackageError> {
         let (path, size) = self.build_file(package)?;
         let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(Built { package: package.name.clone(), file, size })
     }
 
     /// Builds one package file: its path and size.
-    fn build_file(&self, package: &PlannedPackage) -> Result<(PathBuf, u64), BuildError> {
+    fn build_file(&self, package: &PlannedPackage) -> Result<(PathBuf, u64), PackageError> {
         let spec = self.specs[package.source.as_str()];
         let mut items = collect_items(self.staged.dir(), &package.contents, &self.prefix)?;
         let dest = &self.settings.dest_dir;

@@ -131,7 +131,7 @@ fn unpack(dir: &Path, sources: &Sources, dest: &Path, jobs: usize) -> Result<tem
 
 /// Whether any `therock_manifest.json` below `dir` (at most `depth` levels deep) sets
 /// `flags.KPACK_SPLIT_ARTIFACTS` (`true` or `"true"`).
-pub fn kpack_requested(dir: &Path, depth: u32) -> bool {
+fn kpack_requested(dir: &Path, depth: u32) -> bool {
     let Ok(entries) = std::fs::read_dir(dir) else { return false };
     for entry in entries.flatten() {
         let path = entry.path();
