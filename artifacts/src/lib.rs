@@ -23,7 +23,7 @@ pub use extract::{
     ExtractMode, ExtractReport, Limits, PendingLinks, extract, extract_deferred, link_stays_inside, read_manifest,
     wipe_roots,
 };
-pub use name::{ArchiveFormat, ArtifactName, COMPONENTS};
+pub use name::{ArchiveFormat, ArtifactName, ArtifactNameError, COMPONENTS};
 
 /// The manifest every artifact directory and archive carries (an archive's first member).
 pub const MANIFEST: &str = "artifact_manifest.txt";

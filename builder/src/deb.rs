@@ -291,6 +291,24 @@ pub fn build_deb(
     compression: Compression,
     mtime: u64,
 ) -> Result<DebReport, DebBuildError> {
+    check_control(control)?;
+    let tree = with_parents(install_tree(items)?);
+    // data.tar, streamed into a temporary file beside the output.
+    let mut data_tmp = tempfile::NamedTempFile::new_in(out_dir)?;
+    let data = write_data(&tree, encoder(compression, data_tmp.reopen()?)?, mtime)?;
+    let control_member = control_member(control, &data, mtime)?;
+    let path = out_dir.join(deb_file_name(control));
+    let mut out_tmp = tempfile::NamedTempFile::new_in(out_dir)?;
+    write_ar(out_tmp.as_file_mut(), &control_member, data_tmp.as_file_mut(), compression, mtime)?;
+    out_tmp.as_file().sync_all()?;
+    let size = out_tmp.as_file().metadata()?.len();
+    out_tmp.persist(&path).map_err(|e| DebBuildError::Io(e.error))?;
+    Ok(DebReport { path, size, installed_size_kib: data.installed_kib, files: data.files })
+}
+
+/// The required fields are there, every name is valid, `Installed-Size` is left to the
+/// builder, and no value has a blank or CR continuation line.
+fn check_control(control: &DebControl) -> Result<(), DebBuildError> {
     for required in ["Package", "Version", "Architecture", "Maintainer", "Description"] {
         if control.get(required).is_none() {
             return Err(DebBuildError::MissingField(required));
@@ -311,6 +329,11 @@ pub fn build_deb(
             });
         }
     }
+    Ok(())
+}
+
+/// The items by cleaned install path; a path given twice is refused.
+fn install_tree(items: impl IntoIterator<Item = (String, Item)>) -> Result<BTreeMap<String, Item>, DebBuildError> {
     let mut tree = BTreeMap::new();
     for (path, item) in items {
         let path = check_path(&path)?;
@@ -318,73 +341,91 @@ pub fn build_deb(
             return Err(DebBuildError::Duplicate(path));
         }
     }
-    let tree = with_parents(tree);
+    Ok(tree)
+}
 
-    // data.tar, streamed into a temporary file beside the output.
-    let mut data_tmp = tempfile::NamedTempFile::new_in(out_dir)?;
-    let mut md5sums = String::new();
-    let mut installed_kib = 0u64;
-    let mut files = 0usize;
-    {
-        let writer = encoder(compression, data_tmp.reopen()?)?;
-        let mut tar = tar::Builder::new(writer);
-        append_raw(&mut tar, header(tar::EntryType::Directory, 0o755, 0, mtime), "./", None, io::empty())?;
-        for (path, item) in &tree {
-            match item {
-                Item::Dir { mode } => {
-                    let h = header(tar::EntryType::Directory, *mode, 0, mtime);
-                    append_raw(&mut tar, h, &format!("./{path}/"), None, io::empty())?;
-                    installed_kib += 1;
-                }
-                Item::Symlink { target } => {
-                    let h = header(tar::EntryType::Symlink, 0o777, 0, mtime);
-                    append_raw(&mut tar, h, &format!("./{path}"), Some(target), io::empty())?;
-                    installed_kib += 1;
-                }
-                Item::File { source, mode } => {
-                    let file =
-                        File::open(source).map_err(|e| DebBuildError::Source { path: source.clone(), source: e })?;
-                    let size =
-                        file.metadata().map_err(|e| DebBuildError::Source { path: source.clone(), source: e })?.len();
-                    let h = header(tar::EntryType::Regular, *mode, size, mtime);
-                    let mut hashing = Hashing { inner: file.take(size), md5: md5::Md5::new(), read: 0 };
-                    append_raw(&mut tar, h, &format!("./{path}"), None, &mut hashing)?;
-                    if hashing.read != size {
-                        return Err(DebBuildError::Source {
-                            path: source.clone(),
-                            source: io::Error::other("the file changed size while it was packaged"),
-                        });
-                    }
-                    let digest = hashing.md5.finalize();
-                    for b in digest {
-                        let _ = write!(md5sums, "{b:02x}");
-                    }
-                    let _ = writeln!(md5sums, "  {path}");
-                    installed_kib += size.div_ceil(1024);
-                    files += 1;
-                }
+/// What writing `data.tar` found out: `md5sums`, `Installed-Size` and the file count.
+struct DataSummary {
+    md5sums: String,
+    installed_kib: u64,
+    files: usize,
+}
+
+/// `data.tar` of `tree` through `writer` (the compressor), hashing every file on the way.
+fn write_data(
+    tree: &BTreeMap<String, Item>,
+    writer: Box<dyn FinishWrite>,
+    mtime: u64,
+) -> Result<DataSummary, DebBuildError> {
+    let mut summary = DataSummary { md5sums: String::new(), installed_kib: 0, files: 0 };
+    let mut tar = tar::Builder::new(writer);
+    append_raw(&mut tar, header(tar::EntryType::Directory, 0o755, 0, mtime), "./", None, io::empty())?;
+    for (path, item) in tree {
+        match item {
+            Item::Dir { mode } => {
+                let h = header(tar::EntryType::Directory, *mode, 0, mtime);
+                append_raw(&mut tar, h, &format!("./{path}/"), None, io::empty())?;
+                summary.installed_kib += 1;
+            }
+            Item::Symlink { target } => {
+                let h = header(tar::EntryType::Symlink, 0o777, 0, mtime);
+                append_raw(&mut tar, h, &format!("./{path}"), Some(target), io::empty())?;
+                summary.installed_kib += 1;
+            }
+            Item::File { source, mode } => {
+                let size = append_file(&mut tar, path, source, *mode, mtime, &mut summary.md5sums)?;
+                summary.installed_kib += size.div_ceil(1024);
+                summary.files += 1;
             }
         }
-        tar.into_inner()?.finish_box()?;
     }
+    tar.into_inner()?.finish_box()?;
+    Ok(summary)
+}
 
-    // control.tar.xz, small, in memory.
+/// One regular file appended as `./{path}`, its md5 line added to `md5sums`; its size.
+fn append_file<W: Write>(
+    tar: &mut tar::Builder<W>,
+    path: &str,
+    source: &Path,
+    mode: u32,
+    mtime: u64,
+    md5sums: &mut String,
+) -> Result<u64, DebBuildError> {
+    let at_source = |e| DebBuildError::Source { path: source.to_path_buf(), source: e };
+    let file = File::open(source).map_err(at_source)?;
+    let size = file.metadata().map_err(at_source)?.len();
+    let h = header(tar::EntryType::Regular, mode, size, mtime);
+    let mut hashing = Hashing { inner: file.take(size), md5: md5::Md5::new(), read: 0 };
+    append_raw(tar, h, &format!("./{path}"), None, &mut hashing)?;
+    if hashing.read != size {
+        return Err(at_source(io::Error::other("the file changed size while it was packaged")));
+    }
+    for b in hashing.md5.finalize() {
+        let _ = write!(md5sums, "{b:02x}");
+    }
+    let _ = writeln!(md5sums, "  {path}");
+    Ok(size)
+}
+
+/// `control.tar.xz` (small, in memory): `./control` with `Installed-Size` where
+/// dpkg-gencontrol puts it (after `Maintainer`), and `./md5sums` when there are files.
+fn control_member(control: &DebControl, data: &DataSummary, mtime: u64) -> Result<Vec<u8>, DebBuildError> {
     let mut control_text = String::new();
     let mut inserted = false;
     for (name, value) in &control.fields {
-        // Installed-Size goes where dpkg-gencontrol puts it: after Maintainer.
         let _ = writeln!(control_text, "{name}: {value}");
         if name.eq_ignore_ascii_case("Maintainer") {
-            let _ = writeln!(control_text, "Installed-Size: {installed_kib}");
+            let _ = writeln!(control_text, "Installed-Size: {}", data.installed_kib);
             inserted = true;
         }
     }
     if !inserted {
-        let _ = writeln!(control_text, "Installed-Size: {installed_kib}");
+        let _ = writeln!(control_text, "Installed-Size: {}", data.installed_kib);
     }
     let mut control_tar = tar::Builder::new(Vec::new());
     append_raw(&mut control_tar, header(tar::EntryType::Directory, 0o755, 0, mtime), "./", None, io::empty())?;
-    for (name, body) in [("control", control_text.as_bytes()), ("md5sums", md5sums.as_bytes())] {
+    for (name, body) in [("control", control_text.as_bytes()), ("md5sums", data.md5sums.as_bytes())] {
         if name == "md5sums" && body.is_empty() {
             continue;
         }
@@ -394,46 +435,49 @@ pub fn build_deb(
     let control_tar = control_tar.into_inner()?;
     let mut xz = xz2::write::XzEncoder::new(Vec::new(), 6);
     xz.write_all(&control_tar)?;
-    let control_member = xz.finish()?;
+    Ok(xz.finish()?)
+}
 
-    // The ar, written to a temporary file and renamed into place.
+/// `{Package}_{Version without epoch}_{Architecture}.deb`.
+fn deb_file_name(control: &DebControl) -> String {
     let version = control.get("Version").unwrap_or_default();
     let version = version.split_once(':').map_or(version, |(_, v)| v);
-    let name = format!(
+    format!(
         "{}_{}_{}.deb",
         control.get("Package").unwrap_or_default(),
         version,
         control.get("Architecture").unwrap_or_default()
-    );
-    let path = out_dir.join(&name);
-    let mut out_tmp = tempfile::NamedTempFile::new_in(out_dir)?;
-    {
-        let mut out = BufWriter::new(out_tmp.as_file_mut());
-        out.write_all(b"!<arch>\n")?;
-        let member = |out: &mut BufWriter<&mut File>, name: &str, size: u64| -> io::Result<()> {
-            writeln!(out, "{name:<16}{mtime:<12}{:<6}{:<6}{:<8}{size:<10}`", 0, 0, 100644)
-        };
-        member(&mut out, "debian-binary", 4)?;
-        out.write_all(b"2.0\n")?;
-        member(&mut out, "control.tar.xz", control_member.len() as u64)?;
-        out.write_all(&control_member)?;
-        if control_member.len() % 2 == 1 {
-            out.write_all(b"\n")?;
-        }
-        let data = data_tmp.as_file_mut();
-        let data_size = data.metadata()?.len();
-        data.seek(io::SeekFrom::Start(0))?;
-        member(&mut out, &format!("data.tar{}", suffix(compression)), data_size)?;
-        io::copy(data, &mut out)?;
-        if data_size % 2 == 1 {
-            out.write_all(b"\n")?;
-        }
-        out.flush()?;
+    )
+}
+
+/// The `ar`: `debian-binary`, `control.tar.xz`, then `data` (the compressed `data.tar`).
+fn write_ar(
+    out: &mut File,
+    control_member: &[u8],
+    data: &mut File,
+    compression: Compression,
+    mtime: u64,
+) -> io::Result<()> {
+    let mut out = BufWriter::new(out);
+    out.write_all(b"!<arch>\n")?;
+    let member = |out: &mut BufWriter<&mut File>, name: &str, size: u64| -> io::Result<()> {
+        writeln!(out, "{name:<16}{mtime:<12}{:<6}{:<6}{:<8}{size:<10}`", 0, 0, 100644)
+    };
+    member(&mut out, "debian-binary", 4)?;
+    out.write_all(b"2.0\n")?;
+    member(&mut out, "control.tar.xz", control_member.len() as u64)?;
+    out.write_all(control_member)?;
+    if control_member.len() % 2 == 1 {
+        out.write_all(b"\n")?;
     }
-    out_tmp.as_file().sync_all()?;
-    let size = out_tmp.as_file().metadata()?.len();
-    out_tmp.persist(&path).map_err(|e| DebBuildError::Io(e.error))?;
-    Ok(DebReport { path, size, installed_size_kib: installed_kib, files })
+    let data_size = data.metadata()?.len();
+    data.seek(io::SeekFrom::Start(0))?;
+    member(&mut out, &format!("data.tar{}", suffix(compression)), data_size)?;
+    io::copy(data, &mut out)?;
+    if data_size % 2 == 1 {
+        out.write_all(b"\n")?;
+    }
+    out.flush()
 }
 
 #[cfg(test)]

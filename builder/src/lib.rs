@@ -8,11 +8,14 @@
 //!   distributions built from artifacts ([`elf`] tells shared libraries and their sonames).
 //! - [`tree`]: an artifacts directory read into an index, and a planned package's content
 //!   walked into items under the install prefix (hostile manifests and links refused).
+//! - [`therock`]: `quarry package` as a library: artifact archives unpacked into a scratch
+//!   directory, TheRock's plan mapped to control fields, every package built in parallel.
 
 pub mod deb;
 pub mod elf;
 pub mod python;
 pub mod rpm;
+pub mod therock;
 pub mod tree;
 pub mod wheel;
 

@@ -12,13 +12,10 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use quarry_artifacts::link_stays_inside;
+use quarry_artifacts::{MANIFEST, link_stays_inside};
 use quarry_packaging::therock::{ArtifactIndex, ContentPath};
 
 use crate::deb::Item;
-
-/// The manifest every artifact directory carries.
-pub const MANIFEST: &str = "artifact_manifest.txt";
 
 #[derive(Debug, thiserror::Error)]
 pub enum TreeError {

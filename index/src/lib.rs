@@ -19,6 +19,7 @@ mod metadata;
 mod native;
 mod reindex;
 pub mod render;
+pub mod retention;
 mod root;
 pub mod rpmhead;
 pub mod sign;

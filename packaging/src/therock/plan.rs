@@ -15,10 +15,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::artifact::{ArtifactName, GENERIC};
 use super::package_json::PackageSpec;
-
-/// Component markers in artifact directory names, in the order TheRock tries them.
-const MARKERS: &[&str] = &["dbg", "dev", "doc", "lib", "run", "test"];
 
 /// What an artifacts directory holds: `{name}_{component}_{target}[:variant]` directories and
 /// the lines of their `artifact_manifest.txt` (empty when there is none).
@@ -35,6 +33,7 @@ pub struct ContentPath {
 }
 
 impl ArtifactIndex {
+    /// An index of these directory names and their manifest lines.
     pub fn new(dirs: impl IntoIterator<Item = (String, Vec<String>)>) -> Self {
         Self { dirs: dirs.into_iter().collect() }
     }
@@ -44,25 +43,29 @@ impl ArtifactIndex {
         self.dirs.iter().map(|(d, l)| (d.as_str(), l.as_slice()))
     }
 
-    /// Artifact names present: the part of a directory name before its component marker.
-    fn present_artifacts(&self) -> BTreeSet<&str> {
-        self.dirs
-            .keys()
-            .filter_map(|d| MARKERS.iter().find_map(|m| d.split_once(&format!("_{m}_")).map(|(a, _)| a)))
-            .collect()
+    /// Every directory whose name is an artifact name, parsed, with its manifest lines, sorted
+    /// by directory name; other directories are left out.
+    pub fn artifacts(&self) -> impl Iterator<Item = (ArtifactName, &[String])> {
+        self.named().map(|(_, name, lines)| (name, lines))
+    }
+
+    fn named(&self) -> impl Iterator<Item = (&String, ArtifactName, &[String])> {
+        self.dirs.iter().filter_map(|(d, l)| Some((d, ArtifactName::parse_dir(d).ok()?, l.as_slice())))
+    }
+
+    /// Artifact names present: the `name` part of every directory with a known component.
+    fn present_artifacts(&self) -> BTreeSet<String> {
+        self.artifacts().filter(|(a, _)| a.has_known_component()).map(|(a, _)| a.name).collect()
     }
 
     /// GPU targets the artifacts were built for: every target other than `generic` of a
     /// directory with a non-empty manifest, `:xnack` variants folded, sorted.
     pub fn targets(&self) -> Vec<String> {
         let mut out: BTreeSet<String> = BTreeSet::new();
-        for (dir, lines) in &self.dirs {
-            let parts: Vec<&str> = dir.splitn(3, '_').collect();
-            if parts.len() == 3 && !lines.iter().all(|l| l.trim().is_empty()) {
-                let target = parts[2].split(':').next().unwrap_or_default();
-                if target != "generic" && !target.is_empty() {
-                    out.insert(target.to_owned());
-                }
+        for (artifact, lines) in self.artifacts() {
+            let target = artifact.base_target();
+            if target != GENERIC && !target.is_empty() && !lines.iter().all(|l| l.trim().is_empty()) {
+                out.insert(target.to_owned());
             }
         }
         out.into_iter().collect()
@@ -72,19 +75,19 @@ impl ArtifactIndex {
     fn has_gfx_dirs(&self, spec: &PackageSpec) -> bool {
         spec.artifactory.iter().any(|a| {
             a.subdirs.iter().flat_map(|s| &s.components).any(|c| {
-                let prefix = format!("{}_{c}_gfx", a.artifact);
-                self.dirs.keys().any(|d| d.starts_with(&prefix))
+                self.artifacts().any(|(d, _)| d.name == a.artifact && d.component == *c && d.target.starts_with("gfx"))
             })
         })
     }
 
-    /// Manifest lines of `{artifact}_{component}_{suffix}` and its `:variant` siblings that
+    /// Manifest lines of `{artifact}_{component}_{target}` and its `:variant` siblings that
     /// name `{subdir}/` (case-insensitively).
-    fn content(&self, artifact: &str, component: &str, suffix: &str, subdir: &str, out: &mut Vec<ContentPath>) {
-        let exact = format!("{artifact}_{component}_{suffix}");
-        let variant = format!("{exact}:");
+    fn content(&self, artifact: &str, component: &str, target: &str, subdir: &str, out: &mut Vec<ContentPath>) {
         let needle = format!("{}/", subdir.to_ascii_lowercase());
-        for (dir, lines) in self.dirs.iter().filter(|(d, _)| **d == exact || d.starts_with(&variant)) {
+        let matching = self
+            .named()
+            .filter(|(_, d, _)| d.name == artifact && d.component == component && d.base_target() == target);
+        for (dir, _, lines) in matching {
             for line in lines.iter().map(|l| l.trim()).filter(|l| !l.is_empty()) {
                 if line.to_ascii_lowercase().contains(&needle) {
                     out.push(ContentPath { dir: dir.clone(), path: line.to_owned() });
@@ -222,6 +225,29 @@ enum Gfx<'a> {
     Arch(&'a str),
 }
 
+/// The variants of one package planned so far, and those left out with the reason.
+struct Found<'p, 's> {
+    spec: &'p PackageSpec,
+    packages: Vec<PlannedPackage>,
+    skipped: &'s mut Vec<(String, String)>,
+}
+
+impl Found<'_, '_> {
+    /// Keeps `package` unless it is a variant that should have content and has none (then it
+    /// is skipped with the reason); whether it was kept.
+    fn keep(&mut self, package: PlannedPackage) -> bool {
+        let empty = package.contents.is_empty()
+            && !matches!(package.variant, Variant::Meta | Variant::NonVersioned)
+            && !self.spec.metapackage;
+        if empty {
+            self.skipped.push((package.name.clone(), "no content in the artifacts for this variant".into()));
+            return false;
+        }
+        self.packages.push(package);
+        true
+    }
+}
+
 struct Planner<'a> {
     by_name: BTreeMap<&'a str, &'a PackageSpec>,
     index: &'a ArtifactIndex,
@@ -304,9 +330,9 @@ impl<'a> Planner<'a> {
         let mut out = Vec::new();
         let (suffix, device) = match variant {
             Variant::Meta | Variant::NonVersioned => return out,
-            Variant::Host | Variant::Versioned => ("generic".to_owned(), false),
+            Variant::Host | Variant::Versioned => (GENERIC.to_owned(), false),
             Variant::Device(arch) => (arch.clone(), true),
-            Variant::SingleArch(arch) => (if spec.gfxarch { arch.clone() } else { "generic".to_owned() }, false),
+            Variant::SingleArch(arch) => (if spec.gfxarch { arch.clone() } else { GENERIC.to_owned() }, false),
         };
         for artifact in &spec.artifactory {
             let suffix = match artifact.gfxarch {
@@ -314,7 +340,7 @@ impl<'a> Planner<'a> {
                 // to the device packages.
                 Some(false) if device => continue,
                 Some(true) if matches!(variant, Variant::Host | Variant::Versioned) => continue,
-                Some(false) => "generic".to_owned(),
+                Some(false) => GENERIC.to_owned(),
                 _ => suffix.clone(),
             };
             for sub in &artifact.subdirs {
@@ -334,13 +360,7 @@ impl<'a> Planner<'a> {
             _ => Gfx::Meta,
         };
         let secondary = |list: &[String]| -> Vec<String> {
-            if !versioned {
-                return Vec::new();
-            }
-            list.iter()
-                .filter_map(|d| self.resolve(d, gfx))
-                .map(|(n, ours)| if ours && spec.metapackage { self.pin(n) } else { n })
-                .collect()
+            if versioned { self.dependencies(spec, list, gfx) } else { Vec::new() }
         };
         let (recommends, suggests) = match self.options.pkg_type {
             PkgType::Deb => (secondary(&spec.deb_recommends), secondary(&spec.deb_suggests)),
@@ -373,6 +393,14 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// `list` resolved for `gfx`; a metapackage pins its own packages to this run's version.
+    fn dependencies(&self, spec: &PackageSpec, list: &[String], gfx: Gfx<'_>) -> Vec<String> {
+        list.iter()
+            .filter_map(|d| self.resolve(d, gfx))
+            .map(|(n, ours)| if ours && spec.metapackage { self.pin(n) } else { n })
+            .collect()
+    }
+
     /// The versioned variants and the unversioned one of `spec`.
     fn variants(
         &self,
@@ -380,106 +408,21 @@ impl<'a> Planner<'a> {
         targets: &[String],
         skipped: &mut Vec<(String, String)>,
     ) -> Vec<PlannedPackage> {
-        let mut out = Vec::new();
-        let mut keep = |p: PlannedPackage, skipped: &mut Vec<(String, String)>| {
-            if p.contents.is_empty() && !matches!(p.variant, Variant::Meta | Variant::NonVersioned) && !spec.metapackage
-            {
-                skipped.push((p.name.clone(), "no content in the artifacts for this variant".into()));
-                false
-            } else {
-                out.push(p);
-                true
-            }
-        };
-        let versioned_name;
-        if !self.options.kpack {
-            let arch = targets.first().cloned().unwrap_or_else(|| "generic".into());
-            let gfx = if spec.gfxarch { Gfx::Arch(&arch) } else { Gfx::None };
-            let depends = self
-                .main_deps(spec)
-                .iter()
-                .filter_map(|d| self.resolve(d, gfx))
-                .map(|(n, ours)| if ours && spec.metapackage { self.pin(n) } else { n })
-                .collect();
-            versioned_name = self.name(spec, true, gfx);
-            let built =
-                keep(self.package(spec, Variant::SingleArch(arch.clone()), versioned_name.clone(), depends), skipped);
-            if !built {
-                return out;
-            }
+        let mut found = Found { spec, packages: Vec::new(), skipped };
+        let versioned_name = if !self.options.kpack {
+            self.single_arch(spec, targets, &mut found)
         } else if self.split(spec) && spec.metapackage {
-            let mut metas = Vec::new();
-            for arch in targets {
-                let gfx = Gfx::Arch(arch);
-                let depends = self
-                    .main_deps(spec)
-                    .iter()
-                    .filter_map(|d| {
-                        let dep = self.by_name.get(d.as_str());
-                        let per_target = dep.is_some_and(|s| self.split(s));
-                        let (n, ours) = self.resolve(d, if per_target { gfx } else { Gfx::Meta })?;
-                        // A per-target dependency without content for this target is not built.
-                        if per_target && !dep.is_some_and(|s| self.built_for(s, arch)) {
-                            return None;
-                        }
-                        Some(if ours { self.pin(n) } else { n })
-                    })
-                    .collect();
-                let name = self.name(spec, true, gfx);
-                metas.push(name.clone());
-                out.push(self.package(spec, Variant::Device(arch.clone()), name, depends));
-            }
-            versioned_name = self.name(spec, true, Gfx::Meta);
-            let depends = metas.into_iter().map(|n| self.pin(n)).collect();
-            out.push(self.package(spec, Variant::Meta, versioned_name.clone(), depends));
+            Some(self.split_metapackage(spec, targets, &mut found))
         } else if self.split(spec) {
-            let host_name = self.name(spec, true, Gfx::Host);
-            let host_deps = self
-                .main_deps(spec)
-                .iter()
-                .filter(|d| !self.by_name.get(d.as_str()).is_some_and(|s| self.split(s)))
-                .filter_map(|d| self.resolve(d, Gfx::Host))
-                .map(|(n, _)| n)
-                .collect();
-            let host_built = keep(self.package(spec, Variant::Host, host_name.clone(), host_deps), skipped);
-            let mut meta_deps = Vec::new();
-            if host_built {
-                meta_deps.push(self.pin(host_name.clone()));
-            }
-            for arch in targets {
-                let mut depends = Vec::new();
-                if host_built {
-                    depends.push(host_name.clone());
-                }
-                for d in self.main_deps(spec) {
-                    let Some(dep) = self.by_name.get(d.as_str()).filter(|s| self.split(s)) else { continue };
-                    if !self.built_for(dep, arch) {
-                        continue;
-                    }
-                    if let Some((n, _)) = self.resolve(d, Gfx::Arch(arch)) {
-                        depends.push(n);
-                    }
-                }
-                let name = self.name(spec, true, Gfx::Arch(arch));
-                if keep(self.package(spec, Variant::Device(arch.clone()), name.clone(), depends), skipped) {
-                    meta_deps.push(self.pin(name));
-                }
-            }
-            versioned_name = self.name(spec, true, Gfx::Meta);
-            out.push(self.package(spec, Variant::Meta, versioned_name.clone(), meta_deps));
+            Some(self.split_package(spec, targets, &mut found))
         } else {
             // Not split: per-target dependencies are met by their meta package.
-            let depends = self
-                .main_deps(spec)
-                .iter()
-                .filter_map(|d| self.resolve(d, Gfx::Meta))
-                .map(|(n, ours)| if ours && spec.metapackage { self.pin(n) } else { n })
-                .collect();
-            versioned_name = self.name(spec, true, Gfx::None);
-            if !keep(self.package(spec, Variant::Versioned, versioned_name.clone(), depends), skipped) {
-                return out;
-            }
-        }
+            let depends = self.dependencies(spec, self.main_deps(spec), Gfx::Meta);
+            let name = self.name(spec, true, Gfx::None);
+            found.keep(self.package(spec, Variant::Versioned, name.clone(), depends)).then_some(name)
+        };
+        let mut out = found.packages;
+        let Some(versioned_name) = versioned_name else { return out };
         let depends = vec![if spec.metapackage { self.pin(versioned_name) } else { versioned_name }];
         let gfx = match (&self.options.kpack, targets.first()) {
             (false, Some(arch)) if spec.gfxarch => Gfx::Arch(arch),
@@ -488,6 +431,85 @@ impl<'a> Planner<'a> {
         let name = self.name(spec, false, gfx);
         out.push(self.package(spec, Variant::NonVersioned, name, depends));
         out
+    }
+
+    /// Single-arch mode: one versioned package for the first target; its name when built.
+    fn single_arch(&self, spec: &PackageSpec, targets: &[String], found: &mut Found<'_, '_>) -> Option<String> {
+        let arch = targets.first().cloned().unwrap_or_else(|| GENERIC.into());
+        let gfx = if spec.gfxarch { Gfx::Arch(&arch) } else { Gfx::None };
+        let depends = self.dependencies(spec, self.main_deps(spec), gfx);
+        let name = self.name(spec, true, gfx);
+        found.keep(self.package(spec, Variant::SingleArch(arch.clone()), name.clone(), depends)).then_some(name)
+    }
+
+    /// kpack, a gfxarch metapackage: one per-target meta for each target (depending on the
+    /// per-target packages built for it) and the versioned meta over them; its name.
+    fn split_metapackage(&self, spec: &PackageSpec, targets: &[String], found: &mut Found<'_, '_>) -> String {
+        let mut metas = Vec::new();
+        for arch in targets {
+            let gfx = Gfx::Arch(arch);
+            let depends = self
+                .main_deps(spec)
+                .iter()
+                .filter_map(|d| {
+                    let dep = self.by_name.get(d.as_str());
+                    let per_target = dep.is_some_and(|s| self.split(s));
+                    let (n, ours) = self.resolve(d, if per_target { gfx } else { Gfx::Meta })?;
+                    // A per-target dependency without content for this target is not built.
+                    if per_target && !dep.is_some_and(|s| self.built_for(s, arch)) {
+                        return None;
+                    }
+                    Some(if ours { self.pin(n) } else { n })
+                })
+                .collect();
+            let name = self.name(spec, true, gfx);
+            metas.push(name.clone());
+            found.packages.push(self.package(spec, Variant::Device(arch.clone()), name, depends));
+        }
+        let versioned_name = self.name(spec, true, Gfx::Meta);
+        let depends = metas.into_iter().map(|n| self.pin(n)).collect();
+        found.packages.push(self.package(spec, Variant::Meta, versioned_name.clone(), depends));
+        versioned_name
+    }
+
+    /// kpack, a package split per target: the host package, a device package per target
+    /// with content, and the meta package over those built; the meta's name.
+    fn split_package(&self, spec: &PackageSpec, targets: &[String], found: &mut Found<'_, '_>) -> String {
+        let host_name = self.name(spec, true, Gfx::Host);
+        let host_deps = self
+            .main_deps(spec)
+            .iter()
+            .filter(|d| !self.by_name.get(d.as_str()).is_some_and(|s| self.split(s)))
+            .filter_map(|d| self.resolve(d, Gfx::Host))
+            .map(|(n, _)| n)
+            .collect();
+        let host_built = found.keep(self.package(spec, Variant::Host, host_name.clone(), host_deps));
+        let mut meta_deps = Vec::new();
+        if host_built {
+            meta_deps.push(self.pin(host_name.clone()));
+        }
+        for arch in targets {
+            let mut depends = Vec::new();
+            if host_built {
+                depends.push(host_name.clone());
+            }
+            for d in self.main_deps(spec) {
+                let Some(dep) = self.by_name.get(d.as_str()).filter(|s| self.split(s)) else { continue };
+                if !self.built_for(dep, arch) {
+                    continue;
+                }
+                if let Some((n, _)) = self.resolve(d, Gfx::Arch(arch)) {
+                    depends.push(n);
+                }
+            }
+            let name = self.name(spec, true, Gfx::Arch(arch));
+            if found.keep(self.package(spec, Variant::Device(arch.clone()), name.clone(), depends)) {
+                meta_deps.push(self.pin(name));
+            }
+        }
+        let versioned_name = self.name(spec, true, Gfx::Meta);
+        found.packages.push(self.package(spec, Variant::Meta, versioned_name.clone(), meta_deps));
+        versioned_name
     }
 
     /// Whether `spec`'s device package for `arch` has content (is built).

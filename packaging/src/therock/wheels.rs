@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::ArtifactIndex;
+use super::{ArtifactIndex, ArtifactName, base_target};
 
 /// Artifacts whose `lib`/`run` components make up `rocm-sdk-core`.
 pub const CORE_ARTIFACTS: &[&str] = &[
@@ -256,21 +256,11 @@ impl DistKind {
     fn platform_package(&self, nonce: &str) -> String {
         let base = match self {
             DistKind::Device(_) => DistKind::Libraries(None).dist_name(),
-            DistKind::Libraries(Some(family)) => format!("rocm-sdk-libraries-{}", strip_feature(family)),
+            DistKind::Libraries(Some(family)) => format!("rocm-sdk-libraries-{}", base_target(family)),
             other => other.dist_name(),
         };
         format!("_{}{nonce}", base.replace('-', "_"))
     }
-}
-
-fn strip_feature(target: &str) -> &str {
-    target.split(':').next().unwrap_or(target)
-}
-
-fn split_dir(dir: &str) -> Option<(&str, &str, &str)> {
-    let mut parts = dir.split('_');
-    let (name, component, target) = (parts.next()?, parts.next()?, parts.next()?);
-    parts.next().is_none().then_some((name, component, target))
 }
 
 fn pep440_ok(version: &str) -> bool {
@@ -285,17 +275,16 @@ pub fn plan_wheels(index: &ArtifactIndex, opts: &WheelOptions) -> Result<WheelPl
     if !opts.nonce.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(WheelPlanError::BadNonce(opts.nonce.clone()));
     }
-    let dirs: Vec<(&str, &str, &str)> = index
-        .dirs()
+    let dirs: Vec<ArtifactName> = index
+        .artifacts()
         .filter(|(_, lines)| lines.iter().any(|l| !l.trim().is_empty()))
-        .filter_map(|(d, _)| split_dir(d))
+        .map(|(name, _)| name)
         .collect();
-    let found: BTreeSet<String> =
-        dirs.iter().filter(|(_, _, t)| *t != "generic").map(|(_, _, t)| strip_feature(t).to_owned()).collect();
+    let found: BTreeSet<String> = dirs.iter().filter(|a| !a.is_generic()).map(|a| a.base_target().to_owned()).collect();
     let targets: Vec<String> = if opts.targets.is_empty() {
         found.iter().cloned().collect()
     } else {
-        let wanted: BTreeSet<String> = opts.targets.iter().map(|t| strip_feature(t).to_owned()).collect();
+        let wanted: BTreeSet<String> = opts.targets.iter().map(|t| base_target(t).to_owned()).collect();
         let missing: Vec<String> = wanted.difference(&found).cloned().collect();
         if !missing.is_empty() {
             return Err(WheelPlanError::MissingTargets { missing, found: found.into_iter().collect() });
@@ -304,7 +293,7 @@ pub fn plan_wheels(index: &ArtifactIndex, opts: &WheelOptions) -> Result<WheelPl
     };
 
     let pick = |pred: &dyn Fn(&str, &str, &str) -> bool| -> Vec<String> {
-        dirs.iter().filter(|(n, c, t)| pred(n, c, t)).map(|(n, c, t)| format!("{n}_{c}_{t}")).collect()
+        dirs.iter().filter(|a| pred(&a.name, &a.component, &a.target)).map(ArtifactName::dir_name).collect()
     };
     let core_pred = |n: &str, c: &str, t: &str| {
         t == "generic"
@@ -327,12 +316,12 @@ pub fn plan_wheels(index: &ArtifactIndex, opts: &WheelOptions) -> Result<WheelPl
         let libraries = pick(&|n, c, t| t == "generic" && lib_pred(n, c));
         kinds.push((DistKind::Libraries(None), Selection { dirs: libraries, include: &[], exclude: &[] }));
         for target in &targets {
-            let device = pick(&|n, c, t| n != "rpp" && lib_pred(n, c) && strip_feature(t) == target);
+            let device = pick(&|n, c, t| n != "rpp" && lib_pred(n, c) && base_target(t) == target);
             kinds.push((DistKind::Device(target.clone()), Selection { dirs: device, include: &[], exclude: &[] }));
         }
     } else {
         for family in &targets {
-            let libraries = pick(&|n, c, t| (t == "generic" || strip_feature(t) == family) && lib_pred(n, c));
+            let libraries = pick(&|n, c, t| (t == "generic" || base_target(t) == family) && lib_pred(n, c));
             kinds.push((
                 DistKind::Libraries(Some(family.clone())),
                 Selection { dirs: libraries, include: &[], exclude: &[] },
@@ -341,18 +330,18 @@ pub fn plan_wheels(index: &ArtifactIndex, opts: &WheelOptions) -> Result<WheelPl
     }
     // Devel: every component of what the runtime wheels took (the profiler's applications
     // excepted) plus the header-only artifacts; generic artifacts only.
-    let runtime_names: BTreeSet<&str> = kinds
+    let runtime_names: BTreeSet<String> = kinds
         .iter()
         .flat_map(|(_, s)| s.dirs.iter())
-        .filter_map(|d| split_dir(d).map(|(n, _, _)| n))
-        .filter(|n| !PROFILER_ARTIFACTS.contains(n))
+        .filter_map(|d| ArtifactName::parse_dir(d).ok().map(|a| a.name))
+        .filter(|n| !PROFILER_ARTIFACTS.contains(&n.as_str()))
         .collect();
     let devel = pick(&|n, c, t| {
         t == "generic"
             && (runtime_names.contains(n) || DEVEL_EXTRA_ARTIFACTS.contains(&n))
             && !(opts.kpack && c == "test")
     });
-    if dirs.iter().any(|(_, c, _)| *c == "dev") {
+    if dirs.iter().any(|a| a.component == "dev") {
         kinds.push((DistKind::Devel, Selection { dirs: devel, include: &[], exclude: &[] }));
     }
 

@@ -1,0 +1,83 @@
+//! The rocm-sdk distributions of a TheRock run (TheRock's `build_python_packages.py`): the
+//! plan of `quarry_packaging::therock::wheels`, the runtime wheels built in parallel, then
+//! the devel wheel (its tarball links to what the runtime wheels install) and the `rocm`
+//! sdist.
+
+use quarry_packaging::therock::wheels::{DistKind, WheelOptions, plan_wheels};
+use rayon::prelude::*;
+
+use super::{BuildSettings, OnProgress, PackageError, Progress, StagedArtifacts, pool};
+use crate::python::{
+    BuiltDist, Populated, WheelContext, build_devel_wheel, build_runtime_wheel, build_sdist, populate,
+};
+
+/// What a run built, and for which targets (kpack: base targets; else families).
+#[derive(Debug)]
+pub struct WheelSummary {
+    pub targets: Vec<String>,
+    pub built: Vec<BuiltDist>,
+}
+
+impl std::fmt::Display for WheelSummary {
+    /// One line per distribution built, then the count and the targets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for b in &self.built {
+            let name = b.file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            writeln!(f, "built   {name} ({} bytes)", b.report.size)?;
+        }
+        writeln!(f, "{} built; targets {}", self.built.len(), self.targets.join(","))
+    }
+}
+
+/// Plans the rocm-sdk distributions over the staged artifacts and builds every one into the
+/// destination; the first that fails ends the run.
+pub fn package_wheels(
+    staged: &StagedArtifacts,
+    opts: &WheelOptions,
+    settings: &BuildSettings,
+    progress: OnProgress<'_>,
+) -> Result<WheelSummary, PackageError> {
+    let plan = plan_wheels(staged.index(), opts)?;
+    progress(Progress::PlannedWheels { plan: &plan, kpack: opts.kpack });
+    let ctx = WheelContext {
+        artifacts: staged.dir(),
+        index: staged.index(),
+        plan: &plan,
+        opts,
+        dest_dir: &settings.dest_dir,
+        mtime: settings.epoch,
+    };
+    // Runtime wheels first (in parallel): the devel tarball links to what they install.
+    let runtime: Vec<_> = plan.wheels.iter().filter(|w| w.kind != DistKind::Devel).collect();
+    let results: Vec<_> = pool(settings.jobs)?.install(|| {
+        runtime
+            .par_iter()
+            .map(|wheel| {
+                progress(Progress::Started { package: &wheel.dist });
+                let result = populate(&ctx, wheel).and_then(|populated| {
+                    let built = build_runtime_wheel(&ctx, wheel, &populated)?;
+                    Ok((populated, built))
+                });
+                progress(Progress::Finished { package: &wheel.dist });
+                result
+            })
+            .collect()
+    });
+    let mut built = Vec::new();
+    let mut populated: Vec<(String, Populated)> = Vec::new();
+    for (result, wheel) in results.into_iter().zip(&runtime) {
+        let (files, dist) = result.map_err(|source| PackageError::Wheel { file: wheel.file_name.clone(), source })?;
+        if !matches!(wheel.kind, DistKind::Device(_)) {
+            populated.push((wheel.platform_package.clone(), files));
+        }
+        built.push(dist);
+    }
+    if let Some(devel) = plan.wheels.iter().find(|w| w.kind == DistKind::Devel) {
+        let runtime: Vec<(&str, &Populated)> = populated.iter().map(|(p, f)| (p.as_str(), f)).collect();
+        let dist = build_devel_wheel(&ctx, devel, &runtime)
+            .map_err(|source| PackageError::Wheel { file: devel.file_name.clone(), source })?;
+        built.push(dist);
+    }
+    built.push(build_sdist(&ctx).map_err(PackageError::Sdist)?);
+    Ok(WheelSummary { targets: plan.targets, built })
+}
