@@ -10,7 +10,8 @@ use crate::matrix::{Matrix, PlatformInfo, RunnerLabel, Trigger};
 use crate::{CiError, Picker};
 
 /// Everything the workflow run says, already parsed: lists lowercased, PR `test:*` labels
-/// appended to both platforms' test labels (what the CLI builds from the environment).
+/// appended to both platforms' test labels ([`Inputs::from_lookup`] builds them from the workflow
+/// environment).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Inputs {
@@ -50,6 +51,11 @@ impl Inputs {
 
     fn has_label(&self, label: &str) -> bool {
         self.pr_labels.iter().any(|l| l == label)
+    }
+
+    /// `PREBUILT_STAGES` names `all`: [`configure`] then needs the topology's stage order.
+    pub fn prebuilds_all_stages(&self) -> bool {
+        comma_list(&self.prebuilt_stages).iter().any(|s| s == "all")
     }
 }
 
@@ -280,8 +286,7 @@ pub fn configure(
     let (test_type, test_type_reason) = test_type(inputs, git)?;
 
     let mut prebuilt: Vec<String> = Vec::new();
-    let requested = comma_list(&inputs.prebuilt_stages);
-    let requested = if requested.iter().any(|s| s == "all") { stages.to_vec() } else { requested };
+    let requested = if inputs.prebuilds_all_stages() { stages.to_vec() } else { comma_list(&inputs.prebuilt_stages) };
     for stage in requested {
         if !prebuilt.contains(&stage) {
             prebuilt.push(stage);

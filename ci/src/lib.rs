@@ -4,6 +4,9 @@
 //! matrices are data ([`Matrix`], `ci/data/ci_matrix.toml` by default). Pure: callers read the
 //! event, the git diff and the files, and write the outputs.
 //!
+//! Inputs: [`Inputs::from_lookup`] maps the workflow environment and event payload to
+//! [`Inputs`]; [`GitContext::without_checkout`] says whether the run needs a diff of the checkout.
+//!
 //! Pipeline: [`configure`] = skip check → target selection → job decisions → build configs.
 //! [`Outputs::github_output`] renders the `$GITHUB_OUTPUT` variables byte for byte as TheRock's
 //! tool writes them (Python `json.dumps` spacing and key order), so a workflow can switch tools
@@ -12,6 +15,7 @@
 mod configure;
 mod json;
 mod matrix;
+mod workflow;
 
 pub use configure::{
     BuildConfig, FamilyInfo, GitContext, Inputs, JaxRow, Outputs, PythonTestRow, PytorchRow, TestType, comma_list,
@@ -85,7 +89,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
-/// Why a matrix cannot be configured.
+/// Why a matrix cannot be configured: bad input (the workflow's variables, labels or payload,
+/// or the matrix data), each message TheRock's where TheRock has one.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CiError {
     #[error("Unknown GPU families: {unknown}. Known families: {known}")]
@@ -100,6 +105,15 @@ pub enum CiError {
     UnknownJaxRefs(String),
     #[error("CI matrix data: {0}")]
     Data(String),
+    /// A required environment variable is unset.
+    #[error("{0} is not set")]
+    MissingVariable(&'static str),
+    /// `EXTERNAL_REPO` is not JSON.
+    #[error("EXTERNAL_REPO contains invalid JSON: {0:?}")]
+    ExternalRepoJson(String),
+    /// `EXTERNAL_REPO` has no `repository` name.
+    #[error("EXTERNAL_REPO missing 'repository' field: {0:?}")]
+    ExternalRepoField(String),
 }
 
 #[cfg(test)]

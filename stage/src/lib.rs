@@ -17,6 +17,7 @@
 //! every [`quarry_topology::TopologyError`] reachable, so a caller can tell bad input apart.
 
 pub mod build;
+pub mod checkout;
 pub mod run;
 pub mod transfer;
 

@@ -63,7 +63,8 @@ impl ReleaseType {
         }
     }
 
-    fn is_dev(self) -> bool {
+    /// The dev shapes (`ci`, `dev`, `dev-bkc`): their versions name the git sha.
+    pub fn is_dev(self) -> bool {
         matches!(self, ReleaseType::Ci | ReleaseType::Dev | ReleaseType::DevBkc)
     }
 
