@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use quarry_ci::{FirstPicker, GitContext, Inputs, Matrix, Picker, SeededPicker, comma_list};
-use quarry_stage::load_topology;
+use quarry_ci::{FirstPicker, GitContext, Inputs, Matrix, Picker, SeededPicker};
+use quarry_stage::{checkout, load_topology};
 
 use super::UsageError;
 
@@ -22,8 +22,6 @@ enum CiCommand {
     /// Decide the families, variants and jobs of a multi-arch CI run.
     Matrix(MatrixArgs),
 }
-
-const NULL_SHA: &str = "0000000000000000000000000000000000000000";
 
 /// `--runner-pick`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -110,6 +108,34 @@ pub(crate) async fn run(args: CiArgs) -> anyhow::Result<()> {
     }
 }
 
+impl MatrixArgs {
+    /// A workflow variable as the flags resolve it (the flag, else the variable, else the
+    /// default), for [`Inputs::from_lookup`].
+    fn lookup(&self, name: &str) -> Option<String> {
+        let value = match name {
+            "GITHUB_EVENT_NAME" => &self.event_name,
+            "GITHUB_RUN_ID" => &self.run_id,
+            "GITHUB_REF_NAME" => &self.ref_name,
+            "BUILD_VARIANT" => &self.build_variant,
+            "RELEASE_TYPE" => &self.release_type,
+            "BUILD_PYTHON_PACKAGES" => &self.build_python_packages,
+            "BUILD_PYTORCH" => &self.build_pytorch,
+            "BUILD_JAX" => &self.build_jax,
+            "PYTHON_VERSION" => &self.python_version,
+            "LINUX_AMDGPU_FAMILIES" => &self.linux_amdgpu_families,
+            "WINDOWS_AMDGPU_FAMILIES" => &self.windows_amdgpu_families,
+            "LINUX_TEST_LABELS" => &self.linux_test_labels,
+            "WINDOWS_TEST_LABELS" => &self.windows_test_labels,
+            "PREBUILT_STAGES" => &self.prebuilt_stages,
+            "BASELINE_RUN_ID" => &self.baseline_run_id,
+            "THEROCK_REPOSITORY" => &self.baseline_repository,
+            "EXTERNAL_REPO" => &self.external_repo,
+            _ => return None,
+        };
+        Some(value.clone())
+    }
+}
+
 fn read_lines(path: &Path) -> anyhow::Result<Vec<String>> {
     let text = if path == Path::new("-") {
         std::io::read_to_string(std::io::stdin())?
@@ -119,108 +145,36 @@ fn read_lines(path: &Path) -> anyhow::Result<Vec<String>> {
     Ok(text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect())
 }
 
-/// The inputs as `configure_multi_arch_ci.py` reads them, plus the diff base.
-fn inputs(args: &MatrixArgs) -> anyhow::Result<Inputs> {
-    let event: serde_json::Value = match &args.event_path {
-        Some(path) if path.exists() => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            serde_json::from_str(&text).map_err(|e| UsageError::new(format!("{}: not JSON: {e}", path.display())))?
-        }
-        _ => serde_json::Value::Null,
-    };
-    let mut pr_labels = Vec::new();
-    let mut base_ref = Some("HEAD^1".to_owned());
-    match args.event_name.as_str() {
-        "pull_request" => {
-            let labels = event.pointer("/pull_request/labels").and_then(|l| l.as_array()).cloned().unwrap_or_default();
-            pr_labels = labels.iter().filter_map(|l| l["name"].as_str()).map(str::to_lowercase).collect();
-            base_ref = Some("HEAD^".into());
-        }
-        "push" => match event["before"].as_str() {
-            Some(NULL_SHA) => base_ref = None,
-            Some(before) if !before.is_empty() => base_ref = Some(before.to_owned()),
-            _ => {}
-        },
-        _ => {}
-    }
-    let pr_test_labels: Vec<String> = pr_labels.iter().filter(|l| l.starts_with("test:")).cloned().collect();
-    let with_pr = |raw: &str| [comma_list(raw), pr_test_labels.clone()].concat();
-    Ok(Inputs {
-        run_id: args.run_id.clone(),
-        event_name: args.event_name.clone(),
-        commit_ref: args.ref_name.clone(),
-        base_ref,
-        build_variant: args.build_variant.clone(),
-        release_type: args.release_type.clone(),
-        build_python_packages: !args.build_python_packages.eq_ignore_ascii_case("false"),
-        build_pytorch: !args.build_pytorch.eq_ignore_ascii_case("false"),
-        build_jax: !args.build_jax.eq_ignore_ascii_case("false"),
-        python_versions: if args.python_version.trim().is_empty() {
-            Vec::new()
-        } else {
-            vec![args.python_version.trim().to_owned()]
-        },
-        pr_labels,
-        linux_amdgpu_families: comma_list(&args.linux_amdgpu_families),
-        windows_amdgpu_families: comma_list(&args.windows_amdgpu_families),
-        linux_test_labels: with_pr(&args.linux_test_labels),
-        windows_test_labels: with_pr(&args.windows_test_labels),
-        prebuilt_stages: args.prebuilt_stages.clone(),
-        baseline_run_id: args.baseline_run_id.clone(),
-        baseline_repository: args.baseline_repository.clone(),
-        external_repo: args.external_repo.clone(),
-    })
-}
-
-/// What changed: the external repository's name, the given lists, or `git diff` against the
-/// base (pull_request and push only).
+/// What changed: known without the checkout, else the given lists or git.
 fn git_context(args: &MatrixArgs, inputs: &Inputs) -> anyhow::Result<GitContext> {
-    if !inputs.external_repo.is_empty() {
-        let repo: serde_json::Value = serde_json::from_str(&inputs.external_repo)
-            .map_err(|_| UsageError::new(format!("EXTERNAL_REPO contains invalid JSON: {:?}", inputs.external_repo)))?;
-        let Some(full) = repo["repository"].as_str().filter(|r| !r.is_empty()) else {
-            return Err(UsageError::new(format!(
-                "EXTERNAL_REPO missing 'repository' field: {:?}",
-                inputs.external_repo
-            ))
-            .into());
-        };
-        return Ok(GitContext::external(full.rsplit('/').next().unwrap_or(full)));
-    }
-    if !matches!(inputs.event_name.as_str(), "pull_request" | "push") {
-        return Ok(GitContext::default());
+    if let Some(known) = GitContext::without_checkout(inputs)? {
+        return Ok(known);
     }
     let changed_files = match (&args.changed_files, &inputs.base_ref) {
-        (Some(path), _) => Some(read_lines(path)?),
-        (None, Some(base)) => {
-            Some(super::git(&args.repo, &["diff", "--name-only", base])?.lines().map(str::to_owned).collect())
-        }
-        (None, None) => None,
+        (Some(path), _) => read_lines(path)?,
+        (None, Some(base)) => checkout::changed_files(&args.repo, base)?,
+        (None, None) => return Ok(GitContext::default()),
     };
-    if changed_files.is_none() {
-        return Ok(GitContext::default());
-    }
     let submodule_paths = match &args.submodule_paths {
         Some(path) => read_lines(path)?,
-        None => super::git(&args.repo, &["submodule", "status"])?
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(1))
-            .map(str::to_owned)
-            .collect(),
+        None => checkout::submodule_paths(&args.repo)?,
     };
-    Ok(GitContext { changed_files, submodule_paths: Some(submodule_paths) })
+    Ok(GitContext { changed_files: Some(changed_files), submodule_paths: Some(submodule_paths) })
 }
 
 fn matrix(args: MatrixArgs) -> anyhow::Result<()> {
+    let read = |path: &Path| std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()));
     let data = match &args.matrix_file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            Matrix::parse(&text).map_err(|e| UsageError::new(format!("{}: {e}", path.display())))?
-        }
+        Some(path) => Matrix::parse(&read(path)?).map_err(|e| UsageError::new(format!("{}: {e}", path.display())))?,
         None => Matrix::builtin(),
     };
-    let inputs = inputs(&args)?;
-    let stages = if comma_list(&inputs.prebuilt_stages).iter().any(|s| s == "all") {
+    let event = match args.event_path.as_deref().filter(|path| path.exists()) {
+        Some(path) => serde_json::from_str(&read(path)?)
+            .map_err(|e| UsageError::new(format!("{}: not JSON: {e}", path.display())))?,
+        None => serde_json::Value::Null,
+    };
+    let inputs = Inputs::from_lookup(|name| args.lookup(name), &event)?;
+    let stages = if inputs.prebuilds_all_stages() {
         load_topology(&args.topology).context("--prebuilt-stages all needs the topology")?.stage_file_order
     } else {
         Vec::new()
@@ -229,8 +183,7 @@ fn matrix(args: MatrixArgs) -> anyhow::Result<()> {
     let mut seeded = SeededPicker::new(&inputs.run_id);
     let mut first = FirstPicker;
     let picker: &mut dyn Picker = if args.runner_pick == RunnerPick::First { &mut first } else { &mut seeded };
-    let outputs =
-        quarry_ci::configure(&data, &inputs, &git, &stages, picker).map_err(|e| UsageError::new(e.to_string()))?;
+    let outputs = quarry_ci::configure(&data, &inputs, &git, &stages, picker)?;
     for note in &outputs.notes {
         tracing::info!("{note}");
     }

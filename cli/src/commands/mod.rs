@@ -73,21 +73,6 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-/// `git -C repo ARGS…`'s standard output, trimmed; a failure names the command and git's message.
-pub(crate) fn git(repo: &std::path::Path, args: &[&str]) -> anyhow::Result<String> {
-    use anyhow::Context as _;
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .with_context(|| format!("running git {}", args.join(" ")))?;
-    if !out.status.success() {
-        anyhow::bail!("git {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
 /// Appends `text` to the file a GitHub Actions variable names (`GITHUB_OUTPUT`,
 /// `GITHUB_STEP_SUMMARY`); `false` when the variable is unset or empty.
 pub(crate) fn append_to_github_file(var: &str, text: &str) -> anyhow::Result<bool> {
@@ -107,7 +92,9 @@ pub(crate) fn append_to_github_file(var: &str, text: &str) -> anyhow::Result<boo
 /// The exit code for an error: 2 when any cause is bad input, else 1.
 pub(crate) fn exit_code(error: &anyhow::Error) -> u8 {
     let bad_input = error.chain().any(|cause| {
-        cause.downcast_ref::<UsageError>().is_some() || cause.downcast_ref::<quarry_topology::TopologyError>().is_some()
+        cause.downcast_ref::<UsageError>().is_some()
+            || cause.downcast_ref::<quarry_topology::TopologyError>().is_some()
+            || cause.downcast_ref::<quarry_ci::CiError>().is_some()
     });
     if bad_input { 2 } else { 1 }
 }

@@ -1,14 +1,14 @@
-//! `quarry version`: TheRock's `build_tools/compute_rocm_package_version.py`. Reads
-//! `version.json` and git, computes with `quarry_packaging::therock::version`, prints a table,
-//! JSON, or appends TheRock's outputs to `$GITHUB_OUTPUT`.
+//! `quarry version`: TheRock's `build_tools/compute_rocm_package_version.py`. The flags go to
+//! `quarry_stage::checkout::package_versions` (`version.json`, git, the build date); this prints
+//! a table, JSON, or appends TheRock's outputs to `$GITHUB_OUTPUT`.
 
 use std::io::Write as _;
 use std::path::PathBuf;
 
+use clap::ValueEnum as _;
 use quarry_packaging::therock::Versions;
-use quarry_packaging::therock::version::{
-    PackageVersions, ReleaseType, Suffix, VersionFile, VersionInputs, Yyyymmdd, compute,
-};
+use quarry_packaging::therock::version::{PackageVersions, ReleaseType, Suffix};
+use quarry_stage::checkout::{VersionRequest, package_versions};
 
 use super::UsageError;
 
@@ -61,17 +61,11 @@ enum ReleaseTypeArg {
     Release,
 }
 
-impl From<ReleaseTypeArg> for ReleaseType {
-    fn from(value: ReleaseTypeArg) -> Self {
-        match value {
-            ReleaseTypeArg::Ci => ReleaseType::Ci,
-            ReleaseTypeArg::Dev => ReleaseType::Dev,
-            ReleaseTypeArg::DevBkc => ReleaseType::DevBkc,
-            ReleaseTypeArg::Nightly => ReleaseType::Nightly,
-            ReleaseTypeArg::NightlyBkc => ReleaseType::NightlyBkc,
-            ReleaseTypeArg::Prerelease => ReleaseType::Prerelease,
-            ReleaseTypeArg::Release => ReleaseType::Release,
-        }
+impl ReleaseTypeArg {
+    /// TheRock's release type: the flag value is its spelling.
+    fn release_type(self) -> anyhow::Result<ReleaseType> {
+        let name = self.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default();
+        Ok(name.parse()?)
     }
 }
 
@@ -117,40 +111,23 @@ pub(crate) struct VersionArgs {
 }
 
 pub(crate) async fn run(args: VersionArgs) -> anyhow::Result<()> {
-    let suffix = match (args.release_type, &args.custom_version_suffix) {
-        (_, Some(custom)) => Suffix::Custom(custom.clone()),
-        (Some(t), None) => Suffix::Release(t.into()),
+    let suffix = match (args.release_type, args.custom_version_suffix) {
+        (_, Some(custom)) => Suffix::Custom(custom),
+        (Some(t), None) => Suffix::Release(t.release_type()?),
         (None, None) => return Err(UsageError::new("give --release-type or --custom-version-suffix").into()),
     };
-    let version_path = match &args.version_file {
-        Some(path) => path.clone(),
-        None => PathBuf::from(
-            super::git(&args.repo, &["rev-parse", "--show-toplevel"])
-                .map_err(|e| UsageError::new(format!("{e}: give --version-file")))?,
-        )
-        .join("version.json"),
-    };
-    let text = std::fs::read_to_string(&version_path)
-        .map_err(|e| UsageError::new(format!("cannot read {}: {e}", version_path.display())))?;
-    let file = VersionFile::parse(&text).map_err(|e| UsageError::new(format!("{}: {e}", version_path.display())))?;
-    let date = build_date(args.date.as_deref())?;
-    let needs_sha = matches!(suffix, Suffix::Release(ReleaseType::Ci | ReleaseType::Dev | ReleaseType::DevBkc));
-    let git_sha = match args.override_git_sha.clone().filter(|s| !s.is_empty()) {
-        Some(sha) => Some(sha),
-        None if needs_sha => Some(
-            super::git(&args.repo, &["rev-parse", "--verify", "HEAD"])
-                .map_err(|e| UsageError::new(format!("{e}: give --override-git-sha")))?,
-        ),
-        None => None,
-    };
-    let inputs = VersionInputs {
+    let request = VersionRequest {
         suffix,
-        override_base_version: args.override_base_version.clone(),
-        date,
-        git_sha,
-        prerelease_version: args.prerelease_version.clone(),
+        repo: args.repo,
+        version_file: args.version_file,
+        override_base_version: args.override_base_version,
+        git_sha: args.override_git_sha,
+        date: args.date,
+        source_date_epoch: std::env::var("SOURCE_DATE_EPOCH").ok(),
+        prerelease_version: args.prerelease_version,
     };
-    let versions = compute(&file, &inputs).map_err(|e| UsageError::new(e.to_string()))?;
+    let resolved = package_versions(&request).map_err(|e| UsageError::new(e.to_string()))?;
+    let (inputs, versions) = (resolved.inputs, resolved.versions);
     let suffix = args.version_suffix.as_deref();
     // What `quarry package` writes into the control file and the spec (when it can package
     // these versions at all: it wants `{major}.{minor}` first).
@@ -200,25 +177,6 @@ pub(crate) async fn run(args: VersionArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// `--date`, else the UTC date of SOURCE_DATE_EPOCH, else today in UTC.
-fn build_date(flag: Option<&str>) -> anyhow::Result<Yyyymmdd> {
-    if let Some(date) = flag {
-        return date.parse().map_err(|e| UsageError::new(format!("--date: {e}")).into());
-    }
-    let now = match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(epoch) if !epoch.trim().is_empty() => epoch
-            .trim()
-            .parse::<i64>()
-            .ok()
-            .and_then(|s| jiff::Timestamp::from_second(s).ok())
-            .ok_or_else(|| UsageError::new(format!("SOURCE_DATE_EPOCH={epoch:?} is not a time in seconds")))?,
-        _ => jiff::Timestamp::now(),
-    };
-    let date = now.to_zoned(jiff::tz::TimeZone::UTC).date();
-    Yyyymmdd::from_ymd(date.year().into(), date.month() as u32, date.day() as u32)
-        .map_err(|e| UsageError::new(e.to_string()).into())
 }
 
 fn write_github_output(versions: &PackageVersions) -> anyhow::Result<()> {
