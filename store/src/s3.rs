@@ -315,8 +315,12 @@ impl Store for S3Store {
         validate_prefix(prefix)?;
         let full_prefix = format!("{}{prefix}", self.prefix);
         let limit = options.max_keys.unwrap_or(crate::DEFAULT_PAGE).clamp(1, S3_PAGE);
-        let mut request =
-            self.client.list_objects_v2().bucket(&self.bucket).prefix(&full_prefix).max_keys(i32::try_from(limit).unwrap_or(i32::MAX));
+        let mut request = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(&full_prefix)
+            .max_keys(i32::try_from(limit).unwrap_or(i32::MAX));
         if options.delimited {
             request = request.delimiter("/");
         }
