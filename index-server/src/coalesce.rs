@@ -120,3 +120,39 @@ impl Coalescer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use quarry_index::{Entry, Inspected};
+    use quarry_store::{Key, MemoryStore, PutOptions, Store, StoreExt};
+
+    use super::*;
+
+    /// A file that would fail inspection, and an inspection of it that says it is fine: which
+    /// one the reindex believes shows whether the request's inspection reached it.
+    async fn planted(store: &dyn Store, name: &str) -> (Key, Inspected) {
+        let key = Key::new(format!("7-linux/python/{name}")).unwrap();
+        let put =
+            store.put_bytes(&key, bytes::Bytes::from_static(b"not a wheel"), PutOptions::default()).await.unwrap();
+        let meta = store.head(&key).await.unwrap();
+        assert_eq!(meta.etag, put.etag);
+        (key, Inspected { entry: Entry::stored(&meta, &meta, put.sha256), core_metadata: None })
+    }
+
+    #[tokio::test]
+    async fn a_request_hands_its_inspections_to_the_run_while_versions_match() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let root = RepoRoot::new("7-linux/python/").unwrap();
+        let coalescer = Coalescer::new(Indexer::new(store.clone()));
+        let (key, inspected) = planted(store.as_ref(), "known-1.0-py3-none-any.whl").await;
+        let mut known = Inspections::default();
+        known.insert(&key, inspected);
+        let (other, mut stale) = planted(store.as_ref(), "stale-1.0-py3-none-any.whl").await;
+        stale.entry.etag = "another version".into();
+        known.insert(&other, stale);
+        coalescer.reindex(root.clone(), known).await.unwrap();
+        let state = quarry_index::read_state(store.as_ref(), &root).await.unwrap().unwrap();
+        assert!(state.entries.contains_key("known-1.0-py3-none-any.whl"), "used, not read again");
+        assert!(state.rejected.contains_key("stale-1.0-py3-none-any.whl"), "another version is read");
+    }
+}
