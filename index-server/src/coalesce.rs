@@ -1,19 +1,30 @@
 //! In-process reindexing, coalesced per root: at most one reindex runs and one is pending for
 //! each root, however many uploads arrive. A waiter returns once a reindex that started after
-//! its request has finished.
+//! its request has finished. A request may carry what its caller already inspected (an
+//! upload's file): the requests a run covers hand their inspections to it together.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use quarry_index::{Indexer, RepoRoot};
+use quarry_index::{Indexer, Inspections, RepoRoot};
 
 use crate::metrics::ReindexStats;
 use tokio::sync::watch;
 
+/// The requests of one root not yet taken by a run.
+#[derive(Debug, Default)]
+struct Pending {
+    /// Generation of the latest request.
+    generation: u64,
+    /// Whether a run is going on.
+    running: bool,
+    /// The inspections requests since the last run started brought along.
+    inspections: Inspections,
+}
+
 #[derive(Debug)]
 struct Slot {
-    /// Generation of the latest request; guarded with `running`.
-    state: Mutex<(u64, bool)>,
+    pending: Mutex<Pending>,
     /// The generation the last finished run covered, and its error if it failed.
     done: watch::Sender<(u64, Option<String>)>,
 }
@@ -40,25 +51,26 @@ impl Coalescer {
     }
 
     /// Ask for `root` to be reindexed and wait until a run covering this request has finished.
-    pub async fn reindex(self: &Arc<Self>, root: RepoRoot) -> Result<(), String> {
+    /// `known` (files the caller inspected, each at the version it read) goes to that run, so
+    /// they are not read again while their versions still match.
+    pub async fn reindex(self: &Arc<Self>, root: RepoRoot, known: Inspections) -> Result<(), String> {
         let slot = {
             let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
             slots
                 .entry(root.clone())
-                .or_insert_with(|| {
-                    Arc::new(Slot { state: Mutex::new((0, false)), done: watch::Sender::new((0, None)) })
-                })
+                .or_insert_with(|| Arc::new(Slot { pending: Mutex::default(), done: watch::Sender::new((0, None)) }))
                 .clone()
         };
         let mut done = slot.done.subscribe();
         let generation = {
-            let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
-            state.0 += 1;
-            if !state.1 {
-                state.1 = true;
+            let mut pending = slot.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            pending.generation += 1;
+            pending.inspections.merge(known);
+            if !pending.running {
+                pending.running = true;
                 tokio::spawn(Self::run(self.indexer.clone(), root, slot.clone(), self.stats.clone()));
             }
-            state.0
+            pending.generation
         };
         let finished = done
             .wait_for(|(covered, _)| *covered >= generation)
@@ -73,9 +85,12 @@ impl Coalescer {
     async fn run(indexer: Indexer, root: RepoRoot, slot: Arc<Slot>, stats: Arc<ReindexStats>) {
         let kind = root.kind().label();
         loop {
-            let target = slot.state.lock().unwrap_or_else(PoisonError::into_inner).0;
+            let (covers, known) = {
+                let mut pending = slot.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                (pending.generation, std::mem::take(&mut pending.inspections))
+            };
             let started = std::time::Instant::now();
-            let run = std::panic::AssertUnwindSafe(indexer.reindex(&root));
+            let run = std::panic::AssertUnwindSafe(indexer.reindex_inspected(&root, known));
             let outcome = futures_util::FutureExt::catch_unwind(run).await;
             let conflicts = match &outcome {
                 Ok(Ok(report)) => u64::from(report.attempts.saturating_sub(1)),
@@ -96,12 +111,48 @@ impl Coalescer {
                     Some(e.to_string())
                 }
             };
-            slot.done.send_replace((target, error));
-            let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
-            if state.0 == target {
-                state.1 = false;
+            slot.done.send_replace((covers, error));
+            let mut pending = slot.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            if pending.generation == covers {
+                pending.running = false;
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quarry_index::{Entry, Inspected};
+    use quarry_store::{Key, MemoryStore, PutOptions, Store, StoreExt};
+
+    use super::*;
+
+    /// A file that would fail inspection, and an inspection of it that says it is fine: which
+    /// one the reindex believes shows whether the request's inspection reached it.
+    async fn planted(store: &dyn Store, name: &str) -> (Key, Inspected) {
+        let key = Key::new(format!("7-linux/python/{name}")).unwrap();
+        let put =
+            store.put_bytes(&key, bytes::Bytes::from_static(b"not a wheel"), PutOptions::default()).await.unwrap();
+        let meta = store.head(&key).await.unwrap();
+        assert_eq!(meta.etag, put.etag);
+        (key, Inspected { entry: Entry::stored(&meta, &meta, put.sha256), core_metadata: None })
+    }
+
+    #[tokio::test]
+    async fn a_request_hands_its_inspections_to_the_run_while_versions_match() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let root = RepoRoot::new("7-linux/python/").unwrap();
+        let coalescer = Coalescer::new(Indexer::new(store.clone()));
+        let (key, inspected) = planted(store.as_ref(), "known-1.0-py3-none-any.whl").await;
+        let mut known = Inspections::default();
+        known.insert(&key, inspected);
+        let (other, mut stale) = planted(store.as_ref(), "stale-1.0-py3-none-any.whl").await;
+        stale.entry.etag = "another version".into();
+        known.insert(&other, stale);
+        coalescer.reindex(root.clone(), known).await.unwrap();
+        let state = quarry_index::read_state(store.as_ref(), &root).await.unwrap().unwrap();
+        assert!(state.entries.contains_key("known-1.0-py3-none-any.whl"), "used, not read again");
+        assert!(state.rejected.contains_key("stale-1.0-py3-none-any.whl"), "another version is read");
     }
 }

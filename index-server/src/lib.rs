@@ -24,6 +24,7 @@ mod files;
 mod metrics;
 mod negotiate;
 mod upload;
+pub mod wire;
 
 use std::borrow::Cow;
 use std::collections::VecDeque;

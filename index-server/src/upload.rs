@@ -7,38 +7,17 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::TryStreamExt;
-use quarry_index::{InspectError, RepoKind, RepoRoot, inspect};
+use quarry_index::{InspectError, Inspections, RepoKind, RepoRoot, inspect};
 use quarry_packaging::DistFilename;
 use quarry_store::{
     ByteStream, Condition, Key, ObjectMeta, PutOptions, StoreError, StoreExt as _, hash_stream, stored_sha256,
 };
-use serde::Serialize;
 
+use crate::wire::{UploadResponse, UploadStatus};
 use crate::{AppError, AppState, decode_path, encode_path};
 
 /// Request header carrying the uploader's SHA-256 of the body; a mismatch is refused.
 pub const SHA256_HEADER: &str = "x-quarry-sha256";
-
-#[derive(Debug, Serialize)]
-struct Uploaded {
-    key: String,
-    size: u64,
-    sha256: String,
-    /// `created`, or `exists` when identical bytes were already there.
-    status: &'static str,
-    root: String,
-    /// pip roots: the find-links page and the simple index.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    find_links: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    simple: Option<String>,
-    /// apt roots: the `InRelease` clients read; dnf roots: `repodata/repomd.xml`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    repo: Option<String>,
-    /// Signed apt/dnf roots: the armored public key clients pin (`signed-by`, `gpgkey`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    public_key: Option<String>,
-}
 
 fn body_stream(body: Body) -> ByteStream {
     Box::pin(body.into_data_stream().map_err(std::io::Error::other))
@@ -121,27 +100,46 @@ async fn put(
     });
     let (status, size, sha256) =
         task.await.map_err(|e| AppError::Internal(format!("the upload of {key} stopped: {e}")))??;
-    let body = Uploaded {
+    let signed = state.coalescer.indexer().config().signer.is_some();
+    let body = response(&key, &root, status, size, sha256, signed);
+    let code = match status {
+        UploadStatus::Created => StatusCode::CREATED,
+        UploadStatus::Exists => StatusCode::OK,
+    };
+    Ok((status.as_str(), size, (code, Json(body)).into_response()))
+}
+
+/// The answer to an upload of `key` into `root`: what was stored and where clients find it.
+fn response(
+    key: &Key,
+    root: &RepoRoot,
+    status: UploadStatus,
+    size: u64,
+    sha256: String,
+    signed: bool,
+) -> UploadResponse {
+    let at = |path: &str| Some(encode_path(&format!("{root}{path}")));
+    let pip = root.kind() == RepoKind::Pip;
+    UploadResponse {
         key: key.to_string(),
         size,
         sha256,
-        status: status.0,
+        status,
         root: root.to_string(),
-        find_links: (root.kind() == RepoKind::Pip).then(|| encode_path(&format!("{root}index.html"))),
-        simple: (root.kind() == RepoKind::Pip).then(|| encode_path(&format!("{root}simple/"))),
+        find_links: if pip { at("index.html") } else { None },
+        simple: if pip { at("simple/") } else { None },
         repo: match root.kind() {
             RepoKind::Pip => None,
-            RepoKind::Apt => Some(encode_path(&format!("{root}dists/{}/InRelease", quarry_index::apt::SUITE))),
-            RepoKind::Dnf => Some(encode_path(&format!("{root}{}", quarry_index::dnf::REPOMD))),
+            RepoKind::Apt => at(&format!("dists/{}/InRelease", quarry_index::apt::SUITE)),
+            RepoKind::Dnf => at(quarry_index::dnf::REPOMD),
         },
         public_key: match root.kind() {
-            _ if state.coalescer.indexer().config().signer.is_none() => None,
+            _ if !signed => None,
             RepoKind::Pip => None,
-            RepoKind::Apt => Some(encode_path(&format!("{root}{}", quarry_index::apt::KEY_NAME))),
-            RepoKind::Dnf => Some(encode_path(&format!("{root}{}", quarry_index::dnf::KEY_NAME))),
+            RepoKind::Apt => at(quarry_index::apt::KEY_NAME),
+            RepoKind::Dnf => at(quarry_index::dnf::KEY_NAME),
         },
-    };
-    Ok((status.0, size, (status.1, Json(body)).into_response()))
+    }
 }
 
 /// Stores the body at `key` (or compares it with what is there), validates a new file and
@@ -152,7 +150,7 @@ async fn store_and_index(
     root: &RepoRoot,
     declared: Option<String>,
     body: Body,
-) -> Result<((&'static str, StatusCode), u64, String), AppError> {
+) -> Result<(UploadStatus, u64, String), AppError> {
     let store = state.store.clone();
     let existing = match store.head(key).await {
         Ok(existing) => match known_bad(state, root, &existing).await? {
@@ -168,10 +166,11 @@ async fn store_and_index(
         Err(e) if e.is_not_found() => None,
         Err(e) => return Err(e.into()),
     };
+    let mut known = Inspections::default();
     let (status, size, sha256) = if let Some(existing) = existing {
         let (size, sha256) = hash_stream(key.as_str(), body_stream(body), Some(state.max_upload)).await?;
         same_or_refuse(state, &existing, &sha256).await?;
-        (("exists", StatusCode::OK), size, sha256)
+        (UploadStatus::Exists, size, sha256)
     } else {
         // A file and a directory cannot share a path on every backend (a directory store, a
         // mirror of the bucket): refuse before storing anything.
@@ -200,20 +199,21 @@ async fn store_and_index(
             sha256: Some(put.sha256.clone()),
             content_type: None,
         };
-        // Validate before anything advertises it; a refused file is removed again.
+        // Validate before anything advertises it; a refused file is removed again. What the
+        // inspection read goes to the reindex, so a fresh upload is read once.
         match inspect(&store, &meta).await {
-            Ok(inspected) => state.coalescer.indexer().remember(key, inspected),
+            Ok(inspected) => known.insert(key, inspected),
             Err(InspectError::Rejected(reason)) => {
                 store.delete(key).await?;
                 return Err(AppError::BadRequest(format!("{reason}; the upload was discarded")));
             }
             Err(InspectError::Store(e)) => return Err(e.into()),
         }
-        (("created", StatusCode::CREATED), put.size, put.sha256)
+        (UploadStatus::Created, put.size, put.sha256)
     };
     state
         .coalescer
-        .reindex(root.clone())
+        .reindex(root.clone(), known)
         .await
         .map_err(|e| AppError::Internal(format!("{key} is stored, but reindexing {root} failed: {e}")))?;
     Ok((status, size, sha256))

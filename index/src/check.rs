@@ -10,9 +10,9 @@ use quarry_packaging::DistFilename;
 use quarry_store::{Store, StoreError, StoreExt};
 use serde::Serialize;
 
-use crate::reindex::{METADATA_SUFFIX, YANK_SUFFIX};
 use crate::root::RepoRoot;
 use crate::state::RepoState;
+use crate::{METADATA_SUFFIX, YANK_SUFFIX};
 
 /// Largest page read.
 const MAX_PAGE: u64 = 256 * 1024 * 1024;
@@ -178,7 +178,7 @@ pub(crate) async fn committed_state(
     files: usize,
     report: &mut CheckReport,
 ) -> Result<Option<RepoState>, StoreError> {
-    let state = crate::reindex::read_state(store, root).await?;
+    let state = crate::read_state(store, root).await?;
     if state.is_none() && files > 0 {
         report.problems.push(format!("{files} files but no readable state: never indexed"));
     }

@@ -12,32 +12,43 @@
 pub mod apt;
 pub mod check;
 mod check_native;
+mod config;
 pub mod deb;
+mod discover;
 pub mod dnf;
+mod error;
+mod inspect;
 pub mod listing;
 mod metadata;
 mod native;
-mod reindex;
+mod plan;
+mod publish;
 pub mod render;
 pub mod retention;
 mod root;
 pub mod rpmhead;
+mod scope;
 pub mod sign;
 mod source;
 mod state;
+mod state_io;
 mod wheel;
 
 pub use check::{CheckReport, check};
+pub use config::{APT_LABEL_ENV, APT_ORIGIN_ENV, ConfigError, DEFAULT_GRACE_SECONDS, GRACE_SECONDS_ENV, IndexConfig};
+pub use discover::{discover, discover_roots, discover_scopes};
+pub use error::{IndexError, InspectError};
+pub use inspect::{Inspected, Inspections, inspect};
 pub use listing::{ListingDir, ListingReport, update_listing};
 pub use metadata::{CoreMetadata, MetadataError};
-pub use reindex::{
-    DEFAULT_GRACE_SECONDS, IndexConfig, IndexError, Indexer, InspectError, Inspected, METADATA_SUFFIX, ReindexReport,
-    YANK_SUFFIX, discover, discover_roots, inspect, read_state,
-};
+pub use plan::{METADATA_SUFFIX, YANK_SUFFIX};
+pub use publish::{Indexer, ReindexReport};
 pub use render::{Page, Stage, render};
 pub use root::{APT_STATE_NAME, DNF_STATE_NAME, RepoKind, RepoRoot, STATE_NAME, check_key_segments};
+pub use scope::{Refreshed, Scope};
 pub use sign::{SignError, Signer};
 pub use state::{Entry, Rejected, RepoState, STATE_VERSION, upload_time};
+pub use state_io::read_state;
 pub use wheel::{
     MAX_CENTRAL_DIRECTORY, MAX_MEMBERS, MAX_METADATA_SIZE, MAX_SDIST_MEMBERS, MAX_SDIST_UNPACKED, SdistError,
     WheelError, WheelMetadata, check_sdist, check_sdist_bytes, read_wheel_metadata, read_wheel_metadata_from_bytes,

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use quarry_store::{ObjectMeta, Store};
 
 use crate::deb::{DebReadError, read_deb_control};
-use crate::reindex::{InspectError, Inspected};
 use crate::rpmhead::{RpmInfo, header_span};
 use crate::source::{RangeSource, Source, read_whole};
 use crate::state::Entry;
+use crate::{InspectError, Inspected};
 
 /// Files up to this size are read whole for their MD5 and SHA-1 even when the sha256 is known.
 const HASH_ALL_LIMIT: u64 = 64 * 1024 * 1024;

@@ -3,18 +3,18 @@
 //!
 //! Accepted events: S3 notifications delivered directly, S3 notifications wrapped in SQS
 //! messages (batch; failures reported per message), and EventBridge "Object Created" /
-//! "Object Deleted". Keys are URL-decoded (`+` is a space there). Each key is classified into
-//! the repo root it belongs to; keys the indexer writes itself (pages, sidecars, state) and
-//! anything else that is no package are ignored, so the Lambda never triggers itself. All
-//! records of one invocation are coalesced: each root is reindexed once.
+//! "Object Deleted". Keys are URL-decoded (`+` is a space there). Each key is mapped to what
+//! it makes stale ([`Scope`]: its repo root, or its run listing and the parent listings); keys
+//! the indexer writes itself (pages, sidecars, state) are in no scope, so the Lambda never
+//! triggers itself. All records of one invocation are coalesced: each scope is refreshed
+//! once, through [`Indexer::refresh`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use futures_util::StreamExt;
-use quarry_index::listing::LISTING_PAGE;
-use quarry_index::{IndexConfig, IndexError, Indexer, ListingDir, RepoRoot, YANK_SUFFIX};
+use quarry_index::{IndexConfig, Indexer, Refreshed, Scope};
 use quarry_store::{Key, Store};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -57,41 +57,12 @@ pub struct ObjectChange {
     pub key: String,
 }
 
-/// What one object change makes stale.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Target {
-    /// A repo root: pip (a distribution file or yank marker changed), apt (a `.deb` under
-    /// `pool/`) or dnf (an `.rpm`).
-    Repo(RepoRoot),
-    /// A run directory's artifact listing (an artifact, log or checksum changed).
-    Listing(ListingDir),
-}
-
-impl std::fmt::Display for Target {
-    /// `12345-linux/python/` for a pip root, `12345-linux/index.html` for a listing.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Repo(root) => write!(f, "{root}"),
-            Self::Listing(dir) => write!(f, "{dir}{LISTING_PAGE}"),
-        }
-    }
-}
-
-/// What a change at `key` makes stale, if anything: distribution files and yank markers their
-/// pip root; other objects in a run directory its listing. The indexer's own outputs (pages,
-/// sidecars, state) are in neither, so its writes never trigger it.
-pub fn classify(key: &str) -> Result<Option<Target>, String> {
+/// The scope a change at `key` (as an event names it) makes stale, if any: [`Scope::for_key`]
+/// once the key is checked. The indexer's own outputs are in no scope, so its writes never
+/// trigger it.
+pub fn classify(key: &str) -> Result<Option<Scope>, String> {
     let key = Key::new(key).map_err(|e| e.to_string())?;
-    if let Some(root) = RepoRoot::for_key(&key) {
-        return Ok(Some(Target::Repo(root)));
-    }
-    if let Some(target) = key.as_str().strip_suffix(YANK_SUFFIX)
-        && let Ok(target) = Key::new(target)
-        && let Some(root) = RepoRoot::for_key(&target)
-    {
-        return Ok(Some(Target::Repo(root)));
-    }
-    Ok(ListingDir::for_key(&key).map(Target::Listing))
+    Ok(Scope::for_key(&key))
 }
 
 /// Decode an object key as S3 notifications carry it (form-encoded: `+` for space, `%XX`).
@@ -198,7 +169,7 @@ pub struct Handler<S> {
 
 /// What an invocation did, for the log and for direct invocations' answers.
 #[derive(Debug, Default, serde::Serialize)]
-pub struct Summary {
+pub struct InvocationSummary {
     pub reindexed: Vec<String>,
     pub ignored: usize,
     pub skipped: Vec<String>,
@@ -251,7 +222,7 @@ impl<S: Stores> Handler<S> {
         }
     }
 
-    fn finish(summary: Summary) -> Result<Value, HandlerError> {
+    fn finish(summary: InvocationSummary) -> Result<Value, HandlerError> {
         if let Some((root, error)) = summary.failed.iter().next() {
             return Err(HandlerError::Reindex { failed: summary.failed.len(), first: format!("{root}: {error}") });
         }
@@ -274,8 +245,8 @@ impl<S: Stores> Handler<S> {
         let mut failures = Vec::new();
         for (id, changes) in &per_message {
             let failed = changes.iter().any(|c| {
-                let targets = self.targets(c).unwrap_or_default();
-                targets.iter().any(|t| summary.failed.contains_key(&format!("{}/{t}", c.bucket)))
+                let scopes = self.scopes(c).unwrap_or_default();
+                scopes.iter().any(|scope| summary.failed.contains_key(&format!("{}/{scope}", c.bucket)))
             });
             if failed {
                 let mut failure = BatchItemFailure::default();
@@ -289,60 +260,51 @@ impl<S: Stores> Handler<S> {
         serde_json::to_value(response).unwrap_or_else(|_| json!({"batchItemFailures": []}))
     }
 
-    /// What `change` makes stale (keys taken relative to the stores' prefix): its pip root, or
-    /// its listing and each parent listing (a new directory is a row in its parent's).
-    fn targets(&self, change: &ObjectChange) -> Result<Vec<Target>, String> {
+    /// What `change` makes stale (keys taken relative to the stores' prefix): its root, or
+    /// its listing and each parent listing ([`Scope::affected_by`]).
+    fn scopes(&self, change: &ObjectChange) -> Result<Vec<Scope>, String> {
         let Some(key) = change.key.strip_prefix(self.stores.key_prefix()) else {
             return Ok(Vec::new());
         };
-        Ok(match classify(key)? {
-            Some(Target::Listing(dir)) => dir.with_parents().into_iter().map(Target::Listing).collect(),
-            Some(target) => vec![target],
-            None => Vec::new(),
-        })
+        let key = Key::new(key).map_err(|e| e.to_string())?;
+        Ok(Scope::affected_by(&key))
     }
 
-    /// Reindex every root and listing the changes touch, once each.
-    pub async fn reindex_changes(&self, changes: &[ObjectChange]) -> Summary {
-        let mut summary = Summary::default();
-        let mut targets: BTreeSet<(String, Target)> = BTreeSet::new();
+    /// Refresh every root and listing the changes touch, once each.
+    pub async fn reindex_changes(&self, changes: &[ObjectChange]) -> InvocationSummary {
+        let mut summary = InvocationSummary::default();
+        let mut scopes: BTreeSet<(String, Scope)> = BTreeSet::new();
         for change in changes {
-            match self.targets(change) {
+            match self.scopes(change) {
                 Ok(found) if found.is_empty() => summary.ignored += 1,
-                Ok(found) => targets.extend(found.into_iter().map(|t| (change.bucket.clone(), t))),
+                Ok(found) => scopes.extend(found.into_iter().map(|scope| (change.bucket.clone(), scope))),
                 Err(reason) => {
                     tracing::warn!(bucket = %change.bucket, key = %change.key, %reason, "skipped");
                     summary.skipped.push(format!("{}/{}: {reason}", change.bucket, change.key));
                 }
             }
         }
-        let results: Vec<(String, Result<String, String>)> = futures_util::stream::iter(targets)
-            .map(|(bucket, target)| async move {
-                let store = self.stores.for_bucket(&bucket);
-                let result = match &target {
-                    Target::Repo(root) => {
-                        Indexer::new(store).with_config(self.config.clone()).reindex(root).await.map(|r| {
-                            tracing::info!(bucket = %bucket, attempts = r.attempts, "reindexed {r}");
-                            r.to_string()
-                        })
-                    }
-                    Target::Listing(dir) => {
-                        quarry_index::update_listing(store.as_ref(), dir).await.map_err(IndexError::from).map(|r| {
-                            tracing::info!(bucket = %bucket, passes = r.passes, "listed {r}");
-                            r.to_string()
-                        })
-                    }
-                };
-                (format!("{bucket}/{target}"), result.map_err(|e| e.to_string()))
+        let results: Vec<(String, Result<Refreshed, String>)> = futures_util::stream::iter(scopes)
+            .map(|(bucket, scope)| async move {
+                let indexer = Indexer::new(self.stores.for_bucket(&bucket)).with_config(self.config.clone());
+                let result = indexer.refresh(&scope).await.map_err(|e| e.to_string());
+                (format!("{bucket}/{scope}"), result)
             })
             .buffer_unordered(CONCURRENT_ROOTS)
             .collect()
             .await;
         for (name, result) in results {
             match result {
-                Ok(_) => summary.reindexed.push(name),
+                Ok(Refreshed::Root(r)) => {
+                    tracing::info!(scope = %name, attempts = r.attempts, "reindexed {r}");
+                    summary.reindexed.push(name);
+                }
+                Ok(Refreshed::Listing(r)) => {
+                    tracing::info!(scope = %name, passes = r.passes, "listed {r}");
+                    summary.reindexed.push(name);
+                }
                 Err(e) => {
-                    tracing::error!(target = %name, error = %e, "reindex failed");
+                    tracing::error!(scope = %name, error = %e, "reindex failed");
                     summary.failed.insert(name, e);
                 }
             }

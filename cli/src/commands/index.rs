@@ -1,9 +1,10 @@
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use quarry_index::{Indexer, RepoRoot, discover, update_listing};
+use quarry_index::{Indexer, Refreshed, RepoRoot, Scope, discover_scopes};
 use quarry_store::CountingStore;
 
 #[derive(Debug, Args)]
@@ -31,34 +32,26 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
     let store = Arc::new(CountingStore::new(inner));
     let started = std::time::Instant::now();
     // A prefix naming one pip root is that root: no need to list everything below it first.
-    let (roots, dirs) = match RepoRoot::new(&args.prefix) {
-        Ok(root) => (std::collections::BTreeSet::from([root]), std::collections::BTreeSet::new()),
-        Err(_) => discover(store.as_ref(), &args.prefix).await?,
+    let scopes = match RepoRoot::new(&args.prefix) {
+        Ok(root) => BTreeSet::from([Scope::Root(root)]),
+        Err(_) => discover_scopes(store.as_ref(), &args.prefix).await?,
     };
     if args.check {
-        return check(&args, store.as_ref(), &roots).await;
+        return check(&args, store.as_ref(), scopes.iter().filter_map(Scope::root)).await;
     }
     let indexer = Indexer::new(store.clone()).with_config(quarry_index::IndexConfig::from_env()?);
-    // A root that fails is reported and skipped: the others are still indexed, and the
-    // command exits 1 at the end.
+    // A root or listing that fails is reported and skipped: the others are still indexed, and
+    // the command exits 1 at the end.
     let mut reports = Vec::new();
-    let mut failed = Vec::new();
-    for root in &roots {
-        match indexer.reindex_with(root, args.force).await {
-            Ok(report) => reports.push(report),
-            Err(e) => {
-                tracing::error!(%root, error = %e, "reindexing failed; going on with the other roots");
-                failed.push(format!("{root}: {e}"));
-            }
-        }
-    }
     let mut listings = Vec::new();
-    for dir in &dirs {
-        match update_listing(store.as_ref(), dir).await {
-            Ok(report) => listings.push(report),
+    let mut failed = Vec::new();
+    for scope in &scopes {
+        match indexer.refresh_with(scope, args.force).await {
+            Ok(Refreshed::Root(report)) => reports.push(report),
+            Ok(Refreshed::Listing(report)) => listings.push(report),
             Err(e) => {
-                tracing::error!(%dir, error = %e, "updating the listing failed; going on");
-                failed.push(format!("{dir}: {e}"));
+                tracing::error!(%scope, error = %e, "indexing failed; going on with the others");
+                failed.push(format!("{scope}: {e}"));
             }
         }
     }
@@ -87,7 +80,7 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
         store.counts()
     );
     if !failed.is_empty() {
-        anyhow::bail!("{} of {} failed to index:\n  {}", failed.len(), roots.len() + dirs.len(), failed.join("\n  "));
+        anyhow::bail!("{} of {} failed to index:\n  {}", failed.len(), scopes.len(), failed.join("\n  "));
     }
     Ok(())
 }
@@ -95,7 +88,7 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
 async fn check(
     args: &IndexArgs,
     store: &dyn quarry_store::Store,
-    roots: &std::collections::BTreeSet<RepoRoot>,
+    roots: impl Iterator<Item = &RepoRoot>,
 ) -> anyhow::Result<()> {
     let mut reports = Vec::new();
     for root in roots {

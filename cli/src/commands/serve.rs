@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use quarry_index::{Indexer, discover_roots};
+use quarry_index::{Indexer, Refreshed, discover_scopes};
 use quarry_index_server::{AppState, DEFAULT_MAX_UPLOAD, Limits, MIN_HEADER_BYTES, Token, serve};
 
 /// `quarry serve`. Every setting comes from, highest first: the flag, its `QUARRY_*`
@@ -280,20 +280,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     // Catch up with files that landed while no server was running.
     let config = settings.index;
-    let indexer = Indexer::new(store.clone()).with_config(config.clone());
-    // A root that fails is served as it is; an upload into it retries.
-    for root in discover_roots(store.as_ref(), "").await.context("listing the store's repo roots")? {
-        match indexer.reindex(&root).await {
-            Ok(report) if report.committed => {
-                tracing::info!(%root, added = report.added.len(), removed = report.removed.len(), "caught up");
-            }
-            Ok(_) => {}
-            Err(e) => {
-                let error = anyhow::Error::new(e);
-                tracing::warn!(%root, error = format!("{error:#}"), "catching up failed; serving the root as it is");
-            }
-        }
-    }
+    catch_up(&Indexer::new(store.clone()).with_config(config.clone())).await?;
     let mut limits = settings.limits;
     let fitted = fit_connections(limits.max_connections, open_file_limit());
     if fitted < limits.max_connections {
@@ -338,6 +325,30 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             stopping.notified().await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         } => tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; stopping anyway"),
+    }
+    Ok(())
+}
+
+/// Refresh every root and run listing of the store: files may have landed while no server
+/// was running. One that fails is served as it is (an upload into a root retries, a listing
+/// follows the run's next change).
+async fn catch_up(indexer: &Indexer) -> anyhow::Result<()> {
+    let store = indexer.store().as_ref();
+    let scopes = discover_scopes(store, "").await.context("listing the store's repo roots and run listings")?;
+    for scope in scopes {
+        match indexer.refresh(&scope).await {
+            Ok(Refreshed::Root(report)) if report.committed => {
+                tracing::info!(%scope, added = report.added.len(), removed = report.removed.len(), "caught up");
+            }
+            Ok(Refreshed::Listing(report)) if report.written => {
+                tracing::info!(%scope, entries = report.entries, "caught up");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let error = anyhow::Error::new(e);
+                tracing::warn!(%scope, error = format!("{error:#}"), "catching up failed; serving it as it is");
+            }
+        }
     }
     Ok(())
 }

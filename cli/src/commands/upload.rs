@@ -3,10 +3,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use futures_util::{StreamExt, TryStreamExt};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use quarry_index_server::wire::UploadResponse;
 use quarry_store::Sha256Hex;
+use quarry_store::layout::Kind;
 use serde::Serialize;
 
 #[derive(Debug, Args)]
@@ -28,8 +30,8 @@ pub(crate) struct UploadArgs {
     /// What is uploaded: python, deb, rpm or artifacts (decides the key prefix under the run,
     /// and which index URL is reported). Default: from the --to prefix (`…/python/…`,
     /// `…/packages/deb/…`, `…/packages/rpm/…`, else artifacts), python without --to.
-    #[arg(long, value_parser = ["python", "deb", "rpm", "artifacts"])]
-    kind: Option<String>,
+    #[arg(long, value_enum)]
+    kind: Option<UploadKind>,
     /// Bucket for the computed destination (default: from RELEASE_TYPE and GITHUB_REPOSITORY).
     #[arg(long)]
     bucket: Option<String>,
@@ -47,8 +49,30 @@ pub(crate) struct UploadArgs {
     json: bool,
 }
 
+/// What `--kind` takes: what is uploaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum UploadKind {
+    Python,
+    Deb,
+    Rpm,
+    Artifacts,
+}
+
+impl From<UploadKind> for Kind {
+    fn from(kind: UploadKind) -> Self {
+        match kind {
+            UploadKind::Python => Kind::Python,
+            UploadKind::Deb => Kind::Deb,
+            UploadKind::Rpm => Kind::Rpm,
+            UploadKind::Artifacts => Kind::Artifacts,
+        }
+    }
+}
+
+/// What `quarry upload` to a server prints: where clients point, and the server's answer for
+/// each file.
 #[derive(Debug, Serialize)]
-struct Summary {
+struct UploadSummary {
     /// pip roots: what `pip install --find-links` / `--index-url` take.
     #[serde(skip_serializing_if = "Option::is_none")]
     find_links_url: Option<String>,
@@ -62,17 +86,17 @@ struct Summary {
     /// Signed apt/dnf roots: the public key to pin.
     #[serde(skip_serializing_if = "Option::is_none")]
     key_url: Option<String>,
-    files: Vec<serde_json::Value>,
+    files: Vec<UploadResponse>,
 }
 
-impl Summary {
+impl UploadSummary {
     /// What clients point at, from the server's answer for the first file (its root and kind).
-    fn new(base: &reqwest::Url, files: Vec<serde_json::Value>) -> anyhow::Result<Self> {
+    fn new(base: &reqwest::Url, files: Vec<UploadResponse>) -> anyhow::Result<Self> {
         let first = files.first();
-        let root = first.and_then(|f| f["root"].as_str()).map(|r| base.join(&format!("/{r}"))).transpose()?;
-        let repo = first.and_then(|f| f["repo"].as_str()).unwrap_or_default();
+        let root = first.map(|f| base.join(&format!("/{}", f.root))).transpose()?;
+        let repo = first.and_then(|f| f.repo.as_deref()).unwrap_or_default();
         let key_url = first
-            .and_then(|f| f["public_key"].as_str())
+            .and_then(|f| f.public_key.as_deref())
             .map(|k| base.join(&format!("/{}", k.trim_start_matches('/'))))
             .transpose()?;
         let mut summary = Self {
@@ -121,7 +145,7 @@ pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
         .context("no upload token: pass --token-file or set QUARRY_TOKEN")?;
     let client = reqwest::Client::builder().connect_timeout(Duration::from_secs(30)).build()?;
     let bars = MultiProgress::new();
-    let results: Vec<anyhow::Result<serde_json::Value>> = futures_util::stream::iter(args.files.iter())
+    let results: Vec<anyhow::Result<UploadResponse>> = futures_util::stream::iter(args.files.iter())
         .map(|path| upload_one(&client, &base, &token, path, &bars))
         .buffered(args.jobs.max(1))
         .collect()
@@ -137,20 +161,14 @@ pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
             }
         }
     }
-    let summary = Summary::new(&base, files)?;
+    let summary = UploadSummary::new(&base, files)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &summary)?;
         writeln!(out)?;
     } else {
         for f in &summary.files {
-            writeln!(
-                out,
-                "{} {} sha256={}",
-                f["status"].as_str().unwrap_or("?"),
-                f["key"].as_str().unwrap_or("?"),
-                f["sha256"].as_str().unwrap_or("?")
-            )?;
+            writeln!(out, "{} {} sha256={}", f.status, f.key, f.sha256)?;
         }
         if let Some(url) = &summary.find_links_url {
             writeln!(out, "find-links: {url}")?;
@@ -177,7 +195,7 @@ async fn upload_one(
     token: &str,
     path: &PathBuf,
     bars: &MultiProgress,
-) -> anyhow::Result<serde_json::Value> {
+) -> anyhow::Result<UploadResponse> {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -210,13 +228,13 @@ async fn upload_one(
         match response {
             Ok(r) if r.status().is_success() => {
                 let body = r.bytes().await.context("reading the server's answer")?;
-                let value: serde_json::Value = serde_json::from_slice(&body).context("parsing the server's answer")?;
+                let answer: UploadResponse = serde_json::from_slice(&body).context("parsing the server's answer")?;
                 let ours =
                     std::mem::take(&mut *hasher.lock().unwrap_or_else(std::sync::PoisonError::into_inner)).finish();
-                if value["sha256"].as_str() != Some(ours.as_str()) {
-                    bail!("the server stored sha256 {} but we sent {ours}", value["sha256"]);
+                if answer.sha256 != ours {
+                    bail!("the server stored sha256 {} but we sent {ours}", answer.sha256);
                 }
-                return Ok(value);
+                return Ok(answer);
             }
             Ok(r) if r.status().is_server_error() => {
                 last_error = Some(anyhow::anyhow!("{}: {}", r.status(), r.text().await.unwrap_or_default().trim()));
@@ -256,27 +274,21 @@ fn computed_destination(args: &UploadArgs) -> anyhow::Result<(String, String)> {
     Ok((format!("s3://{bucket}/{prefix}{}", kind(args).subdir()), bucket))
 }
 
-pub(crate) fn kind(args: &UploadArgs) -> quarry_store::layout::Kind {
-    use quarry_store::layout::Kind;
+pub(crate) fn kind(args: &UploadArgs) -> Kind {
     let inferred = || {
         let to = args.to.as_deref().unwrap_or("python/");
         let segments: Vec<&str> = to.split('/').collect();
         if segments.contains(&"python") {
-            "python"
+            UploadKind::Python
         } else if to.contains("packages/deb/") {
-            "deb"
+            UploadKind::Deb
         } else if to.contains("packages/rpm/") {
-            "rpm"
+            UploadKind::Rpm
         } else {
-            "artifacts"
+            UploadKind::Artifacts
         }
     };
-    match args.kind.as_deref().unwrap_or_else(inferred) {
-        "deb" => Kind::Deb,
-        "rpm" => Kind::Rpm,
-        "artifacts" => Kind::Artifacts,
-        _ => Kind::Python,
-    }
+    args.kind.unwrap_or_else(inferred).into()
 }
 
 impl UploadArgs {

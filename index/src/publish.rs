@@ -1,70 +1,29 @@
-//! The reindex loop: read state → list the root → compute entries for new files only → render →
-//! publish changed outputs (sidecars first, pointer pages last) → conditionally commit the state.
-//! A conflict on the commit means another indexer moved the state: start over and republish
-//! everything, so the last successful commit always follows a full publish of its own pages.
+//! The reindex loop: read state → list the root → inspect new files only → [`plan`] (pure) →
+//! publish the planned outputs stage by stage (sidecars first, entry points last) →
+//! conditionally commit the state → delete what it no longer lists. A conflict on the commit
+//! means another indexer moved the state: start over and republish everything this call
+//! wrote, so the last successful commit always follows a full publish of its own pages.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures_util::StreamExt;
-use quarry_packaging::DistFilename;
-use quarry_store::{
-    Condition, ConditionalWrites, Key, ObjectMeta, PutOptions, Store, StoreError, StoreExt, sha256_hex,
-};
+use futures_util::{StreamExt, TryStreamExt};
+use quarry_store::{ConditionalWrites, Key, PutOptions, Store, StoreExt};
 use serde::Serialize;
 
-use crate::apt::AptOptions;
-use crate::render::{self, Page, Stage};
-use crate::root::{RepoKind, RepoRoot};
-use crate::sign::{SignError, Signer};
-use crate::state::{Entry, Rejected, RepoState, STATE_VERSION};
-use crate::wheel::{WheelError, read_wheel_metadata, read_wheel_metadata_from_bytes};
+use crate::config::IndexConfig;
+use crate::error::{IndexError, InspectError};
+use crate::inspect::{Inspections, inspect};
+use crate::plan::{Inspection, Output, Plan, PlanInput, RootListing, plan};
+use crate::root::RepoRoot;
+use crate::state::Rejected;
+use crate::state_io::{commit_state, ensure_unmoved, etag_value, load_state};
 
-/// Largest state object read back (10,000 entries take about 4 MiB).
-const MAX_STATE_SIZE: u64 = 512 * 1024 * 1024;
-/// Files up to this size that must be hashed anyway are also parsed from memory.
-const SMALL_FILE: u64 = 4 * 1024 * 1024;
 /// Largest yank marker read; longer reasons are cut.
 const MAX_YANK_REASON: u64 = 1024;
-/// Suffix of the sidecar holding a wheel's core metadata (PEP 658).
-pub const METADATA_SUFFIX: &str = ".metadata";
-/// Suffix of the marker object that yanks a file; its content is the reason.
-pub const YANK_SUFFIX: &str = ".yanked";
-
-#[derive(Debug, thiserror::Error)]
-pub enum IndexError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Key(#[from] quarry_store::KeyError),
-    #[error(
-        "store {0} cannot do conditional writes; refusing to index it, since concurrent indexers would lose entries"
-    )]
-    UnsafeStore(String),
-    #[error("gave up on {root} after {attempts} attempts that each lost a race with another indexer")]
-    TooManyConflicts { root: String, attempts: u32 },
-    #[error(transparent)]
-    Sign(#[from] SignError),
-}
-
-/// Why one file was refused, or the store error that kept it from being read.
-#[derive(Debug, thiserror::Error)]
-pub enum InspectError {
-    #[error("{0}")]
-    Rejected(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// What inspecting one distribution file produced.
-#[derive(Debug, Clone)]
-pub struct Inspected {
-    pub entry: Entry,
-    /// The wheel's METADATA bytes, to publish as `<file>.metadata`.
-    pub core_metadata: Option<Bytes>,
-}
+/// Outputs written at once.
+const PUBLISH_CONCURRENCY: usize = 16;
 
 /// What one reindex did.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -97,122 +56,113 @@ impl std::fmt::Display for ReindexReport {
     }
 }
 
+impl ReindexReport {
+    /// Fold a later pass of the same reindex into this report.
+    fn absorb(&mut self, later: ReindexReport) {
+        for (list, more) in [(&mut self.added, later.added), (&mut self.removed, later.removed)] {
+            for name in more {
+                if !list.contains(&name) {
+                    list.push(name);
+                }
+            }
+            list.sort();
+        }
+        self.rejected.extend(later.rejected);
+        self.written.extend(later.written);
+        self.deleted.extend(later.deleted);
+        self.committed |= later.committed;
+    }
+}
+
+/// Keeps repo roots' pages in step with their listings over a [`Store`] with conditional puts.
 #[derive(Debug, Clone)]
 pub struct Indexer {
     store: Arc<dyn Store>,
     concurrency: usize,
     max_attempts: u32,
-    /// Files already inspected by the caller (the upload path), by key; used when the ETag
-    /// still matches, so a fresh upload is not read twice.
-    known: Arc<Mutex<HashMap<String, Inspected>>>,
     config: IndexConfig,
 }
 
-/// How apt and dnf metadata are published: signing key, Release fields, grace period.
-#[derive(Debug, Clone)]
-pub struct IndexConfig {
-    /// Signs apt (`InRelease`, `Release.gpg`) and dnf (`repomd.xml.asc`) metadata when set.
-    pub signer: Option<Arc<Signer>>,
-    pub apt: AptOptions,
-    /// Seconds a superseded content-addressed output (apt by-hash, dnf repodata) is kept
-    /// (0: deleted at once).
-    pub grace_seconds: i64,
+/// What carries from one attempt of a reindex to the next.
+struct Pass {
+    /// Republish every page.
+    force_all: bool,
+    /// Pages written by earlier attempts of this call whose state did not stay committed:
+    /// republished by the next attempt.
+    dirty: BTreeSet<String>,
+    /// The ETag of the state this call just committed, to read back.
+    expect: Option<String>,
+    /// Files already inspected, by key (by the caller, or by an earlier attempt): not read
+    /// again while their version matches.
+    inspected: Inspections,
 }
 
-impl Default for IndexConfig {
-    fn default() -> Self {
-        Self { signer: None, apt: AptOptions::default(), grace_seconds: DEFAULT_GRACE_SECONDS }
-    }
-}
-
-impl IndexConfig {
-    /// From the environment: `QUARRY_SIGNING_KEY` (an armored OpenPGP secret key) or
-    /// `QUARRY_SIGNING_KEY_FILE`, `QUARRY_APT_ORIGIN`, `QUARRY_APT_LABEL`,
-    /// `QUARRY_GRACE_SECONDS`.
-    pub fn from_env() -> Result<Self, SignError> {
-        let mut apt = AptOptions::default();
-        if let Ok(origin) = std::env::var("QUARRY_APT_ORIGIN") {
-            apt.origin = origin;
+impl Pass {
+    /// Verifying a commit: another state in its place means racing writers both passed the
+    /// precondition, and this call's pages may be the stale ones.
+    fn verify(&mut self, state_etag: Option<&str>) {
+        let Some(mine) = self.expect.take() else { return };
+        if state_etag.map(etag_value) == Some(etag_value(&mine)) {
+            // Still this call's state: its pages went out before it, nothing to redo.
+            self.dirty.clear();
+        } else {
+            tracing::info!("another indexer's state replaced this commit; republishing this call's pages");
         }
-        if let Ok(label) = std::env::var("QUARRY_APT_LABEL") {
-            apt.label = label;
-        }
-        let grace_seconds = match std::env::var("QUARRY_GRACE_SECONDS") {
-            Ok(v) => v.parse().map_err(|_| SignError::Key(format!("QUARRY_GRACE_SECONDS={v:?} is not a number")))?,
-            Err(_) => DEFAULT_GRACE_SECONDS,
-        };
-        Ok(Self { signer: Signer::from_env()?.map(Arc::new), apt, grace_seconds })
     }
 }
-
-/// A root's committed state as readers see it: `None` when the root was never indexed or its
-/// state is unreadable (the indexer rebuilds such a state on its next run).
-pub async fn read_state(store: &dyn Store, root: &RepoRoot) -> Result<Option<RepoState>, StoreError> {
-    match store.get_bytes(&root.state_key(), MAX_STATE_SIZE).await {
-        Ok((_, bytes)) => Ok(serde_json::from_slice(&bytes).ok()),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// Default grace period for superseded by-hash and repodata files: a day.
-pub const DEFAULT_GRACE_SECONDS: i64 = 24 * 60 * 60;
-
-/// Most remembered inspections kept; beyond it the oldest are simply recomputed.
-const MAX_KNOWN: usize = 4096;
 
 impl Indexer {
+    /// An indexer over `store` with the default [`IndexConfig`].
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Self { store, concurrency: 8, max_attempts: 50, known: Arc::default(), config: IndexConfig::default() }
+        Self { store, concurrency: 8, max_attempts: 50, config: IndexConfig::default() }
     }
 
+    /// Publish apt/dnf metadata with `config` (signing key, Release fields, grace period).
     #[must_use]
     pub fn with_config(mut self, config: IndexConfig) -> Self {
         self.config = config;
         self
     }
 
+    /// How apt/dnf metadata are published.
     pub fn config(&self) -> &IndexConfig {
         &self.config
     }
 
-    /// Remember what the caller learned inspecting `key`, for the next reindex of its root.
-    pub fn remember(&self, key: &Key, inspected: Inspected) {
-        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        if known.len() >= MAX_KNOWN {
-            known.clear();
-        }
-        known.insert(key.to_string(), inspected);
-    }
-
-    fn recall(&self, object: &ObjectMeta) -> Option<Inspected> {
-        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        known.remove(object.key.as_str()).filter(|i| i.entry.etag == object.version())
-    }
-
+    /// The store indexed.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
 
     /// Bring `root`'s pages up to date with its listing.
     pub async fn reindex(&self, root: &RepoRoot) -> Result<ReindexReport, IndexError> {
-        self.reindex_with(root, false).await
+        self.run(root, false, Inspections::default()).await
     }
 
     /// Like [`Indexer::reindex`]; with `force`, every page is republished even when the state
     /// says nothing changed (repairs pages damaged or deleted behind the indexer's back).
-    ///
+    pub async fn reindex_with(&self, root: &RepoRoot, force: bool) -> Result<ReindexReport, IndexError> {
+        self.run(root, force, Inspections::default()).await
+    }
+
+    /// Like [`Indexer::reindex`], with files the caller has inspected already (an upload):
+    /// each is used instead of reading the file again while the listed object's version is
+    /// still the one inspected.
+    pub async fn reindex_inspected(&self, root: &RepoRoot, known: Inspections) -> Result<ReindexReport, IndexError> {
+        self.run(root, false, known).await
+    }
+
     /// A lost commit race is retried; the retry republishes every page this call wrote before,
     /// since those may have overwritten the winner's newer pages. On a store whose conditional
     /// writes are not atomic ([`ConditionalWrites::Verify`]) a commit is read back: if another
     /// writer's state replaced it, or the listing holds files it lacks, the loop goes on.
     #[tracing::instrument(skip_all, fields(root = %root, force))]
-    pub async fn reindex_with(&self, root: &RepoRoot, force: bool) -> Result<ReindexReport, IndexError> {
+    async fn run(&self, root: &RepoRoot, force: bool, known: Inspections) -> Result<ReindexReport, IndexError> {
         let mode = self.store.conditional_writes();
         if mode == ConditionalWrites::Unsupported {
             return Err(IndexError::UnsafeStore(self.store.describe()));
         }
-        let mut pass = Pass { force_all: force, dirty: BTreeSet::new(), expect: None, inspected: HashMap::new() };
+        let mut pass = Pass { force_all: force, dirty: BTreeSet::new(), expect: None, inspected: known };
         let mut total = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
         for attempt in 1..=self.max_attempts {
             total.attempts = attempt;
@@ -238,324 +188,135 @@ impl Indexer {
         Err(IndexError::TooManyConflicts { root: root.to_string(), attempts: self.max_attempts })
     }
 
-    async fn load_state(&self, root: &RepoRoot) -> Result<(RepoState, Option<String>), IndexError> {
-        match self.store.get_bytes(&root.state_key(), MAX_STATE_SIZE).await {
-            Ok((meta, bytes)) => {
-                let state = match serde_json::from_slice::<RepoState>(&bytes) {
-                    Ok(s) if s.version == STATE_VERSION => s,
-                    Ok(s) => {
-                        tracing::warn!(version = s.version, "unknown state version; rebuilding");
-                        RepoState::empty()
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "unreadable state; rebuilding");
-                        RepoState::empty()
-                    }
-                };
-                Ok((state, Some(meta.etag)))
-            }
-            Err(e) if e.is_not_found() => Ok((RepoState::empty(), None)),
-            Err(e) => Err(e.into()),
-        }
-    }
-
     async fn attempt(&self, root: &RepoRoot, pass: &mut Pass) -> Result<ReindexReport, IndexError> {
-        let (old, state_etag) = self.load_state(root).await?;
-        // Verifying a commit: another state in its place means racing writers both passed the
-        // precondition, and this call's pages may be the stale ones.
-        if let Some(mine) = pass.expect.take() {
-            if state_etag.as_deref().map(etag_value) == Some(etag_value(&mine)) {
-                // Still this call's state: its pages went out before it, nothing to redo.
-                pass.dirty.clear();
-            } else {
-                tracing::info!("another indexer's state replaced this commit; republishing this call's pages");
-            }
-        }
-        let force = pass.force_all;
+        let store = self.store.as_ref();
+        let (old, state_etag) = load_state(store, root).await?;
+        pass.verify(state_etag.as_deref());
         let (package_prefix, recursive) = root.package_prefix();
-        let listing = self.store.list_all(&package_prefix, !recursive).await?;
-
-        // Package files by their path relative to the root.
-        let mut files = BTreeMap::new();
-        let mut yank_markers = BTreeMap::new();
-        for object in listing.objects {
-            let Some(relative) = object.key.as_str().strip_prefix(root.as_str()).map(str::to_owned) else {
-                continue;
-            };
-            if let Some(target) = relative.strip_suffix(YANK_SUFFIX) {
-                if root.kind() == RepoKind::Pip && root.is_package(target) {
-                    yank_markers.insert(target.to_owned(), object.key);
-                }
-            } else if root.is_package(&relative) {
-                files.insert(relative, object);
-            }
-        }
-
+        let listing = RootListing::new(root, store.list_all(&package_prefix, !recursive).await?.objects);
         // Nothing to index and never indexed: a root that was deleted (a run removed by gc or
         // a lifecycle rule fires one event per object) is not brought back as empty pages.
-        if files.is_empty() && yank_markers.is_empty() && state_etag.is_none() && !force {
+        if listing.is_empty() && state_etag.is_none() && !pass.force_all {
             return Ok(ReindexReport { root: root.to_string(), ..ReindexReport::default() });
         }
-
-        let mut new = RepoState::empty();
-        let mut todo = Vec::new();
-        for (name, object) in &files {
-            let version = object.version();
-            if let Some(entry) = old.entries.get(name).filter(|e| e.etag == version) {
-                new.entries.insert(name.clone(), entry.clone());
-            } else if let Some(rejected) = old.rejected.get(name).filter(|r| r.etag == version) {
-                new.rejected.insert(name.clone(), rejected.clone());
-            } else {
-                todo.push(object.clone());
-            }
+        let inspections = self.inspect_unknown(listing.unknown(&old), &mut pass.inspected).await?;
+        let yanks = self.read_yank_reasons(listing.markers_to_read(&old, &inspections)).await?;
+        let Plan { state, mut report, writes, pages, deletes, unchanged } = plan(PlanInput {
+            root,
+            old: &old,
+            committed: state_etag.is_some(),
+            listing: &listing,
+            inspections,
+            yanks,
+            config: &self.config,
+            now: jiff::Timestamp::now().as_second(),
+            force: pass.force_all,
+            dirty: &pass.dirty,
+        })?;
+        if unchanged {
+            return Ok(report);
         }
+        // Inspecting took a while: if another indexer committed meanwhile, this attempt would
+        // lose anyway, so give up before publishing anything (one HEAD against a page storm).
+        if !report.added.is_empty() {
+            ensure_unmoved(store, root, state_etag.as_deref()).await?;
+        }
+        pass.dirty.extend(pages);
+        for outputs in writes.into_values() {
+            report.written.extend(self.publish(outputs).await?);
+        }
+        pass.expect = Some(commit_state(store, root, &state, state_etag).await?);
+        report.committed = true;
+        report.deleted = self.delete_stale(&deletes).await;
+        Ok(report)
+    }
 
-        let store = &self.store;
-        let earlier = &pass.inspected;
-        let inspected: Vec<(ObjectMeta, Result<Inspected, InspectError>)> = futures_util::stream::iter(todo)
-            .map(|object| async move {
-                let again = earlier.get(object.key.as_str()).filter(|i| i.entry.etag == object.version()).cloned();
-                let result = match again.or_else(|| self.recall(&object)) {
-                    Some(known) => Ok(known),
+    /// Inspect `todo` (name, listed object), `known` first: what each holds, by name. Files
+    /// deleted since the listing are left out; any other store error fails the attempt.
+    async fn inspect_unknown(
+        &self,
+        todo: Vec<(String, quarry_store::ObjectMeta)>,
+        known: &mut Inspections,
+    ) -> Result<BTreeMap<String, Inspection>, IndexError> {
+        let (store, earlier) = (&self.store, &*known);
+        let results: Vec<_> = futures_util::stream::iter(todo)
+            .map(|(name, object)| async move {
+                let result = match earlier.matching(&object) {
+                    Some(found) => Ok(found),
                     None => inspect(store, &object).await,
                 };
-                (object, result)
+                (name, object, result)
             })
             .buffer_unordered(self.concurrency)
             .collect()
             .await;
-        let mut report = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
-        let mut sidecars = Vec::new();
-        for (object, result) in inspected {
-            let name = object.key.as_str().strip_prefix(root.as_str()).unwrap_or(object.key.filename()).to_owned();
+        let mut inspections = BTreeMap::new();
+        for (name, object, result) in results {
             match result {
-                Ok(mut found) => {
-                    found.entry.filename.clone_from(&name);
-                    pass.inspected.insert(object.key.to_string(), found.clone());
-                    if let Some(meta) = found.core_metadata {
-                        sidecars.push((root.key(&format!("{name}{METADATA_SUFFIX}"))?, meta));
-                    }
-                    report.added.push(name.clone());
-                    new.entries.insert(name, found.entry);
+                Ok(found) => {
+                    known.insert(&object.key, found.clone());
+                    inspections.insert(name, Inspection::Indexed(Box::new(found)));
                 }
                 Err(InspectError::Rejected(reason)) => {
                     tracing::warn!(file = %name, %reason, "not indexed");
-                    report.rejected.insert(name.clone(), reason.clone());
-                    new.rejected.insert(name, Rejected { etag: object.version(), reason });
+                    inspections.insert(name, Inspection::Refused(Rejected { etag: object.version(), reason }));
                 }
                 // Deleted since the listing: the next event sees it gone.
                 Err(InspectError::Store(e)) if e.is_not_found() => {}
                 Err(InspectError::Store(e)) => return Err(e.into()),
             }
         }
-        for (target, marker) in &yank_markers {
-            if let Some(entry) = new.entries.get_mut(target) {
-                entry.yanked = Some(read_yank_reason(store.as_ref(), marker).await?);
-            }
-        }
-        report.added.sort();
-        report.removed = old.entries.keys().filter(|k| !new.entries.contains_key(*k)).cloned().collect();
+        Ok(inspections)
+    }
 
-        if root.kind() != RepoKind::Pip {
-            // The generation time moves only with the entries, so an unchanged repo renders
-            // (and signs) to the same bytes.
-            let now = jiff::Timestamp::now().as_second();
-            new.generated = match old.generated {
-                Some(then) if new.entries == old.entries => Some(then),
-                Some(then) => Some(now.max(then + 1)),
-                None => Some(now),
-            };
-        }
-        let pages = match root.kind() {
-            RepoKind::Pip => render::render(root, &new),
-            RepoKind::Apt => crate::apt::render(&new, &self.config.apt, self.config.signer.as_deref())?,
-            RepoKind::Dnf => crate::dnf::render(&new, self.config.signer.as_deref())?,
-        };
-        for page in &pages {
-            new.outputs.insert(format!("{root}{}", page.path), sha256_hex(&page.body));
-        }
-        for entry in new.entries.values() {
-            if let Some(hash) = &entry.core_metadata_sha256 {
-                new.outputs.insert(format!("{root}{}{METADATA_SUFFIX}", entry.filename), hash.clone());
-            }
-        }
-
-        // Superseded content-addressed outputs stay for the grace period, then go.
-        let now = jiff::Timestamp::now().as_second();
-        new.retired = old.retired.clone();
-        new.retired.retain(|key, _| !new.outputs.contains_key(key));
-        for stale in old.outputs.keys().filter(|k| !new.outputs.contains_key(*k)) {
-            if retained(root, stale) {
-                new.retired.insert(stale.clone(), now);
-            }
-        }
-        let expired: Vec<String> = new
-            .retired
-            .iter()
-            .filter(|(_, since)| now - **since >= self.config.grace_seconds.max(0))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in &expired {
-            new.retired.remove(key);
-        }
-
-        // Pages this call wrote in an attempt that lost (or was overwritten) are rewritten
-        // even when the state already holds everything: they may be the stale ones.
-        if !force && pass.dirty.is_empty() && state_etag.is_some() && new == old {
-            return Ok(report);
-        }
-        // Inspecting took a while: if another indexer committed meanwhile, this attempt would
-        // lose anyway, so give up before publishing anything (one HEAD against a page storm).
-        if !report.added.is_empty() {
-            let now = match self.store.head(&root.state_key()).await {
-                Ok(meta) => Some(meta.etag),
-                Err(e) if e.is_not_found() => None,
+    /// The reason each marker gives (empty when the marker is gone), by the file it yanks.
+    async fn read_yank_reasons(&self, markers: Vec<(String, Key)>) -> Result<BTreeMap<String, String>, IndexError> {
+        let mut reasons = BTreeMap::new();
+        for (target, marker) in markers {
+            let size = match self.store.head(&marker).await {
+                Ok(m) => m.size,
+                Err(e) if e.is_not_found() => {
+                    reasons.insert(target, String::new());
+                    continue;
+                }
                 Err(e) => return Err(e.into()),
             };
-            if now.as_deref().map(etag_value) != state_etag.as_deref().map(etag_value) {
-                return Err(StoreError::Conflict {
-                    key: root.state_key().to_string(),
-                    reason: "another indexer committed while this one inspected files".into(),
-                }
-                .into());
-            }
+            let bytes = self.store.get_range(&marker, 0, size.min(MAX_YANK_REASON)).await?;
+            reasons.insert(target, String::from_utf8_lossy(&bytes).trim().to_owned());
         }
+        Ok(reasons)
+    }
 
-        // Stage by stage: immutable sidecars and content-addressed files first, so no page ever
-        // advertises a missing object; then the indices, then the pages pointing at them, their
-        // signatures, and the entry point clients read first. Each stage is written concurrently.
-        let mut stages: BTreeMap<Stage, Vec<(Key, Bytes, &'static str)>> = BTreeMap::new();
-        stages
-            .entry(Stage::Immutable)
-            .or_default()
-            .extend(sidecars.into_iter().map(|(key, body)| (key, body, "text/plain; charset=utf-8")));
-        for Page { path, body, content_type, stage } in pages {
-            let key = root.key(&path)?;
-            if !force
-                && !pass.dirty.contains(key.as_str())
-                && old.outputs.get(key.as_str()) == new.outputs.get(key.as_str())
-            {
-                continue;
-            }
-            pass.dirty.insert(key.to_string());
-            stages.entry(stage).or_default().push((key, Bytes::from(body), content_type));
-        }
-        for (_, outputs) in stages {
-            report.written.extend(self.publish(outputs).await?);
-        }
-
-        let condition = match state_etag {
-            Some(etag) => Condition::IfMatch(etag),
-            None => Condition::IfNoneMatch,
-        };
-        let state_bytes = serde_json::to_vec(&new).map_err(|e| StoreError::Backend(e.to_string()))?;
-        let put = self
-            .store
-            .put_bytes(
-                &root.state_key(),
-                Bytes::from(state_bytes),
-                PutOptions::condition(condition).with_content_type("application/json"),
-            )
+    /// Write derived outputs concurrently; the keys written, in order.
+    async fn publish(&self, outputs: Vec<Output>) -> Result<Vec<String>, IndexError> {
+        let mut written: Vec<String> = futures_util::stream::iter(outputs)
+            .map(|Output { key, body, content_type }| async move {
+                let options = PutOptions::derived().with_content_type(content_type);
+                self.store.put_bytes(&key, body, options).await.map(|_| key.to_string())
+            })
+            .buffer_unordered(PUBLISH_CONCURRENCY)
+            .try_collect()
             .await?;
-        report.committed = true;
-        pass.expect = Some(put.etag);
+        written.sort();
+        Ok(written)
+    }
 
-        // Outputs the committed state no longer lists (removed projects, removed wheels'
-        // sidecars) and retired ones past their grace period. Best effort: an orphan is
-        // harmless, a failure here must not fail the commit.
-        let stale = old.outputs.keys().filter(|k| !new.outputs.contains_key(*k) && !new.retired.contains_key(*k));
-        for stale in stale.chain(expired.iter()) {
+    /// Delete outputs the committed state no longer lists (removed projects, removed wheels'
+    /// sidecars) and retired ones past their grace period; the keys deleted. Best effort: an
+    /// orphan is harmless, a failure here must not fail the commit.
+    async fn delete_stale(&self, stale: &[String]) -> Vec<String> {
+        let mut deleted = Vec::new();
+        for stale in stale {
             let Ok(key) = Key::new(stale.clone()) else {
                 continue;
             };
             match self.store.delete(&key).await {
-                Ok(()) => report.deleted.push(stale.clone()),
+                Ok(()) => deleted.push(stale.clone()),
                 Err(e) => tracing::warn!(key = %stale, error = %e, "could not delete stale output"),
             }
         }
-        Ok(report)
+        deleted
     }
-}
-
-impl Indexer {
-    /// Write derived outputs concurrently; the keys written, in order.
-    async fn publish(&self, outputs: Vec<(Key, Bytes, &'static str)>) -> Result<Vec<String>, IndexError> {
-        let mut pending = outputs.into_iter();
-        let mut in_flight = futures_util::stream::FuturesUnordered::new();
-        let mut written = Vec::new();
-        loop {
-            while in_flight.len() < PUBLISH_CONCURRENCY {
-                let Some((key, body, content_type)) = pending.next() else { break };
-                in_flight.push(put_output(self.store.clone(), key, body, content_type));
-            }
-            match in_flight.next().await {
-                Some(result) => written.push(result?),
-                None => break,
-            }
-        }
-        written.sort();
-        Ok(written)
-    }
-}
-
-async fn put_output(
-    store: Arc<dyn Store>,
-    key: Key,
-    body: Bytes,
-    content_type: &'static str,
-) -> Result<String, IndexError> {
-    store.put_bytes(&key, body, PutOptions::derived().with_content_type(content_type)).await?;
-    Ok(key.to_string())
-}
-
-/// Outputs written at once.
-const PUBLISH_CONCURRENCY: usize = 16;
-
-/// Whether an output of `root` (a full key) is content-addressed and outlives its state:
-/// apt `by-hash/` copies and dnf `repodata/<sha>-…` documents.
-fn retained(root: &RepoRoot, key: &str) -> bool {
-    let relative = key.strip_prefix(root.as_str()).unwrap_or(key);
-    match root.kind() {
-        RepoKind::Pip => false,
-        RepoKind::Apt => relative.starts_with("dists/") && relative.contains("/by-hash/"),
-        RepoKind::Dnf => relative.starts_with("repodata/") && !relative.starts_with("repodata/repomd.xml"),
-    }
-}
-
-/// What carries from one attempt of a reindex to the next.
-struct Pass {
-    /// Republish every page.
-    force_all: bool,
-    /// Pages written by earlier attempts of this call whose state did not stay committed:
-    /// republished by the next attempt.
-    dirty: BTreeSet<String>,
-    /// The ETag of the state this call just committed, to read back.
-    expect: Option<String>,
-    /// Files this call already inspected, by key: a retry does not read them again.
-    inspected: HashMap<String, Inspected>,
-}
-
-impl ReindexReport {
-    /// Fold a later pass of the same reindex into this report.
-    fn absorb(&mut self, later: ReindexReport) {
-        for (list, more) in [(&mut self.added, later.added), (&mut self.removed, later.removed)] {
-            for name in more {
-                if !list.contains(&name) {
-                    list.push(name);
-                }
-            }
-            list.sort();
-        }
-        self.rejected.extend(later.rejected);
-        self.written.extend(later.written);
-        self.deleted.extend(later.deleted);
-        self.committed |= later.committed;
-    }
-}
-
-/// An ETag without quotes or a weak prefix, for comparing what a put and a later read return.
-fn etag_value(etag: &str) -> &str {
-    etag.trim_start_matches("W/").trim_matches('"')
 }
 
 fn backoff(attempt: u32) -> Duration {
@@ -563,104 +324,6 @@ fn backoff(attempt: u32) -> Duration {
     let base = 5u64.saturating_mul(1 << attempt.min(7)).min(500);
     let jitter = u64::from(jiff::Timestamp::now().subsec_nanosecond().unsigned_abs()) % base.max(1);
     Duration::from_millis(base / 2 + jitter)
-}
-
-async fn read_yank_reason(store: &dyn Store, marker: &Key) -> Result<String, IndexError> {
-    let size = match store.head(marker).await {
-        Ok(m) => m.size,
-        Err(e) if e.is_not_found() => return Ok(String::new()),
-        Err(e) => return Err(e.into()),
-    };
-    let bytes = store.get_range(marker, 0, size.min(MAX_YANK_REASON)).await?;
-    Ok(String::from_utf8_lossy(&bytes).trim().to_owned())
-}
-
-/// Read what the index needs from one distribution file: its sha256 (from `object`, store
-/// metadata, or streamed), and for wheels the validated core metadata (ranged reads only).
-pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Inspected, InspectError> {
-    let key = &object.key;
-    if key.filename().ends_with(".deb") || key.filename().ends_with(".rpm") {
-        return crate::native::inspect_native(store, object).await;
-    }
-    let dist: DistFilename = key.filename().parse().map_err(|e| InspectError::Rejected(format!("{e}")))?;
-    // A caller that already knows the sha256 (the upload path) saves the HEAD.
-    let mut meta = if object.sha256.is_some() { object.clone() } else { store.head(key).await? };
-    // Without a recorded sha256 the file is read once anyway: a small one is kept in memory
-    // for the METADATA as well, a large one is streamed through the hasher.
-    let mut whole: Option<Bytes> = None;
-    let sha256 = match meta.sha256.clone() {
-        Some(sha) => sha,
-        None => {
-            let read = crate::source::read_whole(store.as_ref(), key, SMALL_FILE, false).await?;
-            meta = read.meta;
-            whole = read.bytes;
-            read.sha256
-        }
-    };
-    if meta.size == 0 {
-        return Err(InspectError::Rejected(format!("{} is empty", key.filename())));
-    }
-    let mut entry = Entry::stored(object, &meta, sha256);
-    let mut core_metadata = None;
-    match &dist {
-        DistFilename::Wheel(wheel) => {
-            let md = match whole.clone() {
-                Some(data) => read_wheel_metadata_from_bytes(data),
-                None => read_wheel_metadata(store.clone(), key.clone(), meta.size).await,
-            };
-            let md = md.map_err(|e| match e {
-                WheelError::Store(e) => InspectError::Store(e),
-                other => InspectError::Rejected(format!("{}: {other}", key.filename())),
-            })?;
-            if let Some((field, got, want)) = md.parsed.disagreement(&wheel.name, &wheel.version) {
-                return Err(InspectError::Rejected(format!(
-                    "{}: METADATA says {field} is {got:?} but the filename says {want:?}",
-                    key.filename()
-                )));
-            }
-            entry.requires_python = md.parsed.requires_python.clone();
-            entry.core_metadata_sha256 = Some(sha256_hex(&md.raw));
-            core_metadata = Some(md.raw);
-        }
-        DistFilename::Sdist(sdist) => {
-            // Streamed once, bounded: one top directory named after the file, a PKG-INFO that
-            // agrees with it (a gzip header in front of anything else is not an sdist).
-            let md = crate::check_sdist(store.clone(), key.clone(), sdist.clone(), meta.size, whole.clone())
-                .await
-                .map_err(|e| match e {
-                    crate::SdistError::Store(e) => InspectError::Store(e),
-                    other => InspectError::Rejected(format!("{}: {other}", key.filename())),
-                })?;
-            entry.requires_python = md.requires_python;
-        }
-    }
-    Ok(Inspected { entry, core_metadata })
-}
-
-/// Every pip repo root with at least one distribution file under `prefix`.
-pub async fn discover_roots(store: &dyn Store, prefix: &str) -> Result<BTreeSet<RepoRoot>, StoreError> {
-    Ok(discover(store, prefix).await?.0)
-}
-
-/// Every pip repo root and every run listing directory under `prefix`, from one listing.
-pub async fn discover(
-    store: &dyn Store,
-    prefix: &str,
-) -> Result<(BTreeSet<RepoRoot>, BTreeSet<crate::ListingDir>), StoreError> {
-    let listing = store.list_all(prefix, false).await?;
-    let mut roots = BTreeSet::new();
-    let mut dirs = BTreeSet::new();
-    for object in &listing.objects {
-        if let Some(root) = RepoRoot::for_key(&object.key) {
-            roots.insert(root);
-        } else if let Some(root) = RepoRoot::for_state_key(&object.key) {
-            // A root whose files were all deleted still needs its pages emptied.
-            roots.insert(root);
-        } else if let Some(dir) = crate::ListingDir::for_key(&object.key) {
-            dirs.extend(dir.with_parents());
-        }
-    }
-    Ok((roots, dirs))
 }
 
 #[cfg(test)]
@@ -673,7 +336,11 @@ mod tests {
         ByteRange, ByteStream, CountingStore, GetObject, ListOptions, ListPage, MemoryStore, PutResult,
     };
 
+    use bytes::Bytes;
+    use quarry_store::ObjectMeta;
+
     use super::*;
+    use crate::state::RepoState;
 
     const ROOT: &str = "run-linux/python/";
 

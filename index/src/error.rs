@@ -1,0 +1,32 @@
+//! The indexer's errors: what fails a reindex ([`IndexError`]) and what keeps one file out of
+//! the index ([`InspectError`]).
+
+use quarry_store::StoreError;
+
+use crate::sign::SignError;
+
+/// Why a reindex failed.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Key(#[from] quarry_store::KeyError),
+    #[error(
+        "store {0} cannot do conditional writes; refusing to index it, since concurrent indexers would lose entries"
+    )]
+    UnsafeStore(String),
+    #[error("gave up on {root} after {attempts} attempts that each lost a race with another indexer")]
+    TooManyConflicts { root: String, attempts: u32 },
+    #[error(transparent)]
+    Sign(#[from] SignError),
+}
+
+/// Why one file was refused, or the store error that kept it from being read.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("{0}")]
+    Rejected(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

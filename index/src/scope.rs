@@ -1,0 +1,132 @@
+//! What one refresh brings up to date ([`Scope`]: a repo root or a run listing), which scope a
+//! changed key belongs to, and the one dispatch every caller uses ([`Indexer::refresh`]): the
+//! Lambda per event, `quarry index` and the server's catch-up per discovered scope.
+
+use std::fmt;
+
+use quarry_store::Key;
+
+use crate::error::IndexError;
+use crate::listing::{LISTING_PAGE, ListingDir, ListingReport, update_listing};
+use crate::plan::YANK_SUFFIX;
+use crate::publish::{Indexer, ReindexReport};
+use crate::root::RepoRoot;
+
+/// What one refresh brings up to date.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    /// A repo root: pip (a distribution file or yank marker changed), apt (a `.deb` under
+    /// `pool/`) or dnf (an `.rpm`).
+    Root(RepoRoot),
+    /// A run directory's artifact listing (an artifact, log or checksum changed).
+    Listing(ListingDir),
+}
+
+impl Scope {
+    /// The scope a change at `key` makes stale, if any: distribution files and yank markers
+    /// their root; other objects in a run directory its listing. The indexer's own outputs
+    /// (pages, sidecars, state, listing pages and caches) are in neither, so its writes never
+    /// trigger it.
+    pub fn for_key(key: &Key) -> Option<Self> {
+        if let Some(root) = RepoRoot::for_key(key) {
+            return Some(Self::Root(root));
+        }
+        if let Some(target) = key.as_str().strip_suffix(YANK_SUFFIX)
+            && let Ok(target) = Key::new(target)
+            && let Some(root) = RepoRoot::for_key(&target)
+        {
+            return Some(Self::Root(root));
+        }
+        ListingDir::for_key(key).map(Self::Listing)
+    }
+
+    /// Every scope a change at `key` makes stale: [`Scope::for_key`], and for a listing each
+    /// parent listing too (a new directory is a row in its parent's), deepest first.
+    pub fn affected_by(key: &Key) -> Vec<Self> {
+        match Self::for_key(key) {
+            Some(Self::Listing(dir)) => dir.with_parents().into_iter().map(Self::Listing).collect(),
+            Some(root) => vec![root],
+            None => Vec::new(),
+        }
+    }
+
+    /// The repo root, when this scope is one.
+    pub fn root(&self) -> Option<&RepoRoot> {
+        match self {
+            Self::Root(root) => Some(root),
+            Self::Listing(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Scope {
+    /// `12345-linux/python/` for a root, `12345-linux/index.html` for a listing.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Root(root) => write!(f, "{root}"),
+            Self::Listing(dir) => write!(f, "{dir}{LISTING_PAGE}"),
+        }
+    }
+}
+
+/// What one refresh did.
+#[derive(Debug, Clone)]
+pub enum Refreshed {
+    /// A root was reindexed.
+    Root(ReindexReport),
+    /// A listing was brought up to date.
+    Listing(ListingReport),
+}
+
+impl fmt::Display for Refreshed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Root(report) => report.fmt(f),
+            Self::Listing(report) => report.fmt(f),
+        }
+    }
+}
+
+impl Indexer {
+    /// Bring `scope` up to date with the store: [`Indexer::reindex`] for a root,
+    /// [`update_listing`] for a listing.
+    pub async fn refresh(&self, scope: &Scope) -> Result<Refreshed, IndexError> {
+        self.refresh_with(scope, false).await
+    }
+
+    /// Like [`Indexer::refresh`]; with `force`, a root's pages are all republished
+    /// ([`Indexer::reindex_with`]). A listing is compared with the store either way.
+    pub async fn refresh_with(&self, scope: &Scope, force: bool) -> Result<Refreshed, IndexError> {
+        match scope {
+            Scope::Root(root) => self.reindex_with(root, force).await.map(Refreshed::Root),
+            Scope::Listing(dir) => Ok(Refreshed::Listing(update_listing(self.store().as_ref(), dir).await?)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scopes(key: &str) -> Vec<String> {
+        Scope::affected_by(&Key::new(key).unwrap()).iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn keys_map_to_their_root_or_listings() {
+        assert_eq!(scopes("1-linux/python/a-1.0-py3-none-any.whl"), ["1-linux/python/"]);
+        assert_eq!(scopes("1-linux/python/a-1.0-py3-none-any.whl.yanked"), ["1-linux/python/"]);
+        assert_eq!(scopes("1-linux/packages/deb/pool/main/a_1_amd64.deb"), ["1-linux/packages/deb/"]);
+        assert_eq!(
+            scopes("1-linux/logs/gfx94X/build.log"),
+            ["1-linux/logs/gfx94X/index.html", "1-linux/logs/index.html", "1-linux/index.html"]
+        );
+        for own in ["1-linux/python/index.html", "1-linux/index.html", "1-linux/logs/.quarry-listing.json"] {
+            assert!(scopes(own).is_empty(), "{own}");
+        }
+        let root = Scope::for_key(&Key::new("1-linux/python/a-1.0.tar.gz").unwrap()).unwrap();
+        assert_eq!(root.root().map(RepoRoot::as_str), Some("1-linux/python/"));
+        let listing = Scope::for_key(&Key::new("1-linux/a.tar.zst").unwrap()).unwrap();
+        assert!(listing.root().is_none() && root < listing, "roots sort first");
+    }
+}
