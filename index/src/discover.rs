@@ -9,12 +9,7 @@ use crate::listing::ListingDir;
 use crate::root::RepoRoot;
 use crate::scope::Scope;
 
-/// Every pip repo root with at least one distribution file under `prefix`.
-pub async fn discover_roots(store: &dyn Store, prefix: &str) -> Result<BTreeSet<RepoRoot>, StoreError> {
-    Ok(discover(store, prefix).await?.0)
-}
-
-/// Every pip repo root and every run listing directory under `prefix`, from one listing.
+/// Every pip, apt and dnf repo root and every run listing directory under `prefix`, from one listing.
 pub async fn discover(
     store: &dyn Store,
     prefix: &str,

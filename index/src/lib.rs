@@ -36,7 +36,7 @@ mod wheel;
 
 pub use check::{CheckReport, check};
 pub use config::{APT_LABEL_ENV, APT_ORIGIN_ENV, ConfigError, DEFAULT_GRACE_SECONDS, GRACE_SECONDS_ENV, IndexConfig};
-pub use discover::{discover, discover_roots, discover_scopes};
+pub use discover::{discover, discover_scopes};
 pub use error::{IndexError, InspectError};
 pub use inspect::{Inspected, Inspections, inspect};
 pub use listing::{ListingDir, ListingReport, update_listing};

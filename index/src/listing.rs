@@ -14,12 +14,9 @@ use std::collections::BTreeMap;
 
 use askama::Template;
 use bytes::Bytes;
-use quarry_store::layout::{self, RunSegment};
+use quarry_store::layout;
 use quarry_store::{Key, KeyError, PutOptions, Store, StoreError, StoreExt};
 use serde::{Deserialize, Serialize};
-
-/// Sort key of a run id in numeric order (the layout's, kept here for older callers).
-pub use quarry_store::layout::run_id_order;
 
 /// The page written in each listed directory.
 pub const LISTING_PAGE: &str = "index.html";
@@ -36,11 +33,6 @@ const MAX_PASSES: u32 = 10;
 /// [`layout::RunLayout::is_listed`] tells.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ListingDir(String);
-
-/// Whether a path segment names a run: `{digits}-{platform}` ([`RunSegment::parse`]).
-pub fn is_run_segment(segment: &str) -> bool {
-    RunSegment::parse(segment).is_some()
-}
 
 impl ListingDir {
     /// The listing the object at `key` appears in, if any. The listing's own outputs and

@@ -442,7 +442,6 @@ pub fn duration(seconds: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::listing::is_run_segment;
 
     fn run(name: &str, age_days: i64, now: Timestamp) -> Run {
         let (id, platform) = name.split_once('-').unwrap();
@@ -466,6 +465,7 @@ mod tests {
 
     #[test]
     fn run_segments_follow_the_listing_rule() {
+        let is_run_segment = |s| RunSegment::parse(s).is_some();
         assert!(is_run_segment("12345-linux") && is_run_segment("1-windows") && is_run_segment("7-linux_asan"));
         assert!(!is_run_segment("python") && !is_run_segment("-linux") && !is_run_segment("12a-linux"));
         assert!(!is_run_segment("12-") && !is_run_segment("ROCm-TheRock"));
