@@ -12,17 +12,22 @@
 //! - `/healthz`, `/metrics` (Prometheus text), an access log line per request (`tracing`
 //!   target `quarry::access`).
 //! - Tokens may be scoped to key prefixes; reads may be made private (`auth`).
+//! - `quarry serve`'s settings: `quarry.toml`, options and environment merged ([`Settings`]),
+//!   token files and `QUARRY_TOKEN`, and the start-up ([`Settings::open`]: store, tokens,
+//!   topology, catch-up, connection cap).
 //!
 //! No index logic lives here: pages are what `quarry-index` published into the store.
 
 mod auth;
 pub mod browse;
 mod coalesce;
+mod config;
 mod conn;
 mod error;
 mod files;
 mod metrics;
 mod negotiate;
+mod startup;
 mod upload;
 pub mod wire;
 
@@ -46,9 +51,14 @@ use quarry_store::{CountingStore, Store};
 
 pub use auth::{Access, Token};
 pub use coalesce::Coalescer;
+pub use config::{
+    ConfigError, DEFAULT_ADDR, DEFAULT_STORE, ServeConfig, ServeOptions, Settings, TOKEN_ENV, env_token,
+    parse_env_token, read_token_lines, read_tokens,
+};
 pub use error::AppError;
 pub use metrics::{Metrics, ReindexStats, method_label, route_of};
 pub use negotiate::{SimpleFormat, negotiate};
+pub use startup::{FD_HEADROOM, catch_up, ensure_token_file, fit_connections, open_file_limit};
 pub use upload::SHA256_HEADER;
 
 /// Default cap on one upload: TheRock wheels and packages reach several GiB.

@@ -95,6 +95,7 @@ pub(crate) fn exit_code(error: &anyhow::Error) -> u8 {
         cause.downcast_ref::<UsageError>().is_some()
             || cause.downcast_ref::<quarry_topology::TopologyError>().is_some()
             || cause.downcast_ref::<quarry_ci::CiError>().is_some()
+            || cause.downcast_ref::<quarry_index_server::ConfigError>().is_some_and(|e| e.is_bad_input())
     });
     if bad_input { 2 } else { 1 }
 }
@@ -138,82 +139,5 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// Read upload tokens, as a client sends them: the token file's tokens plus `QUARRY_TOKEN`.
-pub(crate) fn read_tokens(path: Option<&std::path::Path>) -> anyhow::Result<Vec<String>> {
-    // A line may scope its token (`TOKEN PREFIX…`); a client only needs the token.
-    let mut tokens: Vec<String> = read_token_lines(path)?
-        .iter()
-        .filter_map(|l| quarry_index_server::Token::parse_line(l))
-        .map(|t| t.secret().to_owned())
-        .collect();
-    tokens.extend(env_token()?);
-    Ok(tokens)
-}
-
-/// The token file's lines (`TOKEN [PREFIX …]`), without blank and comment lines. A `#` starts a
-/// comment only at the start of a word, so `abc#def` is a whole token (`Token::parse_line`).
-pub(crate) fn read_token_lines(path: Option<&std::path::Path>) -> anyhow::Result<Vec<String>> {
-    let Some(path) = path else { return Ok(Vec::new()) };
-    let text =
-        std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read token file {}: {e}", path.display()))?;
-    Ok(text
-        .lines()
-        .filter(|l| quarry_index_server::Token::parse_line(l).is_some())
-        .map(|l| l.trim().to_owned())
-        .collect())
-}
-
-/// `QUARRY_TOKEN`: one secret, unscoped (see [`parse_env_token`]).
-pub(crate) fn env_token() -> anyhow::Result<Option<String>> {
-    match std::env::var("QUARRY_TOKEN") {
-        Ok(value) => Ok(parse_env_token(&value)?),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => Err(UsageError::new("QUARRY_TOKEN is not valid UTF-8").into()),
-    }
-}
-
-/// The value of `QUARRY_TOKEN`: surrounding whitespace (a trailing newline from `$(cat file)`)
-/// is dropped, an empty value is no token, and whitespace inside is refused: the variable holds
-/// one secret, never `TOKEN PREFIX…` (scopes belong in the token file or `[[tokens]]`).
-pub(crate) fn parse_env_token(value: &str) -> Result<Option<String>, UsageError> {
-    let value = value.trim();
-    if value.is_empty() {
-        return Ok(None);
-    }
-    if value.contains(char::is_whitespace) {
-        return Err(UsageError::new(
-            "QUARRY_TOKEN holds whitespace: it is one token; scope tokens to prefixes in the token file or [[tokens]]",
-        ));
-    }
-    Ok(Some(value.to_owned()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_env_token_is_one_secret() {
-        assert_eq!(parse_env_token("  s3cret\n").unwrap().as_deref(), Some("s3cret"));
-        assert_eq!(parse_env_token("a#b").unwrap().as_deref(), Some("a#b"));
-        assert_eq!(parse_env_token("#starts-with-hash").unwrap().as_deref(), Some("#starts-with-hash"));
-        assert_eq!(parse_env_token(" \n").unwrap(), None);
-        let err = parse_env_token("a b").unwrap_err().to_string();
-        assert!(err.starts_with("QUARRY_TOKEN holds whitespace"), "{err}");
-    }
-
-    #[test]
-    fn token_files_keep_hashes_inside_tokens() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tokens");
-        std::fs::write(&path, "# admins\nabc#def\n\n  tok # comment\nci 1-linux/ #ci\n#old\n").unwrap();
-        assert_eq!(read_token_lines(Some(&path)).unwrap(), ["abc#def", "tok # comment", "ci 1-linux/ #ci"]);
-        let secrets: Vec<String> = read_token_lines(Some(&path))
-            .unwrap()
-            .iter()
-            .filter_map(|l| quarry_index_server::Token::parse_line(l))
-            .map(|t| t.secret().to_owned())
-            .collect();
-        assert_eq!(secrets, ["abc#def", "tok", "ci"]);
-    }
-}
+/// Upload tokens as a client sends them: the token file's plus `QUARRY_TOKEN`.
+pub(crate) use quarry_index_server::read_tokens;
