@@ -18,6 +18,7 @@ use quarry_store::layout::{RunSegment, run_id_order};
 use quarry_store::{ObjectMeta, Store, StoreError, StoreExt};
 use serde::Serialize;
 
+use crate::listing::human_size;
 use crate::listing::{LISTING_CACHE, LISTING_PAGE};
 use crate::{IndexError, Indexer, METADATA_SUFFIX, RepoKind, RepoRoot, discover, read_state};
 
@@ -436,6 +437,64 @@ pub fn duration(seconds: i64) -> String {
         format!("{h}h {m}m")
     } else {
         format!("{m}m {}s", s % 60)
+    }
+}
+
+/// The text report `quarry gc` prints: one line per deleted or kept run and per collected
+/// root, then the totals and the failures.
+impl std::fmt::Display for RetentionReport {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let report = self;
+        let verb = if report.dry_run { "would delete" } else { "deleted" };
+        for run in &report.deleted {
+            if run.error.is_some() {
+                continue; // among the failures below
+            }
+            writeln!(
+                out,
+                "{verb} {}: {} objects, {} ({})",
+                run.run,
+                run.objects,
+                human_size(run.bytes),
+                run.reasons.join("; ")
+            )?;
+        }
+        for run in &report.kept {
+            writeln!(
+                out,
+                "kept {}: {} objects, newest upload {} ago",
+                run.run,
+                run.objects,
+                duration(run.age_seconds)
+            )?;
+        }
+        for root in &report.roots {
+            if let Some(why) = &root.skipped {
+                writeln!(out, "skipped {}: {why}", root.root)?;
+            } else if root.retired_collected > 0 {
+                let verb = if report.dry_run { "would collect" } else { "collected" };
+                writeln!(out, "{verb} {} retired files in {}", root.retired_collected, root.root)?;
+            }
+        }
+        let failed = report.deleted.iter().filter(|r| r.error.is_some()).count();
+        writeln!(
+            out,
+            "{} {} runs ({} objects, {}){}, kept {}; {} roots {}, {} retired files {}",
+            verb,
+            report.deleted.len() - failed,
+            report.deleted_objects,
+            human_size(report.deleted_bytes),
+            if failed > 0 { format!(", {failed} failed") } else { String::new() },
+            report.kept.len(),
+            report.roots.len(),
+            if report.dry_run { "checked" } else { "reindexed" },
+            report.retired_collected,
+            if report.dry_run { "to collect" } else { "collected" },
+        )?;
+        for failure in &report.failures {
+            writeln!(out, "failed: {failure}")?;
+        }
+        Ok(())
     }
 }
 

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use jiff::{SignedDuration, SpanRelativeTo, Timestamp};
-use quarry_index::listing::human_size;
-use quarry_index::retention::{RetentionOptions, RetentionReport, duration};
+use quarry_index::retention::{RetentionOptions, RetentionReport};
 use quarry_index::{IndexConfig, Indexer};
 use quarry_store::Store;
 
@@ -109,50 +108,8 @@ fn print(report: &RetentionReport, json: bool) -> anyhow::Result<()> {
     if json {
         serde_json::to_writer_pretty(&mut out, report)?;
         writeln!(out)?;
-        return Ok(());
-    }
-    let verb = if report.dry_run { "would delete" } else { "deleted" };
-    for run in &report.deleted {
-        if run.error.is_some() {
-            continue; // among the failures below
-        }
-        writeln!(
-            out,
-            "{verb} {}: {} objects, {} ({})",
-            run.run,
-            run.objects,
-            human_size(run.bytes),
-            run.reasons.join("; ")
-        )?;
-    }
-    for run in &report.kept {
-        writeln!(out, "kept {}: {} objects, newest upload {} ago", run.run, run.objects, duration(run.age_seconds))?;
-    }
-    for root in &report.roots {
-        if let Some(why) = &root.skipped {
-            writeln!(out, "skipped {}: {why}", root.root)?;
-        } else if root.retired_collected > 0 {
-            let verb = if report.dry_run { "would collect" } else { "collected" };
-            writeln!(out, "{verb} {} retired files in {}", root.retired_collected, root.root)?;
-        }
-    }
-    let failed = report.deleted.iter().filter(|r| r.error.is_some()).count();
-    writeln!(
-        out,
-        "{} {} runs ({} objects, {}){}, kept {}; {} roots {}, {} retired files {}",
-        verb,
-        report.deleted.len() - failed,
-        report.deleted_objects,
-        human_size(report.deleted_bytes),
-        if failed > 0 { format!(", {failed} failed") } else { String::new() },
-        report.kept.len(),
-        report.roots.len(),
-        if report.dry_run { "checked" } else { "reindexed" },
-        report.retired_collected,
-        if report.dry_run { "to collect" } else { "collected" },
-    )?;
-    for failure in &report.failures {
-        writeln!(out, "failed: {failure}")?;
+    } else {
+        write!(out, "{report}")?;
     }
     Ok(())
 }
