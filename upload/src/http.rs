@@ -1,0 +1,204 @@
+//! The client side of a Quarry server's upload: `PUT {root}/{file}` with a bearer token, the
+//! body streamed and hashed on the way, server errors and lost connections retried.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::{StreamExt, TryStreamExt};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use quarry_index_server::wire::UploadResponse;
+use quarry_store::Sha256Hex;
+
+use crate::Progress;
+
+/// Tries per file: a server error (5xx) or a failed request is retried; each failed try is
+/// followed by a pause of 0.5 s times its number.
+pub const ATTEMPTS: u32 = 3;
+/// What is sent as-is in a file name: RFC 3986's unreserved characters.
+const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+/// Bytes read from the file at a time.
+const CHUNK: usize = 256 * 1024;
+
+/// Why parsing or joining a URL failed.
+pub type UrlError = <reqwest::Url as std::str::FromStr>::Err;
+
+/// Why uploading one file to a server failed; each names the file or what the server said.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The HTTP client could not be built.
+    #[error("building the HTTP client")]
+    Client(#[source] reqwest::Error),
+    /// The file's name cannot be a URL segment.
+    #[error("{} has no UTF-8 file name", .0.display())]
+    FileName(PathBuf),
+    /// The file's URL below the server root.
+    #[error("the URL of {name}")]
+    Url {
+        /// The file's name.
+        name: String,
+        /// Why the URL does not parse.
+        source: UrlError,
+    },
+    /// The file cannot be read.
+    #[error("opening {}", .path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The request failed on the way (connection refused or reset, timeout).
+    #[error("sending {name}")]
+    Send {
+        /// The file's name.
+        name: String,
+        /// What the client said.
+        source: reqwest::Error,
+    },
+    /// The server failed (5xx): its status and answer.
+    #[error("{status}: {body}")]
+    Server {
+        /// The status.
+        status: reqwest::StatusCode,
+        /// The answer's text, trimmed.
+        body: String,
+    },
+    /// The server refused the file (4xx): the URL, status and the server's reason.
+    #[error("{url} refused: {status} {body}")]
+    Refused {
+        /// The file's URL.
+        url: reqwest::Url,
+        /// The status.
+        status: reqwest::StatusCode,
+        /// The answer's text, trimmed.
+        body: String,
+    },
+    /// A successful answer that could not be read.
+    #[error("reading the server's answer")]
+    ReadAnswer(#[source] reqwest::Error),
+    /// A successful answer that is not an [`UploadResponse`].
+    #[error("parsing the server's answer")]
+    ParseAnswer(#[source] serde_json::Error),
+    /// The server stored other bytes than were sent.
+    #[error("the server stored sha256 {stored} but we sent {sent}")]
+    Digest {
+        /// The digest in the server's answer.
+        stored: String,
+        /// The digest of the bytes sent.
+        sent: String,
+    },
+}
+
+/// Uploads files to one server root with one token.
+#[derive(Debug, Clone)]
+pub struct ServerClient {
+    client: reqwest::Client,
+    base: reqwest::Url,
+    token: String,
+}
+
+impl ServerClient {
+    /// A client for the root `base` (ending in `/`, see [`crate::server_base`]) sending `token`.
+    pub fn new(base: reqwest::Url, token: String) -> Result<Self, HttpError> {
+        let client =
+            reqwest::Client::builder().connect_timeout(Duration::from_secs(30)).build().map_err(HttpError::Client)?;
+        Ok(Self { client, base, token })
+    }
+
+    /// The server root files are uploaded to.
+    pub fn base(&self) -> &reqwest::Url {
+        &self.base
+    }
+
+    /// Upload `files` with at most `jobs` in flight; the results in the order of `files`.
+    pub async fn upload_all(
+        &self,
+        files: &[PathBuf],
+        jobs: usize,
+        progress: &dyn Progress,
+    ) -> Vec<Result<UploadResponse, HttpError>> {
+        futures_util::stream::iter(files).map(|path| self.upload(path, progress)).buffered(jobs.max(1)).collect().await
+    }
+
+    /// Upload one file under its name, trying [`ATTEMPTS`] times while the server fails or the
+    /// request does not get through; a refusal (4xx) is final.
+    pub async fn upload(&self, path: &Path, progress: &dyn Progress) -> Result<UploadResponse, HttpError> {
+        let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| HttpError::FileName(path.to_owned()))?;
+        let url = self
+            .base
+            .join(&utf8_percent_encode(name, UNRESERVED).to_string())
+            .map_err(|source| HttpError::Url { name: name.to_owned(), source })?;
+        let mut attempt = 1;
+        loop {
+            let result = self.attempt(path, name, &url, progress).await;
+            if !matches!(result, Err(HttpError::Server { .. } | HttpError::Send { .. })) {
+                return result;
+            }
+            tracing::warn!(attempt, file = name, "upload failed; retrying");
+            tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
+            if attempt == ATTEMPTS {
+                return result;
+            }
+            attempt += 1;
+        }
+    }
+
+    /// One PUT of the file, hashed as it streams; the answer checked against the hash.
+    async fn attempt(
+        &self,
+        path: &Path,
+        name: &str,
+        url: &reqwest::Url,
+        progress: &dyn Progress,
+    ) -> Result<UploadResponse, HttpError> {
+        let open = |source| HttpError::Open { path: path.to_owned(), source };
+        let file = tokio::fs::File::open(path).await.map_err(open)?;
+        let size = file.metadata().await.map_err(open)?.len();
+        let bar = progress.start(name, size);
+        let hasher = Arc::new(Mutex::new(Sha256Hex::default()));
+        let (tick, hashing) = (bar.clone(), hasher.clone());
+        let stream = tokio_util::io::ReaderStream::with_capacity(file, CHUNK).inspect_ok(move |chunk| {
+            tick.advance(chunk.len() as u64);
+            hashing.lock().unwrap_or_else(PoisonError::into_inner).update(chunk);
+        });
+        let response = self
+            .client
+            .put(url.clone())
+            .bearer_auth(&self.token)
+            .header(reqwest::header::CONTENT_LENGTH, size)
+            .body(reqwest::Body::wrap_stream(stream))
+            .send()
+            .await;
+        bar.finish();
+        let response = response.map_err(|source| HttpError::Send { name: name.to_owned(), source })?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = response.text().await.unwrap_or_default().trim().to_owned();
+            return Err(if status.is_server_error() {
+                HttpError::Server { status, body }
+            } else {
+                HttpError::Refused { url: url.clone(), status, body }
+            });
+        }
+        let body = response.bytes().await.map_err(HttpError::ReadAnswer)?;
+        let answer: UploadResponse = serde_json::from_slice(&body).map_err(HttpError::ParseAnswer)?;
+        let sent = std::mem::take(&mut *hasher.lock().unwrap_or_else(PoisonError::into_inner)).finish();
+        if answer.sha256 != sent {
+            return Err(HttpError::Digest { stored: answer.sha256, sent });
+        }
+        Ok(answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_are_percent_encoded_as_before() {
+        let encode = |name: &str| utf8_percent_encode(name, UNRESERVED).to_string();
+        assert_eq!(encode("a-1.0+local_x~y.whl"), "a-1.0%2Blocal_x~y.whl");
+        assert_eq!(encode("a b/é"), "a%20b%2F%C3%A9");
+    }
+}

@@ -1,0 +1,240 @@
+//! What a finished upload reports: where clients point and what happened to each file, as
+//! JSON (`--json`), as text lines, and as the `$GITHUB_OUTPUT` line and step summary CI reads.
+
+use std::fmt::Write as _;
+
+use quarry_index_server::wire::UploadResponse;
+use quarry_store::Uploaded;
+use quarry_store::layout::Kind;
+use serde::Serialize;
+
+use crate::http::UrlError;
+
+/// What an upload to a server reports: where clients point, and the server's answer for each
+/// file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerSummary {
+    /// pip roots: what `pip install --find-links` takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub find_links_url: Option<String>,
+    /// pip roots: what `--index-url` takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simple_url: Option<String>,
+    /// apt roots: the sources.list line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub apt_source: Option<String>,
+    /// dnf roots: the `baseurl`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dnf_baseurl: Option<String>,
+    /// Signed apt/dnf roots: the public key to pin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_url: Option<String>,
+    /// The server's answer for each file uploaded.
+    pub files: Vec<UploadResponse>,
+}
+
+/// Where an apt source line pins a signed repo's key.
+const APT_KEYRING: &str = "/etc/apt/keyrings/quarry.asc";
+
+impl ServerSummary {
+    /// What clients point at below the server root `base`, from the server's answer for the
+    /// first file (its root, repo and key): an apt line, a dnf baseurl, else pip's URLs.
+    pub fn new(base: &reqwest::Url, files: Vec<UploadResponse>) -> Result<Self, UrlError> {
+        let first = files.first();
+        let root = first.map(|f| base.join(&format!("/{}", f.root))).transpose()?;
+        let repo = first.and_then(|f| f.repo.as_deref()).unwrap_or_default();
+        let key_url = first
+            .and_then(|f| f.public_key.as_deref())
+            .map(|k| base.join(&format!("/{}", k.trim_start_matches('/'))))
+            .transpose()?;
+        let mut summary = Self {
+            find_links_url: None,
+            simple_url: None,
+            apt_source: None,
+            dnf_baseurl: None,
+            key_url: key_url.as_ref().map(ToString::to_string),
+            files: Vec::new(),
+        };
+        match root {
+            Some(root) if repo.ends_with("/InRelease") => {
+                let keyring = key_url.is_some().then_some(APT_KEYRING);
+                summary.apt_source = Some(quarry_index::apt::sources_line(root.as_str(), keyring));
+            }
+            Some(root) if repo.ends_with("repomd.xml") => summary.dnf_baseurl = Some(root.to_string()),
+            _ => {
+                summary.find_links_url = Some(base.join("index.html")?.to_string());
+                summary.simple_url = Some(base.join("simple/")?.to_string());
+            }
+        }
+        summary.files = files;
+        Ok(summary)
+    }
+
+    /// The text form: `{status} {key} sha256={sha256}` per file, then what clients point at.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for f in &self.files {
+            let _ = writeln!(out, "{} {} sha256={}", f.status, f.key, f.sha256);
+        }
+        let lines = [
+            ("find-links: ", &self.find_links_url),
+            ("apt: ", &self.apt_source),
+            ("dnf: baseurl=", &self.dnf_baseurl),
+            ("key: ", &self.key_url),
+        ];
+        for (label, value) in lines {
+            if let Some(value) = value {
+                let _ = writeln!(out, "{label}{value}");
+            }
+        }
+        out
+    }
+}
+
+/// What an upload into a store reports: the index URL of the destination, the files stored
+/// (sorted by key) and those that failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSummary {
+    /// What was uploaded: names the URL ([`output_name`](Self::output_name)).
+    pub kind: Kind,
+    /// The index clients point at (find-links page, apt or dnf root, run listing).
+    pub url: String,
+    /// What each stored file's upload did, sorted by key.
+    pub files: Vec<Uploaded>,
+    /// The files that failed, as `key: reason`.
+    pub failed: Vec<String>,
+}
+
+impl StoreSummary {
+    /// The name the URL is reported under (the `$GITHUB_OUTPUT` and JSON key).
+    pub fn output_name(&self) -> &'static str {
+        match self.kind {
+            Kind::Python => "package_find_links_url",
+            Kind::Deb => "deb_repo_url",
+            Kind::Rpm => "rpm_repo_url",
+            Kind::Artifacts => "artifacts_index_url",
+        }
+    }
+
+    /// The JSON form: `{ "<output name>": url, "files": […], "failed": […] }`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ self.output_name(): self.url, "files": self.files, "failed": self.failed })
+    }
+
+    /// The text form: `{status} {key} sha256={sha256}` per stored file, then `{name}: {url}`.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for u in &self.files {
+            let _ = writeln!(out, "{} {} sha256={}", u.status, u.key, u.sha256);
+        }
+        let _ = writeln!(out, "{}: {}", self.output_name(), self.url);
+        out
+    }
+
+    /// The `$GITHUB_OUTPUT` line: `{name}={url}`.
+    pub fn github_output(&self) -> String {
+        format!("{}={}\n", self.output_name(), self.url)
+    }
+
+    /// The `$GITHUB_STEP_SUMMARY` text: a heading, the URL and a table of the stored files.
+    pub fn step_summary(&self) -> String {
+        let mut summary = format!(
+            "### Uploaded {} file(s)\n\n{}: <{}>\n\n| file | size | sha256 | status |\n|---|---:|---|---|\n",
+            self.files.len(),
+            self.output_name(),
+            self.url
+        );
+        for u in &self.files {
+            let _ = writeln!(summary, "| `{}` | {} | `{}` | {} |", u.key, u.size, u.sha256, u.status);
+        }
+        summary
+    }
+}
+
+impl Serialize for StoreSummary {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(serializer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quarry_index_server::wire::UploadStatus;
+
+    use super::*;
+
+    fn answer(root: &str, repo: Option<&str>, public_key: Option<&str>) -> UploadResponse {
+        UploadResponse {
+            key: format!("{root}f"),
+            size: 1,
+            sha256: "ab".into(),
+            status: UploadStatus::Created,
+            root: root.into(),
+            find_links: None,
+            simple: None,
+            repo: repo.map(Into::into),
+            public_key: public_key.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn server_summaries_point_clients_at_the_root() {
+        let base = reqwest::Url::parse("http://h:9/7-linux/python/").unwrap();
+        let pip = ServerSummary::new(&base, vec![answer("7-linux/python/", None, None)]).unwrap();
+        assert_eq!(
+            pip.text(),
+            "created 7-linux/python/f sha256=ab\nfind-links: http://h:9/7-linux/python/index.html\n"
+        );
+        assert_eq!(pip.simple_url.as_deref(), Some("http://h:9/7-linux/python/simple/"));
+        let json = serde_json::to_value(&pip).unwrap();
+        assert!(json.get("apt_source").is_none() && json["files"][0]["status"] == "created", "{json}");
+
+        let deb = answer("7-linux/packages/deb/", Some("/7-linux/packages/deb/dists/stable/InRelease"), Some("/k.asc"));
+        let apt = ServerSummary::new(&base, vec![deb]).unwrap();
+        assert_eq!(
+            apt.apt_source.as_deref(),
+            Some("deb [signed-by=/etc/apt/keyrings/quarry.asc] http://h:9/7-linux/packages/deb/ stable main")
+        );
+        assert!(apt.text().ends_with("key: http://h:9/k.asc\n"), "{}", apt.text());
+        let rpm =
+            answer("7-linux/packages/rpm/x86_64/", Some("/7-linux/packages/rpm/x86_64/repodata/repomd.xml"), None);
+        let dnf = ServerSummary::new(&base, vec![rpm]).unwrap();
+        assert!(dnf.text().ends_with("dnf: baseurl=http://h:9/7-linux/packages/rpm/x86_64/\n"), "{}", dnf.text());
+        let none = ServerSummary::new(&base, Vec::new()).unwrap();
+        assert_eq!(none.text(), "find-links: http://h:9/7-linux/python/index.html\n");
+    }
+
+    #[test]
+    fn store_summaries_for_ci() {
+        let summary = StoreSummary {
+            kind: Kind::Deb,
+            url: "https://b.s3.amazonaws.com/1-linux/packages/deb/".into(),
+            files: vec![Uploaded {
+                key: "1-linux/packages/deb/pool/main/a.deb".into(),
+                size: 3,
+                sha256: "cd".into(),
+                status: "uploaded",
+            }],
+            failed: vec!["1-linux/packages/deb/pool/main/b.deb: immutable".into()],
+        };
+        assert_eq!(summary.github_output(), "deb_repo_url=https://b.s3.amazonaws.com/1-linux/packages/deb/\n");
+        assert_eq!(
+            summary.text(),
+            "uploaded 1-linux/packages/deb/pool/main/a.deb sha256=cd\ndeb_repo_url: https://b.s3.amazonaws.com/1-linux/packages/deb/\n"
+        );
+        assert_eq!(
+            summary.step_summary(),
+            "### Uploaded 1 file(s)\n\ndeb_repo_url: <https://b.s3.amazonaws.com/1-linux/packages/deb/>\n\n\
+             | file | size | sha256 | status |\n|---|---:|---|---|\n\
+             | `1-linux/packages/deb/pool/main/a.deb` | 3 | `cd` | uploaded |\n"
+        );
+        // As `serde_json::json!` builds it: every object's keys sorted.
+        let json = serde_json::to_string(&summary).unwrap();
+        assert_eq!(
+            json,
+            r#"{"deb_repo_url":"https://b.s3.amazonaws.com/1-linux/packages/deb/","failed":["1-linux/packages/deb/pool/main/b.deb: immutable"],"files":[{"key":"1-linux/packages/deb/pool/main/a.deb","sha256":"cd","size":3,"status":"uploaded"}]}"#
+        );
+        let kinds = [Kind::Python, Kind::Rpm, Kind::Artifacts].map(|kind| StoreSummary { kind, ..summary.clone() });
+        assert_eq!(kinds.map(|s| s.output_name()), ["package_find_links_url", "rpm_repo_url", "artifacts_index_url"]);
+    }
+}
