@@ -7,6 +7,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use quarry_index::{Indexer, Refreshed, discover_scopes};
+use quarry_store::error_chain;
 
 use crate::config::{ConfigError, Settings, env_token, read, read_token_lines};
 use crate::{AppState, Token};
@@ -85,18 +86,6 @@ pub async fn catch_up(indexer: &Indexer) -> Result<(), ConfigError> {
         }
     }
     Ok(())
-}
-
-/// An error and its causes, `: `-separated.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(e) = cause {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        cause = e.source();
-    }
-    text
 }
 
 /// Create the token file at `path` with one random token (48 hex digits, mode 0600 on Unix)

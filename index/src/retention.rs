@@ -131,10 +131,6 @@ pub enum RetentionError {
     Reindex { root: String, source: IndexError },
 }
 
-/// `error` and its sources joined by `: `.
-fn chain(error: &dyn std::error::Error) -> String {
-    std::iter::successors(Some(error), |e| e.source()).map(ToString::to_string).collect::<Vec<_>>().join(": ")
-}
 
 /// Lists the runs under the prefix, selects, deletes the selected ones (unless `dry_run`) and
 /// reindexes every remaining root through `indexer` (its store and configuration), as of
@@ -166,7 +162,7 @@ pub async fn apply(
     if !options.dry_run {
         for run in &mut selected {
             if let Err(e) = delete_run(store, run, options.concurrency).await {
-                let e = chain(&e);
+                let e = quarry_store::error_chain(&e);
                 tracing::error!(run = %run.run, "{e}");
                 report.failures.push(format!("deleting {}: {e}", run.run));
                 run.error = Some(e);
@@ -204,7 +200,7 @@ async fn collect_roots(
         match result {
             Ok(r) => report.roots.push(r),
             Err(e) => {
-                let e = chain(&e);
+                let e = quarry_store::error_chain(&e);
                 tracing::error!(%root, "{e}");
                 report.failures.push(format!("reindexing {root}: {e}"));
             }

@@ -48,25 +48,12 @@ pub(crate) fn store(what: impl Into<String>) -> impl FnOnce(StoreError) -> OpErr
     move |source| OpError::Store { what: what.into(), source }
 }
 
-/// An error and its sources joined by `: `, as `anyhow` prints `{:#}`: the text failure lists
-/// carry.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
     fn chains_read_like_anyhow() {
         let io = std::io::Error::other("disk full");
         let error = crate::TransferError::from(crate::io("writing x")(io));
-        assert_eq!(crate::error_chain(&error), "writing x: disk full");
+        assert_eq!(quarry_store::error_chain(&error), "writing x: disk full");
     }
 }

@@ -404,6 +404,19 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
     Ok(Arc::new(store))
 }
 
+/// An error and its causes on one line, `outer: cause: root cause`, as reports and logs show
+/// them (what anyhow's `{:#}` prints, for libraries that do not use anyhow).
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

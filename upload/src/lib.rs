@@ -56,15 +56,3 @@ impl FileProgress for NoProgress {
     fn advance(&self, _bytes: u64) {}
     fn finish(&self) {}
 }
-
-/// An error and its sources, joined by `: ` (how `anyhow` prints a chain with `{:#}`).
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}

@@ -11,7 +11,9 @@ use quarry_store::{Key, KeyError, Store, StoreError, Uploaded, upload_file};
 
 use crate::destination::StoreDestination;
 use crate::summary::StoreSummary;
-use crate::{Progress, error_chain};
+use quarry_store::error_chain;
+
+use crate::Progress;
 
 /// Why the files to upload cannot be listed.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,9 @@ use quarry_store::{Key, PutOptions};
 use quarry_topology::Topology;
 
 use super::{GpuSelection, TransferError, listed, select, stage_artifacts};
-use crate::{OpError, Run, error_chain};
+use quarry_store::error_chain;
+
+use crate::{OpError, Run};
 
 /// What to copy.
 #[derive(Debug, Clone)]

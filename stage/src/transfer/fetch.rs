@@ -12,7 +12,9 @@ use quarry_store::{Key, StoreExt as _};
 use quarry_topology::Topology;
 
 use super::{GpuSelection, Moved, TransferError, listed, select, stage_artifacts, unpack_all};
-use crate::{Run, error_chain};
+use quarry_store::error_chain;
+
+use crate::Run;
 
 /// What to fetch and where to put it.
 #[derive(Debug, Clone)]

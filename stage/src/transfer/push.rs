@@ -11,7 +11,9 @@ use quarry_store::{PutOptions, StoreExt as _};
 use quarry_topology::Topology;
 
 use super::{Moved, TransferError, stage_artifacts};
-use crate::{Run, error_chain};
+use quarry_store::error_chain;
+
+use crate::Run;
 
 /// An `info!` line, or a `debug!` one when a live view owns the terminal.
 macro_rules! progress {

@@ -14,7 +14,7 @@ use quarry_artifacts::{
 use rayon::prelude::*;
 
 use super::TransferError;
-use crate::error_chain;
+use quarry_store::error_chain;
 
 fn open(path: &Path) -> Result<std::io::BufReader<std::fs::File>, TransferError> {
     let file = std::fs::File::open(path).map_err(crate::io(format!("opening {}", path.display())))?;
