@@ -131,7 +131,6 @@ pub enum RetentionError {
     Reindex { root: String, source: IndexError },
 }
 
-
 /// Lists the runs under the prefix, selects, deletes the selected ones (unless `dry_run`) and
 /// reindexes every remaining root through `indexer` (its store and configuration), as of
 /// `now`. A run or root that fails is in [`RetentionReport::failures`]; the rest go on.

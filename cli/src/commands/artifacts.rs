@@ -7,11 +7,13 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use quarry_artifacts::{ArchiveFormat, ExtractMode};
 use quarry_stage::transfer::{self, CopyOptions, FetchOptions, PushOptions, stage_artifacts};
 use quarry_stage::{GpuSelection, Run, RunLocation, load_topology};
 use quarry_topology::{Platform, Topology, split_list};
+
+use super::print_json;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ArtifactsArgs {
@@ -236,11 +238,8 @@ pub(crate) async fn open_run<T>(
 }
 
 /// Archive members' modification time: `SOURCE_DATE_EPOCH`, else 0.
-pub(crate) fn source_date_epoch() -> anyhow::Result<u64> {
-    Ok(match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(v) => v.trim().parse().with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a number"))?,
-        Err(_) => 0,
-    })
+pub(crate) fn archive_mtime() -> anyhow::Result<u64> {
+    Ok(super::source_date_epoch()?.unwrap_or(0))
 }
 
 impl From<&GpuSelectionArgs> for GpuSelection {
@@ -285,14 +284,6 @@ pub(crate) async fn run(args: ArtifactsArgs) -> anyhow::Result<()> {
     }
 }
 
-/// A value as pretty JSON on stdout.
-pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
-    writeln!(out)?;
-    Ok(())
-}
-
 async fn push(args: PushArgs) -> anyhow::Result<()> {
     let opts = PushOptions {
         stage: args.stage,
@@ -302,7 +293,7 @@ async fn push(args: PushArgs) -> anyhow::Result<()> {
             Compression::Xz => ArchiveFormat::Xz,
         },
         level: args.compression_level,
-        mtime: source_date_epoch()?,
+        mtime: archive_mtime()?,
         compress_concurrency: args.compress_concurrency,
         upload_concurrency: args.upload_concurrency,
         quiet: false,

@@ -191,7 +191,7 @@ fn matrix(args: MatrixArgs) -> anyhow::Result<()> {
     let written = super::append_to_github_file("GITHUB_OUTPUT", &lines)?;
     super::append_to_github_file("GITHUB_STEP_SUMMARY", &outputs.summary())?;
     if args.json || !written {
-        super::artifacts::print_json(&outputs.to_json())?;
+        super::print_json(&outputs.to_json())?;
     }
     Ok(())
 }

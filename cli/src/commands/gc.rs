@@ -1,13 +1,12 @@
 //! `quarry gc`: delete whole CI runs (`{run}-{platform}/` prefixes) by age or count, then
 //! reindex every remaining pip, apt and dnf root; the work is `quarry_index::retention`.
 
-use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
 use jiff::{SignedDuration, SpanRelativeTo, Timestamp};
-use quarry_index::retention::{RetentionOptions, RetentionReport};
+use quarry_index::retention::RetentionOptions;
 use quarry_index::{IndexConfig, Indexer};
 use quarry_store::Store;
 
@@ -83,7 +82,7 @@ pub(crate) async fn run(args: GcArgs) -> anyhow::Result<()> {
     };
     let indexer = Indexer::new(store).with_config(config);
     let report = quarry_index::retention::apply(&indexer, &options, Timestamp::now()).await?;
-    print(&report, args.json)?;
+    super::print(args.json, &report, &report)?;
     if !report.failures.is_empty() {
         anyhow::bail!("{} failures; run `quarry gc` again to finish (it is idempotent)", report.failures.len());
     }
@@ -101,17 +100,6 @@ async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
         }
     }
     quarry_store::open(url).await.with_context(|| format!("opening store {url}"))
-}
-
-fn print(report: &RetentionReport, json: bool) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, report)?;
-        writeln!(out)?;
-    } else {
-        write!(out, "{report}")?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -100,6 +100,34 @@ pub(crate) fn exit_code(error: &anyhow::Error) -> u8 {
     if bad_input { 2 } else { 1 }
 }
 
+/// A value as pretty JSON on stdout.
+pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// A report on stdout: pretty JSON with `--json`, else its text.
+pub(crate) fn print(json: bool, value: &impl serde::Serialize, text: impl std::fmt::Display) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    if json {
+        return print_json(value);
+    }
+    write!(std::io::stdout().lock(), "{text}")?;
+    Ok(())
+}
+
+/// `SOURCE_DATE_EPOCH` in seconds, `None` when unset; a value that is not a number is an error.
+pub(crate) fn source_date_epoch() -> anyhow::Result<Option<u64>> {
+    use anyhow::Context as _;
+    std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .map(|v| v.trim().parse().with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a number")))
+        .transpose()
+}
+
 /// How log lines are written on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum LogFormat {

@@ -2,7 +2,6 @@
 //! rpmbuild. Flags and the environment in, the summary out; the work is
 //! `quarry_builder::therock` (unpack, plan with `quarry-packaging`, build in parallel).
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -138,10 +137,7 @@ fn run_blocking(args: &PackageArgs) -> anyhow::Result<()> {
         None => therock::THEROCK_PACKAGE_JSON.to_owned(),
     };
     let specs = therock::parse_package_json(&text)?;
-    let epoch: u64 = match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(v) => v.trim().parse().with_context(|| format!("SOURCE_DATE_EPOCH={v:?} is not a number"))?,
-        Err(_) => jiff::Timestamp::now().as_second().max(0) as u64,
-    };
+    let epoch = super::source_date_epoch()?.unwrap_or_else(|| jiff::Timestamp::now().as_second().unsigned_abs());
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
     let settings = BuildSettings { dest_dir: args.dest_dir.clone(), epoch, jobs };
     let bar = OnceLock::new();
@@ -201,13 +197,7 @@ fn report(summary: &Summary, json: bool) -> anyhow::Result<()> {
     if !summary.targets.is_empty() {
         super::append_to_github_file("GITHUB_OUTPUT", &format!("PACKAGING_ARCH_LIST={}\n", summary.targets.join(",")))?;
     }
-    let mut out = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, summary)?;
-        writeln!(out)?;
-    } else {
-        write!(out, "{summary}")?;
-    }
+    super::print(json, summary, summary)?;
     if !summary.failed.is_empty() {
         bail!("{} of {} packages failed", summary.failed.len(), summary.failed.len() + summary.built.len());
     }

@@ -14,7 +14,8 @@ use quarry_stage::{BuildOptions, BuildProgress, PipelineProgress, StageReport};
 use quarry_topology::split_list;
 
 use super::UsageError;
-use super::artifacts::{Backend, RunFlags, open_run, print_json, source_date_epoch};
+use super::artifacts::{Backend, RunFlags, archive_mtime, open_run};
+use super::print_json;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct BuildArgs {
@@ -138,7 +139,7 @@ pub(crate) async fn stage_build(args: BuildArgs, topology: &Path) -> anyhow::Res
         build_dir: args.build_dir,
         extra_cmake_args: args.extra,
         platform: args.backend.cmake_platform(),
-        mtime: source_date_epoch()?,
+        mtime: archive_mtime()?,
     };
     let check = |t: &quarry_topology::Topology| match opts.check(t) {
         Err(BuildError::PerArchNeedsFamilies(stage)) => {
@@ -159,7 +160,7 @@ pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
         source_dir: args.source_dir,
         build_root: args.build_root,
         platform: args.run.backend.cmake_platform(),
-        mtime: source_date_epoch()?,
+        mtime: archive_mtime()?,
         force: args.force,
         parallel: args.parallel,
     };

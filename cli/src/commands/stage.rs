@@ -9,7 +9,8 @@ use quarry_stage::load_topology;
 use quarry_topology::Platform;
 use quarry_topology::configure::{ConfigureOptions, cmake_args, pip_install_args, render};
 
-use super::artifacts::{PlatformArg, print_json};
+use super::artifacts::PlatformArg;
+use super::print_json;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct StageArgs {

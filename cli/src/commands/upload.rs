@@ -1,6 +1,5 @@
 //! `quarry upload`: flags, CI environment, progress bars and printing over `quarry_upload`.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -87,21 +86,9 @@ pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
     }
     let failed = args.files.len() - files.len();
     let summary = ServerSummary::new(client.base(), files)?;
-    print(args.json, &summary, &summary.text())?;
+    super::print(args.json, &summary, summary.text())?;
     if failed > 0 {
         bail!("{failed} of {} uploads failed", args.files.len());
-    }
-    Ok(())
-}
-
-/// The summary on stdout: pretty JSON with `--json`, else its text.
-pub(super) fn print(json: bool, summary: &impl serde::Serialize, text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, summary)?;
-        writeln!(out)?;
-    } else {
-        out.write_all(text.as_bytes())?;
     }
     Ok(())
 }

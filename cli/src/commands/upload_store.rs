@@ -17,7 +17,7 @@ pub(crate) async fn run(args: &UploadArgs, destination: StoreDestination) -> any
     let summary = quarry_upload::upload_to_store(store, files, &options, &Bars::default()).await;
     super::append_to_github_file("GITHUB_OUTPUT", &summary.github_output())?;
     super::append_to_github_file("GITHUB_STEP_SUMMARY", &summary.step_summary())?;
-    super::upload::print(args.json, &summary, &summary.text())?;
+    super::print(args.json, &summary, summary.text())?;
     for f in &summary.failed {
         tracing::error!("{f}");
     }

@@ -2,12 +2,10 @@
 //! `quarry_stage::checkout::package_versions` (`version.json`, git, the build date); this prints
 //! a table, JSON, or appends TheRock's outputs to `$GITHUB_OUTPUT`.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::ValueEnum as _;
-use quarry_packaging::therock::Versions;
-use quarry_packaging::therock::version::{PackageVersions, ReleaseType, Suffix};
+use quarry_packaging::therock::version::{PackageVersions, ReleaseType, Suffix, VersionReport};
 use quarry_stage::checkout::{VersionRequest, package_versions};
 
 use super::UsageError;
@@ -127,56 +125,11 @@ pub(crate) async fn run(args: VersionArgs) -> anyhow::Result<()> {
         prerelease_version: args.prerelease_version,
     };
     let resolved = package_versions(&request).map_err(|e| UsageError::new(e.to_string()))?;
-    let (inputs, versions) = (resolved.inputs, resolved.versions);
-    let suffix = args.version_suffix.as_deref();
-    // What `quarry package` writes into the control file and the spec (when it can package
-    // these versions at all: it wants `{major}.{minor}` first).
-    let deb_field = Versions::new(&versions.rocm_deb_package_version, suffix).ok().map(|v| v.deb);
-    let rpm_fields = Versions::new(&versions.rocm_rpm_package_version, suffix).ok();
-
     if args.github_output {
-        write_github_output(&versions)?;
+        write_github_output(&resolved.versions)?;
     }
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        let value = serde_json::json!({
-            "release_type": match &inputs.suffix { Suffix::Release(t) => Some(t.as_str()), Suffix::Custom(_) => None },
-            "custom_version_suffix": match &inputs.suffix { Suffix::Custom(s) => Some(s.as_str()), Suffix::Release(_) => None },
-            "base_version": versions.base_version,
-            "date": inputs.date.as_str(),
-            "git_sha": inputs.git_sha,
-            "rocm_package_version": versions.rocm_package_version,
-            "rocm_deb_package_version": versions.rocm_deb_package_version,
-            "rocm_rpm_package_version": versions.rocm_rpm_package_version,
-            "deb": { "version": deb_field },
-            "rpm": {
-                "version": rpm_fields.as_ref().map(|v| v.rpm_version.as_str()),
-                "release": rpm_fields.as_ref().map(|v| v.rpm_release.as_str()),
-            },
-        });
-        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
-    } else {
-        let rows = [
-            ("pip", versions.rocm_package_version.clone(), String::new()),
-            (
-                "deb",
-                versions.rocm_deb_package_version.clone(),
-                deb_field.map(|v| format!("Version: {v}")).unwrap_or_default(),
-            ),
-            (
-                "rpm",
-                versions.rocm_rpm_package_version.clone(),
-                rpm_fields
-                    .map(|v| format!("Version: {}  Release: {}", v.rpm_version, v.rpm_release))
-                    .unwrap_or_default(),
-            ),
-        ];
-        let width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
-        for (kind, version, fields) in rows {
-            writeln!(out, "{}", format!("{kind}  {version:width$}  {fields}").trim_end())?;
-        }
-    }
-    Ok(())
+    let report = VersionReport::new(&resolved.inputs, &resolved.versions, args.version_suffix.as_deref());
+    super::print(args.json, &report, &report)
 }
 
 fn write_github_output(versions: &PackageVersions) -> anyhow::Result<()> {

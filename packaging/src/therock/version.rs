@@ -303,6 +303,85 @@ pub fn compute(file: &VersionFile, inputs: &VersionInputs) -> Result<PackageVers
     })
 }
 
+/// What `quarry version` reports for one build: the inputs, the three versions, and the
+/// control-file fields `quarry package` writes for them with a `--version-suffix` (`None`
+/// where it cannot package them: it wants `{major}.{minor}` first). Fields in the order the
+/// JSON form has always had (sorted).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct VersionReport {
+    pub base_version: String,
+    pub custom_version_suffix: Option<String>,
+    pub date: String,
+    pub deb: DebFields,
+    pub git_sha: Option<String>,
+    pub release_type: Option<&'static str>,
+    pub rocm_deb_package_version: String,
+    pub rocm_package_version: String,
+    pub rocm_rpm_package_version: String,
+    pub rpm: RpmFields,
+}
+
+/// The deb control field for a version.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DebFields {
+    pub version: Option<String>,
+}
+
+/// The rpm spec fields for a version.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RpmFields {
+    pub release: Option<String>,
+    pub version: Option<String>,
+}
+
+impl VersionReport {
+    /// The report of `versions` computed from `inputs`, with the fields for `version_suffix`.
+    pub fn new(inputs: &VersionInputs, versions: &PackageVersions, version_suffix: Option<&str>) -> Self {
+        let deb = super::Versions::new(&versions.rocm_deb_package_version, version_suffix).ok().map(|v| v.deb);
+        let rpm = super::Versions::new(&versions.rocm_rpm_package_version, version_suffix).ok();
+        let (release_type, custom_version_suffix) = match &inputs.suffix {
+            Suffix::Release(t) => (Some(t.as_str()), None),
+            Suffix::Custom(s) => (None, Some(s.clone())),
+        };
+        Self {
+            base_version: versions.base_version.clone(),
+            custom_version_suffix,
+            date: inputs.date.as_str().to_owned(),
+            deb: DebFields { version: deb },
+            git_sha: inputs.git_sha.clone(),
+            release_type,
+            rocm_deb_package_version: versions.rocm_deb_package_version.clone(),
+            rocm_package_version: versions.rocm_package_version.clone(),
+            rocm_rpm_package_version: versions.rocm_rpm_package_version.clone(),
+            rpm: RpmFields {
+                release: rpm.as_ref().map(|v| v.rpm_release.clone()),
+                version: rpm.map(|v| v.rpm_version),
+            },
+        }
+    }
+}
+
+/// The table: one line per format, the version, then the control-file fields.
+impl fmt::Display for VersionReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let deb = self.deb.version.as_ref().map(|v| format!("Version: {v}")).unwrap_or_default();
+        let rpm = match (&self.rpm.version, &self.rpm.release) {
+            (Some(v), Some(r)) => format!("Version: {v}  Release: {r}"),
+            _ => String::new(),
+        };
+        let rows = [
+            ("pip", &self.rocm_package_version, String::new()),
+            ("deb", &self.rocm_deb_package_version, deb),
+            ("rpm", &self.rocm_rpm_package_version, rpm),
+        ];
+        let width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+        for (format, version, fields) in rows {
+            writeln!(f, "{}", format!("{format}  {version:width$}  {fields}").trim_end())?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
