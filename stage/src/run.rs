@@ -51,7 +51,39 @@ pub struct RunLocation {
     pub release_type: String,
 }
 
+/// A run's coordinates as given on the command line, before TheRock's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocationFlags {
+    pub run_id: Option<String>,
+    pub platform: Option<String>,
+    pub local_staging_dir: Option<PathBuf>,
+    pub store: Option<String>,
+    pub github_repo: Option<String>,
+}
+
 impl RunLocation {
+    /// The location `flags` give, the rest defaulted as TheRock's tools default it from the
+    /// workflow variables `var` looks up: the run id from `THEROCK_RUN_ID`, else
+    /// `GITHUB_RUN_ID`, else `local`; the platform from `THEROCK_PLATFORM`, else this
+    /// machine's; the repository from `GITHUB_REPOSITORY`, else `ROCm/TheRock`; the release
+    /// type from `RELEASE_TYPE`, else `ci`.
+    pub fn with_defaults(flags: LocationFlags, var: impl Fn(&str) -> Option<String>) -> Self {
+        let host = if cfg!(windows) { "windows" } else { "linux" };
+        Self {
+            run_id: (flags.run_id.or_else(|| var("THEROCK_RUN_ID")).or_else(|| var("GITHUB_RUN_ID")))
+                .filter(|s| !s.trim().is_empty())
+                .unwrap_or_else(|| "local".into()),
+            platform: flags.platform.or_else(|| var("THEROCK_PLATFORM")).unwrap_or_else(|| host.into()),
+            local_staging_dir: flags.local_staging_dir,
+            store: flags.store,
+            github_repo: flags
+                .github_repo
+                .or_else(|| var("GITHUB_REPOSITORY"))
+                .unwrap_or_else(|| "ROCm/TheRock".into()),
+            release_type: var("RELEASE_TYPE").unwrap_or_else(|| "ci".into()),
+        }
+    }
+
     /// The store URL to open and the run's key prefix (ending in `/`).
     pub fn resolve(&self) -> Result<(String, String), RunError> {
         let (run, platform) = (&self.run_id, &self.platform);
@@ -131,6 +163,23 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn defaults_follow_therocks_variables() {
+        let vars = |name: &str| match name {
+            "GITHUB_RUN_ID" => Some("42".to_owned()),
+            "THEROCK_RUN_ID" => Some(" ".to_owned()),
+            "RELEASE_TYPE" => Some("nightly".to_owned()),
+            _ => None,
+        };
+        // THEROCK_RUN_ID wins over GITHUB_RUN_ID even when blank, and a blank id is `local`.
+        let location = RunLocation::with_defaults(LocationFlags::default(), vars);
+        assert_eq!((location.run_id.as_str(), location.release_type.as_str()), ("local", "nightly"));
+        assert_eq!(location.github_repo, "ROCm/TheRock");
+        let flags = LocationFlags { run_id: Some("7".into()), platform: Some("windows".into()), ..LocationFlags::default() };
+        let location = RunLocation::with_defaults(flags, |_| None);
+        assert_eq!((location.run_id.as_str(), location.platform.as_str()), ("7", "windows"));
+    }
 
     fn location() -> RunLocation {
         RunLocation {

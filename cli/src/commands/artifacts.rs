@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 use quarry_artifacts::{ArchiveFormat, ExtractMode};
 use quarry_stage::transfer::{self, CopyOptions, FetchOptions, PushOptions, stage_artifacts};
-use quarry_stage::{GpuSelection, Run, RunLocation, load_topology};
+use quarry_stage::{GpuSelection, LocationFlags, Run, RunLocation, load_topology};
 use quarry_topology::{Platform, Topology, split_list};
 
 use super::print_json;
@@ -202,21 +202,14 @@ struct InfoArgs {
 impl Backend {
     /// The run's coordinates, defaults from the environment as TheRock's tools read them.
     pub(crate) fn location(&self) -> RunLocation {
-        let env = |name: &str| std::env::var(name).ok();
-        let host = if cfg!(windows) { "windows" } else { "linux" };
-        RunLocation {
-            run_id: (self.run_id.clone().or_else(|| env("THEROCK_RUN_ID")).or_else(|| env("GITHUB_RUN_ID")))
-                .filter(|s| !s.trim().is_empty())
-                .unwrap_or_else(|| "local".into()),
-            platform: (self.platform.map(|p| Platform::from(p).as_str().to_owned()))
-                .or_else(|| env("THEROCK_PLATFORM"))
-                .unwrap_or_else(|| host.into()),
+        let flags = LocationFlags {
+            run_id: self.run_id.clone(),
+            platform: self.platform.map(|p| Platform::from(p).as_str().to_owned()),
             local_staging_dir: self.local_staging_dir.clone(),
             store: self.store.clone(),
-            github_repo: (self.run_github_repo.clone().or_else(|| env("GITHUB_REPOSITORY")))
-                .unwrap_or_else(|| "ROCm/TheRock".into()),
-            release_type: env("RELEASE_TYPE").unwrap_or_else(|| "ci".into()),
-        }
+            github_repo: self.run_github_repo.clone(),
+        };
+        RunLocation::with_defaults(flags, |name| std::env::var(name).ok())
     }
 
     /// The platform CMake is configured for: `--platform`, else Linux.

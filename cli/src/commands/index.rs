@@ -1,5 +1,5 @@
 use std::collections::BTreeSet;
-use std::io::Write;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -55,24 +55,20 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
             }
         }
     }
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &reports)?;
-        writeln!(out)?;
-    } else {
-        for r in &listings {
-            writeln!(out, "{r}")?;
-        }
-        for r in &reports {
-            writeln!(out, "{r}")?;
-            for (file, reason) in &r.rejected {
-                writeln!(out, "  rejected {file}: {reason}")?;
-            }
-        }
-        if reports.is_empty() && listings.is_empty() {
-            writeln!(out, "no pip roots found under {:?}", args.prefix)?;
+    let mut text = String::new();
+    for r in &listings {
+        writeln!(text, "{r}")?;
+    }
+    for r in &reports {
+        writeln!(text, "{r}")?;
+        for (file, reason) in &r.rejected {
+            writeln!(text, "  rejected {file}: {reason}")?;
         }
     }
+    if reports.is_empty() && listings.is_empty() {
+        writeln!(text, "no pip roots found under {:?}", args.prefix)?;
+    }
+    super::print(args.json, &reports, text)?;
     tracing::info!(
         roots = reports.len(),
         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -94,15 +90,8 @@ async fn check(
     for root in roots {
         reports.push(quarry_index::check(store, root).await.with_context(|| format!("checking {root}"))?);
     }
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &reports)?;
-        writeln!(out)?;
-    } else {
-        for r in &reports {
-            writeln!(out, "{r}")?;
-        }
-    }
+    let text: String = reports.iter().map(|r| format!("{r}\n")).collect();
+    super::print(args.json, &reports, text)?;
     let problems: usize = reports.iter().map(|r| r.problems.len()).sum();
     if problems > 0 {
         anyhow::bail!("{problems} problems in {} roots; `quarry index --force` republishes every page", reports.len());
