@@ -21,8 +21,10 @@ pub mod checkout;
 pub mod run;
 pub mod transfer;
 
-pub use build::{BuildError, BuildOptions, BuildProgress, PipelineError, PipelineProgress, StageReport, Status};
-pub use run::{Run, RunError, LocationFlags, RunLocation, load_topology};
+pub use build::{
+    BuildError, BuildOptions, BuildProgress, PipelineError, PipelineProgress, PipelineReport, StageReport, Status,
+};
+pub use run::{LocationFlags, Run, RunError, RunLocation, load_topology};
 pub use transfer::{GpuSelection, Moved, TransferError};
 
 use quarry_store::{KeyError, StoreError};

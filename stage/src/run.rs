@@ -176,7 +176,8 @@ mod tests {
         let location = RunLocation::with_defaults(LocationFlags::default(), vars);
         assert_eq!((location.run_id.as_str(), location.release_type.as_str()), ("local", "nightly"));
         assert_eq!(location.github_repo, "ROCm/TheRock");
-        let flags = LocationFlags { run_id: Some("7".into()), platform: Some("windows".into()), ..LocationFlags::default() };
+        let flags =
+            LocationFlags { run_id: Some("7".into()), platform: Some("windows".into()), ..LocationFlags::default() };
         let location = RunLocation::with_defaults(flags, |_| None);
         assert_eq!((location.run_id.as_str(), location.platform.as_str()), ("7", "windows"));
     }

@@ -13,8 +13,6 @@ use quarry_stage::transfer::{self, CopyOptions, FetchOptions, PushOptions, stage
 use quarry_stage::{GpuSelection, LocationFlags, Run, RunLocation, load_topology};
 use quarry_topology::{Platform, Topology, split_list};
 
-use super::print_json;
-
 #[derive(Debug, clap::Args)]
 pub(crate) struct ArtifactsArgs {
     #[command(subcommand)]
@@ -293,18 +291,8 @@ async fn push(args: PushArgs) -> anyhow::Result<()> {
     };
     let (run, _) = open_run(&args.run.topology, &args.run.backend.location(), |t| Ok(opts.artifacts(t)?)).await?;
     let report = transfer::push(&run, &opts).await?;
-    let (prefix, failures) = (&run.prefix, &report.failures);
-    if args.json {
-        print_json(&serde_json::json!({ "prefix": prefix, "pushed": report.pushed, "failed": failures }))?;
-    } else {
-        let mut out = std::io::stdout().lock();
-        for m in &report.pushed {
-            writeln!(out, "pushed  {prefix}{} ({} bytes)", m.file, m.size)?;
-        }
-        for f in failures {
-            writeln!(out, "failed  {f}")?;
-        }
-    }
+    super::print(args.json, &report, &report)?;
+    let failures = &report.failures;
     if !failures.is_empty() {
         bail!("{} of {} artifacts not pushed", failures.len(), failures.len() + report.pushed.len());
     }
@@ -315,22 +303,7 @@ async fn fetch(args: FetchArgs) -> anyhow::Result<()> {
     let opts = FetchOptions::from(&args);
     let (run, _) = open_run(&args.run.topology, &args.run.backend.location(), |t| Ok(opts.artifacts(t)?)).await?;
     let report = transfer::fetch(&run, &opts).await?;
-    if args.json {
-        print_json(&serde_json::json!({
-            "prefix": run.prefix,
-            "fetched": report.fetched,
-            "failed": report.failures,
-            "not_in_run": report.not_in_run,
-        }))?;
-    } else {
-        let mut out = std::io::stdout().lock();
-        for m in &report.fetched {
-            writeln!(out, "fetched {} ({} bytes)", m.file, m.size)?;
-        }
-        for f in &report.failures {
-            writeln!(out, "failed  {f}")?;
-        }
-    }
+    super::print(args.json, &report, &report)?;
     if !report.failures.is_empty() {
         bail!("{} artifacts could not be fetched:\n  {}", report.failures.len(), report.failures.join("\n  "));
     }

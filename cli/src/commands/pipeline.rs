@@ -4,13 +4,13 @@
 //! build, tool output to `<build-dir>/quarry-build.log`) when stderr is a terminal, log lines
 //! otherwise; the summary goes to stdout.
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use quarry_stage::build::{BuildError, PipelineOptions, build_stage, plan, run_pipeline};
-use quarry_stage::{BuildOptions, BuildProgress, PipelineProgress, StageReport};
+use quarry_stage::{BuildOptions, BuildProgress, PipelineProgress, PipelineReport, StageReport};
 use quarry_topology::split_list;
 
 use super::UsageError;
@@ -180,17 +180,7 @@ pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
         style: ProgressStyle::with_template("{spinner} {prefix:<28} {elapsed:>4} {wide_msg}")
             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     };
-    let reports = run_pipeline(&run, &jobs, &opts, &view).await?;
-    if args.json {
-        return print_json(&serde_json::json!({ "seconds": started.elapsed().as_secs_f64(), "stages": reports }));
-    }
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{:<16} {:<10} {:<7} {:>8}  artifacts", "stage", "family", "status", "seconds")?;
-    for r in &reports {
-        let family = r.family.as_deref().unwrap_or("-");
-        let (status, artifacts) = (r.status.as_str(), r.artifacts.join(" "));
-        writeln!(out, "{:<16} {family:<10} {status:<7} {:>8.1}  {artifacts}", r.stage, r.seconds)?;
-    }
-    writeln!(out, "pipeline done in {:.1} s", started.elapsed().as_secs_f64())?;
-    Ok(())
+    let stages = run_pipeline(&run, &jobs, &opts, &view).await?;
+    let report = PipelineReport { seconds: started.elapsed().as_secs_f64(), stages };
+    super::print(args.json, &report, &report)
 }

@@ -147,6 +147,26 @@ pub struct StageReport {
     pub artifacts: Vec<String>,
 }
 
+/// What a pipeline run did: its stages in the order they finished, and the wall time.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PipelineReport {
+    pub seconds: f64,
+    pub stages: Vec<StageReport>,
+}
+
+/// The table `quarry pipeline run` prints: one line per stage build, then the total.
+impl std::fmt::Display for PipelineReport {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(out, "{:<16} {:<10} {:<7} {:>8}  artifacts", "stage", "family", "status", "seconds")?;
+        for r in &self.stages {
+            let family = r.family.as_deref().unwrap_or("-");
+            let (status, artifacts) = (r.status.as_str(), r.artifacts.join(" "));
+            writeln!(out, "{:<16} {family:<10} {status:<7} {:>8.1}  {artifacts}", r.stage, r.seconds)?;
+        }
+        writeln!(out, "pipeline done in {:.1} s", self.seconds)
+    }
+}
+
 /// Refuses family names the superproject's table (or TheRock's) does not know.
 fn check_families(source_dir: &Path, families: &[String]) -> Result<(), BuildError> {
     family_table(source_dir)?.check(families).map_err(BuildError::Families)

@@ -57,16 +57,29 @@ impl FetchOptions {
     }
 }
 
-/// What a fetch did.
-#[derive(Debug, Clone, Default)]
+/// What a fetch did. Serialized with its fields in the order `--json` has always printed them.
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct FetchReport {
+    /// One line per archive that failed to download, verify or unpack.
+    #[serde(rename = "failed")]
+    pub failures: Vec<String>,
     /// Archives downloaded, by file name.
     pub fetched: Vec<Moved>,
-    /// One line per archive that failed to download, verify or unpack.
-    pub failures: Vec<String>,
     /// Wanted artifacts the run has no archive of (those this platform does not build are not
     /// missing).
     pub not_in_run: Vec<String>,
+    /// The run prefix fetched from.
+    pub prefix: String,
+}
+
+/// One line per archive fetched, then one per failure.
+impl std::fmt::Display for FetchReport {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for m in &self.fetched {
+            writeln!(out, "fetched {} ({} bytes)", m.file, m.size)?;
+        }
+        self.failures.iter().try_for_each(|f| writeln!(out, "failed  {f}"))
+    }
 }
 
 /// Downloads, verifies and unpacks a stage's artifacts; per-archive failures are in the report.
@@ -106,7 +119,7 @@ pub async fn fetch(run: &Run, opts: &FetchOptions) -> Result<FetchReport, Transf
         let _ = std::fs::remove_dir_all(&cache);
     }
     fetched.sort_by(|a, b| a.file.cmp(&b.file));
-    Ok(FetchReport { fetched, failures, not_in_run })
+    Ok(FetchReport { failures, fetched, not_in_run, prefix: run.prefix.clone() })
 }
 
 type Downloaded = Vec<(ArtifactName, ArchiveFormat, PathBuf)>;

@@ -51,13 +51,27 @@ impl PushOptions {
     }
 }
 
-/// What a push did: archives pushed (by file name) and one line per failure.
-#[derive(Debug, Clone, Default)]
+/// What a push did: archives pushed (by file name) and one line per failure. Serialized with
+/// its fields in the order `--json` has always printed them.
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct PushReport {
+    /// One line per artifact not archived or uploaded.
+    #[serde(rename = "failed")]
+    pub failures: Vec<String>,
+    /// The run prefix pushed to.
+    pub prefix: String,
     /// Archives pushed, by file name.
     pub pushed: Vec<Moved>,
-    /// One line per artifact not archived or uploaded.
-    pub failures: Vec<String>,
+}
+
+/// One line per archive pushed, then one per failure.
+impl std::fmt::Display for PushReport {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for m in &self.pushed {
+            writeln!(out, "pushed  {}{} ({} bytes)", self.prefix, m.file, m.size)?;
+        }
+        self.failures.iter().try_for_each(|f| writeln!(out, "failed  {f}"))
+    }
 }
 
 /// Archives and uploads a stage's artifacts.
@@ -90,7 +104,7 @@ pub async fn push(run: &Run, opts: &PushOptions) -> Result<PushReport, TransferE
         .await;
     let mut pushed = successes(uploads, &mut failures);
     pushed.sort_by(|a, b| a.file.cmp(&b.file));
-    Ok(PushReport { pushed, failures })
+    Ok(PushReport { failures, prefix: run.prefix.clone(), pushed })
 }
 
 /// The successes; each failure's chain goes to `failures`.
