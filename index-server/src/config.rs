@@ -57,8 +57,8 @@ pub enum ConfigError {
     #[error("{TOKEN_ENV} holds whitespace: it is one token; scope tokens to prefixes in the token file or [[tokens]]")]
     EnvTokenWhitespace,
     /// No randomness for a new token file's token.
-    #[error("reading /dev/urandom for a new upload token")]
-    Random(#[source] std::io::Error),
+    #[error("asking the operating system for randomness for a new upload token")]
+    Random(#[source] getrandom::Error),
     /// A new token file cannot be created.
     #[error("creating token file {}", path.display())]
     CreateTokenFile { path: PathBuf, source: std::io::Error },

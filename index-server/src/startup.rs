@@ -95,12 +95,12 @@ pub fn ensure_token_file(path: &Path) -> Result<(), ConfigError> {
         return Ok(());
     }
     let mut random = [0u8; 24];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut random))
-        .map_err(ConfigError::Random)?;
+    getrandom::fill(&mut random).map_err(ConfigError::Random)?;
     let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
+    // Readable by its owner only. On Windows a new file takes the ACL its directory passes on
+    // (a user's profile is private by default); there is no mode to set.
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file =
