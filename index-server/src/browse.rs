@@ -31,7 +31,7 @@ use quarry_artifacts::ArtifactName;
 use quarry_index::listing::{SHA256SUM_SUFFIX, human_size};
 use quarry_index::{RepoKind, RepoRoot, RepoState};
 use quarry_packaging::{DistFilename, PackageName};
-use quarry_store::layout::{self, Kind, RunSegment, run_id_order};
+use quarry_store::layout::{self, RunSegment, UploadKind, run_id_order};
 use quarry_store::{Key, ObjectMeta, Store, StoreExt as _};
 
 use crate::{AppError, AppState, ServedAt, encode_path};
@@ -650,7 +650,7 @@ pub(crate) async fn package_page(
     let name = PackageName::new(&project).map_err(|e| AppError::NotFound(format!("{project:?}: {e}")))?;
     let store = state.store.as_ref();
     let base = base_url(&state, &headers, served_at.map(|Extension(ServedAt(a))| a));
-    let root = RepoRoot::new(&layout::current().root_of(segment, Kind::Python))
+    let root = RepoRoot::new(&layout::current().root_of(segment, UploadKind::Python))
         .map_err(|e| AppError::BadRequest(e.to_string()))?;
     let repo_state = read_state(store, &root).await?;
     let all = projects(&repo_state);

@@ -1,7 +1,7 @@
 use std::fmt;
 
 use quarry_packaging::DistFilename;
-use quarry_store::layout::{self, Kind};
+use quarry_store::layout::{self, UploadKind};
 use quarry_store::{Key, KeyError};
 
 /// The name of the state object inside each pip repo root.
@@ -123,8 +123,8 @@ impl RepoRoot {
             return Ok(Self { prefix: format!("{trimmed}/"), kind: RepoKind::Pip });
         }
         match layout.native_root_kind(&segments) {
-            Some(Kind::Deb) => Self::with_kind(prefix, RepoKind::Apt),
-            Some(Kind::Rpm) => Self::with_kind(prefix, RepoKind::Dnf),
+            Some(UploadKind::Deb) => Self::with_kind(prefix, RepoKind::Apt),
+            Some(UploadKind::Rpm) => Self::with_kind(prefix, RepoKind::Dnf),
             _ => Err(KeyError { key: prefix.to_owned(), reason: layout.not_a_root() }),
         }
     }

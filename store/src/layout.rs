@@ -2,7 +2,7 @@
 
 /// What is being uploaded, which decides the key prefix under the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
+pub enum UploadKind {
     /// Wheels and sdists: `{run}-{platform}/python/`.
     Python,
     /// Debian packages: `{run}-{platform}/packages/deb/pool/main/`.
@@ -13,7 +13,7 @@ pub enum Kind {
     Artifacts,
 }
 
-impl Kind {
+impl UploadKind {
     /// Where uploads of this kind go under the run prefix ([`RunLayout::upload_dir`] of the
     /// [`current`] layout).
     pub fn subdir(self) -> String {
@@ -82,7 +82,7 @@ pub fn current() -> &'static RunLayout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RunPart {
     /// Files of an upload kind: the pip root, `.deb`s, `.rpm`s, stage archives.
-    Kind(Kind),
+    Upload(UploadKind),
     /// The run's logs directory.
     Logs,
 }
@@ -91,7 +91,7 @@ impl RunPart {
     /// `python`, `deb`, `rpm`, `artifacts` or `logs`.
     pub fn label(self) -> &'static str {
         match self {
-            Self::Kind(kind) => kind.label(),
+            Self::Upload(kind) => kind.label(),
             Self::Logs => "logs",
         }
     }
@@ -101,27 +101,27 @@ impl RunLayout {
     /// The directory of a repo root of `kind` under the run prefix, ending in `/`
     /// (`python/`, `packages/deb/`, `packages/rpm/x86_64/`); empty for artifacts, which lie at
     /// the run prefix itself.
-    pub fn root_dir(&self, kind: Kind) -> String {
+    pub fn root_dir(&self, kind: UploadKind) -> String {
         match kind {
-            Kind::Python => format!("{}/", self.python),
-            Kind::Deb => format!("{}/{}/", self.packages, self.deb),
-            Kind::Rpm => format!("{}/{}/{}/", self.packages, self.rpm, self.rpm_arch),
-            Kind::Artifacts => String::new(),
+            UploadKind::Python => format!("{}/", self.python),
+            UploadKind::Deb => format!("{}/{}/", self.packages, self.deb),
+            UploadKind::Rpm => format!("{}/{}/{}/", self.packages, self.rpm, self.rpm_arch),
+            UploadKind::Artifacts => String::new(),
         }
     }
 
     /// Where uploads of `kind` go under the run prefix: the root directory, and for `.deb`s
     /// the pool inside it (`packages/deb/pool/main/`).
-    pub fn upload_dir(&self, kind: Kind) -> String {
+    pub fn upload_dir(&self, kind: UploadKind) -> String {
         match kind {
-            Kind::Deb => format!("{}{}/", self.root_dir(kind), self.deb_pool),
+            UploadKind::Deb => format!("{}{}/", self.root_dir(kind), self.deb_pool),
             _ => self.root_dir(kind),
         }
     }
 
     /// The prefix of `run`'s root of `kind` (`12345-linux/python/`), for a run at the top of
     /// the store.
-    pub fn root_of(&self, run: RunSegment<'_>, kind: Kind) -> String {
+    pub fn root_of(&self, run: RunSegment<'_>, kind: UploadKind) -> String {
         format!("{run}/{}", self.root_dir(kind))
     }
 
@@ -130,15 +130,15 @@ impl RunLayout {
         segments.iter().position(|s| *s == self.python)
     }
 
-    /// The native repo a prefix's segments name by their last one: [`Kind::Deb`] for a last
-    /// segment `deb`, [`Kind::Rpm`] for an rpm architecture or a parent `rpm`.
-    pub fn native_root_kind(&self, segments: &[&str]) -> Option<Kind> {
+    /// The native repo a prefix's segments name by their last one: [`UploadKind::Deb`] for a last
+    /// segment `deb`, [`UploadKind::Rpm`] for an rpm architecture or a parent `rpm`.
+    pub fn native_root_kind(&self, segments: &[&str]) -> Option<UploadKind> {
         let last = segments.last().copied().unwrap_or_default();
         let parent = segments.len().checked_sub(2).map(|i| segments[i]);
         if last == self.deb {
-            Some(Kind::Deb)
+            Some(UploadKind::Deb)
         } else if self.rpm_arches.contains(&last) || parent == Some(self.rpm) {
-            Some(Kind::Rpm)
+            Some(UploadKind::Rpm)
         } else {
             None
         }
@@ -166,18 +166,18 @@ impl RunLayout {
     /// archives at the run root.
     pub fn part_of(&self, relative: &str) -> Option<RunPart> {
         if relative.strip_prefix(self.python).is_some_and(|rest| rest.starts_with('/')) {
-            Some(RunPart::Kind(Kind::Python))
+            Some(RunPart::Upload(UploadKind::Python))
         } else if relative.ends_with(".deb") {
-            Some(RunPart::Kind(Kind::Deb))
+            Some(RunPart::Upload(UploadKind::Deb))
         } else if relative.ends_with(".rpm") {
-            Some(RunPart::Kind(Kind::Rpm))
+            Some(RunPart::Upload(UploadKind::Rpm))
         } else if self.log_name(relative).is_some() {
             Some(RunPart::Logs)
         } else if self
             .artifact_file(relative)
             .is_some_and(|name| name.ends_with(".tar.zst") || name.ends_with(".tar.xz"))
         {
-            Some(RunPart::Kind(Kind::Artifacts))
+            Some(RunPart::Upload(UploadKind::Artifacts))
         } else {
             None
         }
@@ -327,7 +327,7 @@ mod tests {
     #[test]
     fn the_run_layout_is_therocks() {
         let layout = current();
-        let dirs: Vec<(String, String)> = [Kind::Python, Kind::Deb, Kind::Rpm, Kind::Artifacts]
+        let dirs: Vec<(String, String)> = [UploadKind::Python, UploadKind::Deb, UploadKind::Rpm, UploadKind::Artifacts]
             .into_iter()
             .map(|k| (layout.root_dir(k), layout.upload_dir(k)))
             .collect();
@@ -342,11 +342,11 @@ mod tests {
         );
         let run = RunSegment::parse("12-linux").unwrap();
         assert_eq!(run.to_string(), "12-linux");
-        assert_eq!(layout.root_of(run, Kind::Python), "12-linux/python/");
+        assert_eq!(layout.root_of(run, UploadKind::Python), "12-linux/python/");
         let kind = |p: &str| layout.native_root_kind(&p.split('/').collect::<Vec<_>>());
-        assert_eq!(kind("1-linux/packages/deb"), Some(Kind::Deb));
-        assert_eq!(kind("1-linux/packages/rpm/aarch64"), Some(Kind::Rpm));
-        assert_eq!(kind("x/rpm/el9"), Some(Kind::Rpm));
+        assert_eq!(kind("1-linux/packages/deb"), Some(UploadKind::Deb));
+        assert_eq!(kind("1-linux/packages/rpm/aarch64"), Some(UploadKind::Rpm));
+        assert_eq!(kind("x/rpm/el9"), Some(UploadKind::Rpm));
         assert_eq!(kind("1-linux/packages"), None);
         assert_eq!(layout.python_segment(&["1-linux", "python", "gfx94X"]), Some(1));
         for (dir, listed) in [("1-linux/", true), ("o-r/1-linux/logs/", true), ("1-linux/python/", false)] {
@@ -376,7 +376,7 @@ mod tests {
             "ROCm-rocm-libraries/12345-linux/"
         );
         assert!(run_prefix("b", "r", "1/2", "linux").is_err());
-        assert_eq!(Kind::Deb.subdir(), "packages/deb/pool/main/");
+        assert_eq!(UploadKind::Deb.subdir(), "packages/deb/pool/main/");
         assert_eq!(
             public_url("therock-ci-artifacts", "1-linux/python/index.html"),
             "https://therock-ci-artifacts.s3.amazonaws.com/1-linux/python/index.html"

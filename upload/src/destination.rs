@@ -1,7 +1,7 @@
 //! Where an upload goes: a Quarry server, a store prefix, or the prefix TheRock computes for a
-//! CI run; which [`Kind`] of files a destination holds, and the index URL reported for it.
+//! CI run; which [`UploadKind`] of files a destination holds, and the index URL reported for it.
 
-use quarry_store::layout::{self, Kind, LayoutError};
+use quarry_store::layout::{self, LayoutError, UploadKind};
 
 /// Why a destination cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -91,22 +91,22 @@ impl StoreDestination {
 
     /// The index clients point at for uploads of `kind`: the find-links page or run listing
     /// (`…/index.html`), the apt root above the pool, the dnf root itself.
-    pub fn index_key(&self, kind: Kind) -> String {
+    pub fn index_key(&self, kind: UploadKind) -> String {
         let layout = layout::current();
         match kind {
-            Kind::Python | Kind::Artifacts => self.key("index.html"),
-            Kind::Deb => {
-                let (root, upload) = (layout.root_dir(Kind::Deb), layout.upload_dir(Kind::Deb));
+            UploadKind::Python | UploadKind::Artifacts => self.key("index.html"),
+            UploadKind::Deb => {
+                let (root, upload) = (layout.root_dir(UploadKind::Deb), layout.upload_dir(UploadKind::Deb));
                 let pool = upload.strip_prefix(root.as_str()).unwrap_or_default();
                 if pool.is_empty() { self.prefix.clone() } else { self.prefix.trim_end_matches(pool).to_owned() }
             }
-            Kind::Rpm => self.prefix.clone(),
+            UploadKind::Rpm => self.prefix.clone(),
         }
     }
 
     /// The URL of [`index_key`](Self::index_key): `public_url(bucket, key)` for S3 (such as
     /// `quarry_store::layout::public_url`), else the path in the store's directory.
-    pub fn index_url(&self, kind: Kind, public_url: fn(&str, &str) -> String) -> String {
+    pub fn index_url(&self, kind: UploadKind, public_url: fn(&str, &str) -> String) -> String {
         let index_key = self.index_key(kind);
         match (&self.bucket, self.store_url.strip_prefix("s3://")) {
             (Some(bucket), _) => public_url(bucket, &index_key),
@@ -125,7 +125,7 @@ pub struct RunTarget<'a> {
     /// The platform (`linux`, `windows`).
     pub platform: &'a str,
     /// What is uploaded: decides the directory under the run prefix.
-    pub kind: Kind,
+    pub kind: UploadKind,
     /// The bucket; none: chosen from the release type, repository and fork flag.
     pub bucket: Option<&'a str>,
     /// `RELEASE_TYPE` (empty for `ci`).
@@ -153,25 +153,25 @@ impl RunTarget<'_> {
 /// The kind of files a `--to` destination holds, by its path: a pip root's segment, the apt
 /// root, the dnf roots' directory (any architecture), else stage artifacts. Without a
 /// destination, python.
-pub fn infer_kind(to: Option<&str>) -> Kind {
+pub fn infer_kind(to: Option<&str>) -> UploadKind {
     let layout = layout::current();
-    let python = layout.root_dir(Kind::Python);
+    let python = layout.root_dir(UploadKind::Python);
     let to = to.unwrap_or(&python);
     let segments: Vec<&str> = to.split('/').collect();
-    let rpm_root = layout.root_dir(Kind::Rpm);
+    let rpm_root = layout.root_dir(UploadKind::Rpm);
     // The directory above the dnf root (`packages/rpm/`): every architecture's root is below it.
     let rpm_dirs = match rpm_root.trim_end_matches('/').rsplit_once('/') {
         Some((parent, _)) => format!("{parent}/"),
         None => rpm_root.clone(),
     };
     if layout.python_segment(&segments).is_some() {
-        Kind::Python
-    } else if to.contains(&layout.root_dir(Kind::Deb)) {
-        Kind::Deb
+        UploadKind::Python
+    } else if to.contains(&layout.root_dir(UploadKind::Deb)) {
+        UploadKind::Deb
     } else if to.contains(&rpm_dirs) {
-        Kind::Rpm
+        UploadKind::Rpm
     } else {
-        Kind::Artifacts
+        UploadKind::Artifacts
     }
 }
 
@@ -182,15 +182,15 @@ mod tests {
     #[test]
     fn kinds_are_inferred_from_the_destination() {
         for (to, kind) in [
-            (None, Kind::Python),
-            (Some("s3://b/1-linux/python/"), Kind::Python),
-            (Some("http://h/1-linux/python/gfx94X/"), Kind::Python),
-            (Some("s3://b/1-linux/pythonic/"), Kind::Artifacts),
-            (Some("s3://b/1-linux/packages/deb/pool/main/"), Kind::Deb),
-            (Some("s3://b/1-linux/packages/rpm/x86_64/"), Kind::Rpm),
-            (Some("s3://b/1-linux/packages/rpm/aarch64/"), Kind::Rpm),
-            (Some("s3://b/1-linux/"), Kind::Artifacts),
-            (Some("/srv/store"), Kind::Artifacts),
+            (None, UploadKind::Python),
+            (Some("s3://b/1-linux/python/"), UploadKind::Python),
+            (Some("http://h/1-linux/python/gfx94X/"), UploadKind::Python),
+            (Some("s3://b/1-linux/pythonic/"), UploadKind::Artifacts),
+            (Some("s3://b/1-linux/packages/deb/pool/main/"), UploadKind::Deb),
+            (Some("s3://b/1-linux/packages/rpm/x86_64/"), UploadKind::Rpm),
+            (Some("s3://b/1-linux/packages/rpm/aarch64/"), UploadKind::Rpm),
+            (Some("s3://b/1-linux/"), UploadKind::Artifacts),
+            (Some("/srv/store"), UploadKind::Artifacts),
         ] {
             assert_eq!(infer_kind(to), kind, "{to:?}");
         }
@@ -222,7 +222,7 @@ mod tests {
         let target = RunTarget {
             run_id: Some("12345"),
             platform: "linux",
-            kind: Kind::Deb,
+            kind: UploadKind::Deb,
             bucket: None,
             release_type: "",
             repository: "ROCm/rocm-libraries",
@@ -232,7 +232,8 @@ mod tests {
         assert_eq!(dest.store_url, "s3://therock-ci-artifacts-external");
         assert_eq!(dest.prefix, "ROCm-rocm-libraries/12345-linux/packages/deb/pool/main/");
         assert_eq!(dest.bucket.as_deref(), Some("therock-ci-artifacts-external"));
-        let artifacts = RunTarget { kind: Kind::Artifacts, bucket: Some("b"), repository: "ROCm/TheRock", ..target };
+        let artifacts =
+            RunTarget { kind: UploadKind::Artifacts, bucket: Some("b"), repository: "ROCm/TheRock", ..target };
         assert_eq!(artifacts.destination().unwrap().prefix, "12345-linux/");
         assert!(matches!(RunTarget { run_id: None, ..target }.destination(), Err(DestinationError::NoRunId)));
         let release = RunTarget { release_type: "release", ..target };
@@ -245,18 +246,21 @@ mod tests {
     #[test]
     fn index_urls_name_the_root_clients_use() {
         let url = |to: &str, kind| StoreDestination::parse(to).index_url(kind, layout::public_url);
-        assert_eq!(url("s3://b/1-linux/python/", Kind::Python), "https://b.s3.amazonaws.com/1-linux/python/index.html");
-        assert_eq!(url("s3://b/1-linux/", Kind::Artifacts), "https://b.s3.amazonaws.com/1-linux/index.html");
         assert_eq!(
-            url("s3://b/1-linux/packages/deb/pool/main/", Kind::Deb),
+            url("s3://b/1-linux/python/", UploadKind::Python),
+            "https://b.s3.amazonaws.com/1-linux/python/index.html"
+        );
+        assert_eq!(url("s3://b/1-linux/", UploadKind::Artifacts), "https://b.s3.amazonaws.com/1-linux/index.html");
+        assert_eq!(
+            url("s3://b/1-linux/packages/deb/pool/main/", UploadKind::Deb),
             "https://b.s3.amazonaws.com/1-linux/packages/deb/"
         );
         assert_eq!(
-            url("s3://b/1-linux/packages/rpm/x86_64", Kind::Rpm),
+            url("s3://b/1-linux/packages/rpm/x86_64", UploadKind::Rpm),
             "https://b.s3.amazonaws.com/1-linux/packages/rpm/x86_64/"
         );
-        assert_eq!(url("/srv/store/", Kind::Python), "/srv/store/index.html");
+        assert_eq!(url("/srv/store/", UploadKind::Python), "/srv/store/index.html");
         let computed = StoreDestination { bucket: Some("other".into()), ..StoreDestination::parse("s3://b/x/") };
-        assert_eq!(computed.index_url(Kind::Rpm, layout::public_url), "https://other.s3.amazonaws.com/x/");
+        assert_eq!(computed.index_url(UploadKind::Rpm, layout::public_url), "https://other.s3.amazonaws.com/x/");
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! - [`destination`]: where files go. A Quarry server's root URL ([`server_base`]), a store
 //!   prefix given as `s3://bucket/prefix/` or a directory ([`StoreDestination::parse`]), or one
-//!   computed from a CI run ([`RunTarget::destination`]); the [`Kind`] a destination holds
+//!   computed from a CI run ([`RunTarget::destination`]); the [`UploadKind`] a destination holds
 //!   ([`infer_kind`]) and the index URL CI reports for it. Every layout fact comes from
 //!   [`quarry_store::layout`].
 //! - [`http`]: [`ServerClient`] PUTs files to a server with a token, retrying server errors,
@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 pub use destination::{Destination, DestinationError, RunTarget, StoreDestination, infer_kind, server_base};
 pub use http::{ATTEMPTS, HttpError, ServerClient};
-pub use quarry_store::layout::Kind;
+pub use quarry_store::layout::UploadKind;
 pub use store::{CollectError, StoreOptions, collect, upload_to_store};
 pub use summary::{ServerSummary, StoreSummary};
 

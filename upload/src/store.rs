@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use quarry_store::layout::Kind;
+use quarry_store::layout::UploadKind;
 use quarry_store::{Key, KeyError, Store, StoreError, Uploaded, upload_file};
 
 use crate::destination::StoreDestination;
@@ -92,7 +92,7 @@ pub struct StoreOptions {
     /// The store's key prefix and how its URL is formed.
     pub destination: StoreDestination,
     /// What is uploaded: decides the index URL reported.
-    pub kind: Kind,
+    pub kind: UploadKind,
     /// Uploads in flight at once (at least one).
     pub jobs: usize,
     /// The public URL of an S3 key: `(bucket, key) -> url`, such as
@@ -181,7 +181,7 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(quarry_store::MemoryStore::default());
         let options = StoreOptions {
             destination: StoreDestination::parse("s3://bucket/7-linux/python"),
-            kind: Kind::Python,
+            kind: UploadKind::Python,
             jobs: 2,
             public_url: quarry_store::layout::public_url,
         };

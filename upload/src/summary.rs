@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use quarry_index_server::wire::UploadResponse;
 use quarry_store::Uploaded;
-use quarry_store::layout::Kind;
+use quarry_store::layout::UploadKind;
 use serde::Serialize;
 
 use crate::http::UrlError;
@@ -96,7 +96,7 @@ impl ServerSummary {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreSummary {
     /// What was uploaded: names the URL ([`output_name`](Self::output_name)).
-    pub kind: Kind,
+    pub kind: UploadKind,
     /// The index clients point at (find-links page, apt or dnf root, run listing).
     pub url: String,
     /// What each stored file's upload did, sorted by key.
@@ -109,10 +109,10 @@ impl StoreSummary {
     /// The name the URL is reported under (the `$GITHUB_OUTPUT` and JSON key).
     pub fn output_name(&self) -> &'static str {
         match self.kind {
-            Kind::Python => "package_find_links_url",
-            Kind::Deb => "deb_repo_url",
-            Kind::Rpm => "rpm_repo_url",
-            Kind::Artifacts => "artifacts_index_url",
+            UploadKind::Python => "package_find_links_url",
+            UploadKind::Deb => "deb_repo_url",
+            UploadKind::Rpm => "rpm_repo_url",
+            UploadKind::Artifacts => "artifacts_index_url",
         }
     }
 
@@ -207,7 +207,7 @@ mod tests {
     #[test]
     fn store_summaries_for_ci() {
         let summary = StoreSummary {
-            kind: Kind::Deb,
+            kind: UploadKind::Deb,
             url: "https://b.s3.amazonaws.com/1-linux/packages/deb/".into(),
             files: vec![Uploaded {
                 key: "1-linux/packages/deb/pool/main/a.deb".into(),
@@ -234,7 +234,8 @@ mod tests {
             json,
             r#"{"deb_repo_url":"https://b.s3.amazonaws.com/1-linux/packages/deb/","failed":["1-linux/packages/deb/pool/main/b.deb: immutable"],"files":[{"key":"1-linux/packages/deb/pool/main/a.deb","sha256":"cd","size":3,"status":"uploaded"}]}"#
         );
-        let kinds = [Kind::Python, Kind::Rpm, Kind::Artifacts].map(|kind| StoreSummary { kind, ..summary.clone() });
+        let kinds = [UploadKind::Python, UploadKind::Rpm, UploadKind::Artifacts]
+            .map(|kind| StoreSummary { kind, ..summary.clone() });
         assert_eq!(kinds.map(|s| s.output_name()), ["package_find_links_url", "rpm_repo_url", "artifacts_index_url"]);
     }
 }

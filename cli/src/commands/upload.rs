@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use quarry_upload::{Destination, FileProgress, Kind, Progress, RunTarget, ServerClient, ServerSummary};
+use quarry_upload::{Destination, FileProgress, Progress, RunTarget, ServerClient, ServerSummary, UploadKind};
 
 #[derive(Debug, Args)]
 pub(crate) struct UploadArgs {
@@ -28,7 +28,7 @@ pub(crate) struct UploadArgs {
     /// and which index URL is reported). Default: from the --to prefix (`…/python/…`,
     /// `…/packages/deb/…`, `…/packages/rpm/…`, else artifacts), python without --to.
     #[arg(long, value_enum)]
-    pub(super) kind: Option<UploadKind>,
+    pub(super) kind: Option<KindArg>,
     /// Bucket for the computed destination (default: from RELEASE_TYPE and GITHUB_REPOSITORY).
     #[arg(long)]
     pub(super) bucket: Option<String>,
@@ -48,20 +48,20 @@ pub(crate) struct UploadArgs {
 
 /// What `--kind` takes: what is uploaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum UploadKind {
+pub(crate) enum KindArg {
     Python,
     Deb,
     Rpm,
     Artifacts,
 }
 
-impl From<UploadKind> for Kind {
-    fn from(kind: UploadKind) -> Self {
+impl From<KindArg> for UploadKind {
+    fn from(kind: KindArg) -> Self {
         match kind {
-            UploadKind::Python => Kind::Python,
-            UploadKind::Deb => Kind::Deb,
-            UploadKind::Rpm => Kind::Rpm,
-            UploadKind::Artifacts => Kind::Artifacts,
+            KindArg::Python => UploadKind::Python,
+            KindArg::Deb => UploadKind::Deb,
+            KindArg::Rpm => UploadKind::Rpm,
+            KindArg::Artifacts => UploadKind::Artifacts,
         }
     }
 }
@@ -110,8 +110,8 @@ fn computed_destination(args: &UploadArgs) -> anyhow::Result<quarry_upload::Stor
 }
 
 /// `--kind`, else what the `--to` destination holds.
-pub(super) fn kind(args: &UploadArgs) -> Kind {
-    args.kind.map(Kind::from).unwrap_or_else(|| quarry_upload::infer_kind(args.to.as_deref()))
+pub(super) fn kind(args: &UploadArgs) -> UploadKind {
+    args.kind.map(UploadKind::from).unwrap_or_else(|| quarry_upload::infer_kind(args.to.as_deref()))
 }
 
 /// Progress bars on stderr, one per file in flight.
