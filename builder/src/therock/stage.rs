@@ -98,12 +98,24 @@ fn list(dir: &Path) -> Result<Sources, PackageError> {
     Ok(Sources { dirs, archives })
 }
 
+/// A directory symlink at `link` pointing at `target` (on Windows a directory symlink, which
+/// needs Developer Mode or the symlink privilege; the error says so when it is missing).
+#[cfg(unix)]
+fn link_dir(target: &Path, link: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
+}
+
+#[cfg(windows)]
+fn link_dir(target: &Path, link: &Path) -> std::io::Result<()> {
+    std::os::windows::fs::symlink_dir(target, link)
+}
+
 /// A scratch directory under `dest` with links to the artifact directories of `dir` and every
 /// archive unpacked, `jobs` at a time; any refused archive fails the whole (naming each).
 fn unpack(dir: &Path, sources: &Sources, dest: &Path, jobs: usize) -> Result<tempfile::TempDir, PackageError> {
     let staging = tempfile::Builder::new().prefix(".quarry-artifacts-").tempdir_in(dest)?;
     for name in &sources.dirs {
-        std::os::unix::fs::symlink(std::path::absolute(dir.join(name))?, staging.path().join(name))?;
+        link_dir(&std::path::absolute(dir.join(name))?, &staging.path().join(name))?;
     }
     let failures: Vec<String> = pool(jobs)?.install(|| {
         sources
