@@ -6,6 +6,7 @@ mod apt_dnf;
 mod artifacts;
 mod bad_input;
 mod browse;
+mod cdn;
 mod ci_matrix;
 mod cli;
 mod deb_builder;

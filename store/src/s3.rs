@@ -270,9 +270,8 @@ impl Store for S3Store {
                 .content_length(first.len() as i64)
                 .metadata(SHA256_METADATA, &sha256)
                 .body(AwsBody::from(first));
-            if let Some(ct) = &options.content_type {
-                request = request.content_type(ct);
-            }
+            let (content_type, cache_control) = headers_for(key, &options);
+            request = request.content_type(content_type).cache_control(cache_control);
             match &options.condition {
                 Condition::None => {}
                 Condition::IfMatch(etag) => request = request.if_match(quoted(etag)),
@@ -287,9 +286,8 @@ impl Store for S3Store {
         if let Some(declared) = &options.sha256 {
             create = create.metadata(SHA256_METADATA, declared.to_ascii_lowercase());
         }
-        if let Some(ct) = &options.content_type {
-            create = create.content_type(ct);
-        }
+        let (content_type, cache_control) = headers_for(key, &options);
+        create = create.content_type(content_type).cache_control(cache_control);
         let upload = create.send().await.map_err(|e| map_err(&full, e))?;
         let upload_id = upload.upload_id().unwrap_or_default().to_owned();
         match self.multipart(&full, &upload_id, first, body, &options).await {
@@ -435,6 +433,13 @@ fn parse_content_range(value: &str) -> Option<(u64, u64, u64)> {
     let (range, size) = rest.split_once('/')?;
     let (a, b) = range.split_once('-')?;
     Some((a.parse().ok()?, b.parse().ok()?, size.parse().ok()?))
+}
+
+/// The `Content-Type` (the caller's, else from the name) and `Cache-Control` stored with an
+/// object, so the bucket serves it, directly or through a CDN, as `quarry serve` would.
+fn headers_for<'a>(key: &Key, options: &'a PutOptions) -> (&'a str, &'static str) {
+    let presented = crate::presentation::presentation(key.as_str());
+    (options.content_type.as_deref().unwrap_or(presented.content_type), presented.cache_control)
 }
 
 #[cfg(test)]

@@ -283,8 +283,12 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
 
-/// The `quarry` binary built beside this test (run `cargo build -p quarry` first).
+/// The `quarry` binary built beside this test (run `cargo build -p quarry` first), or the one
+/// `QUARRY_BIN` names (an installed or separately built binary).
 pub fn quarry_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("QUARRY_BIN") {
+        return PathBuf::from(bin);
+    }
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
     let bin = dir.join("quarry");
