@@ -14,8 +14,7 @@ use quarry_store::{ByteRange, Key, ObjectMeta, StoreError};
 use crate::negotiate::{SimpleFormat, negotiate};
 use crate::{AppError, AppState, ServedAt, decode_path, encode_path};
 
-const PAGE_CACHE: &str = "no-cache";
-const IMMUTABLE_CACHE: &str = "public, max-age=31536000, immutable";
+use quarry_store::presentation::PAGE_CACHE;
 
 /// How a stored object is presented.
 struct Presentation {
@@ -49,7 +48,6 @@ fn untrusted_document(key: &Key) -> bool {
 }
 
 fn presentation_for(key: &Key) -> Presentation {
-    let name = key.filename();
     if untrusted_document(key) {
         return Presentation {
             content_type: "application/octet-stream",
@@ -58,21 +56,14 @@ fn presentation_for(key: &Key) -> Presentation {
             attachment: true,
         };
     }
-    let (content_type, immutable) = if name.ends_with(".html") {
-        ("text/html; charset=utf-8", false)
-    } else if name.ends_with(".json") {
-        ("application/json", false)
-    } else if name.ends_with(".metadata") {
-        ("text/plain; charset=utf-8", true)
-    } else if name.ends_with(".sha256sum") || name.ends_with(".txt") || name.ends_with(".log") {
-        ("text/plain; charset=utf-8", false)
-    } else if [".whl", ".zip", ".tar.gz", ".tar.zst", ".tar.xz", ".deb", ".rpm"].iter().any(|s| name.ends_with(s)) {
-        ("application/octet-stream", true)
-    } else {
-        ("application/octet-stream", false)
-    };
-    let cache_control = if immutable { IMMUTABLE_CACHE } else { PAGE_CACHE };
-    Presentation { content_type, cache_control, etag_suffix: "", attachment: false }
+    // Content-Type and Cache-Control from the table S3 objects are written with.
+    let stored = quarry_store::presentation::presentation(key.as_str());
+    Presentation {
+        content_type: stored.content_type,
+        cache_control: stored.cache_control,
+        etag_suffix: "",
+        attachment: false,
+    }
 }
 
 pub(crate) async fn get_path(
