@@ -19,6 +19,7 @@ mod key;
 pub mod layout;
 mod local;
 mod memory;
+pub mod runs;
 #[cfg(feature = "s3")]
 mod s3;
 mod upload;
