@@ -126,6 +126,10 @@ async fn stage_builds_time_their_steps_and_the_summary_and_run_page_show_them() 
         let at = dom.find(&section).unwrap_or_else(|| panic!("{stage}'s section links its logs"));
         let logs = &dom[at..at + dom[at..].find("</p>").unwrap()];
         assert!(logs.contains(&format!("href=\"{log}\"")), "{logs}");
+        assert!(
+            !logs.contains(".quarry-listing") && !logs.contains("index.html"),
+            "listing outputs are no logs: {logs}"
+        );
     }
     assert!(hrefs(&dom).iter().any(|h| h.ends_with("/logs/compiler/timings.json")));
     assert!(links_resolve(&served.url, &dom).await >= 6, "every link on the run page answers");

@@ -116,7 +116,7 @@ async fn a_source_edit_rebuilds_its_stage_and_dependents_only() {
     // The run's manifest names the checkout's commit (no GITHUB_SHA: a developer's run).
     let head = git(&src, &["rev-parse", "HEAD"]);
     let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root.join("staging/77-linux/run-manifest.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(root.join("staging/77-linux/.run-manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["commit"], head.as_str(), "{manifest}");
     assert_eq!((manifest["run_id"].as_str(), manifest["platform"].as_str()), (Some("77"), Some("linux")));
 }

@@ -1,8 +1,9 @@
-//! What a run is: its manifest, `{run}-{platform}/run-manifest.json`, written once by the
-//! run's first push, stage build or upload (or `quarry runs init`) from the CI environment
-//! (`GITHUB_SHA`, `GITHUB_REF_NAME`, `GITHUB_WORKFLOW`, …), and finding runs by commit as
-//! TheRock's `find_artifacts_for_commit.py` does (there through the GitHub API, here through
-//! the store alone).
+//! What a run is: its manifest, `{run}-{platform}/.run-manifest.json` (a dot file: metadata,
+//! not one of the run's files), written once by the run's first push, stage build or upload
+//! (or `quarry runs init`) from the CI environment (`GITHUB_SHA`, `GITHUB_REF_NAME`,
+//! `GITHUB_WORKFLOW`, …), and finding runs by commit as TheRock's
+//! `find_artifacts_for_commit.py` does (there through the GitHub API, here through the store
+//! alone).
 //!
 //! The manifest is created with `If-None-Match`: the first writer wins and later ones read
 //! what it wrote, so every job of a run agrees on it. It lies inside the run, so `quarry gc`
@@ -14,7 +15,7 @@ use crate::layout::{RunSegment, run_id_order};
 use crate::{Condition, Key, KeyError, PutOptions, Store, StoreError, StoreExt as _};
 
 /// The manifest's file name at the run root.
-pub const MANIFEST_FILE: &str = "run-manifest.json";
+pub const MANIFEST_FILE: &str = ".run-manifest.json";
 /// The largest manifest read.
 const MAX_MANIFEST: u64 = 64 * 1024;
 

@@ -90,6 +90,11 @@ pub(super) async fn summary(store: &dyn Store, prefix: &str, objects: &[ObjectMe
     for o in objects {
         let Some(name) = o.key.as_str().strip_prefix(prefix).and_then(|r| layout.log_name(r)) else { continue };
         let (group, file) = name.split_once('/').unwrap_or(("", name));
+        // The listing's own outputs in a log directory (`index.html`, dot files) are no logs.
+        let leaf = file.rsplit('/').next().unwrap_or(file);
+        if leaf.starts_with('.') || leaf == "index.html" {
+            continue;
+        }
         if file == TIMINGS_FILE {
             timing_keys.push((group.to_owned(), o.key.clone()));
         }
