@@ -1052,4 +1052,25 @@ mod tests {
         assert_eq!(ago(7200), "2 h ago");
         assert_eq!(ago(3 * 86400), "3 d ago");
     }
+
+    #[tokio::test]
+    async fn the_build_summary_shows_every_stage_build_with_its_logs() {
+        let state = a_run(None).await;
+        let record = |stage: &str, family: Option<&str>, build: f64| {
+            let steps =
+                serde_json::json!({"setup": 0.1, "fetch": 0.00002, "configure": 1.5, "build": build, "push": 0.25});
+            let json = serde_json::json!({"stage": stage, "family": family, "status": "built", "seconds": 2.0 + build, "steps": steps, "artifacts": []});
+            serde_json::to_vec(&json).unwrap()
+        };
+        put(&state, "123-linux/logs/math-libs_gfx942/timings.json", record("math-libs", Some("gfx942"), 30.0)).await;
+        put(&state, "123-linux/logs/math-libs_gfx942/build.log", b"[1/1] blas".to_vec()).await;
+        put(&state, "123-linux/logs/foundation/timings.json", record("foundation", None, 3.0)).await;
+        put(&state, "123-linux/logs/foundation/build.log", b"[1/1] sysdeps".to_vec()).await;
+        put(&state, "123-linux/logs/foundation/index.html", b"a listing".to_vec()).await;
+        put(&state, "123-linux/logs/broken/timings.json", b"{".to_vec()).await;
+        let html = page(state, "/123-linux/", "quarry.internal").await;
+        let start = html.find("<table id=\"timings\"").expect("a timings table");
+        let table = &html[start..start + html[start..].find("</table>").unwrap()];
+        insta::assert_snapshot!(table.replace("<tr", "\n<tr"));
+    }
 }

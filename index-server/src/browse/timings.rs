@@ -115,10 +115,11 @@ pub(super) async fn summary(store: &dyn Store, prefix: &str, objects: &[ObjectMe
         .collect()
         .await;
     let mut steps: Vec<String> = STEPS.iter().map(|s| (*s).to_owned()).collect();
-    for (_, r) in &records {
-        steps.extend(r.steps.keys().filter(|s| !STEPS.contains(&s.as_str())).cloned());
+    for step in records.iter().flat_map(|(_, r)| r.steps.keys()) {
+        if !steps.contains(step) {
+            steps.push(step.clone());
+        }
     }
-    steps.dedup();
     let position = |stage: &str| order.iter().position(|s| s == stage).unwrap_or(order.len());
     let mut rows: Vec<(usize, TimingRow)> = records
         .into_iter()
