@@ -84,7 +84,7 @@ pub fn source_state(root: &Path, path: &str) -> String {
     let (repo, sub) = if dir.join(".git").exists() { (dir.clone(), "") } else { (root.to_owned(), path) };
     let spec = if sub.is_empty() { "HEAD^{tree}".to_owned() } else { format!("HEAD:./{sub}") };
     let tree = git(&repo, &["rev-parse", "--verify", "--quiet", &spec]);
-    let dirty = git_status_digest(&repo, if sub.is_empty() { "." } else { sub }, &[]);
+    let dirty = git_status_digest(&repo, if sub.is_empty() { "." } else { sub }, &[], "--ignore-submodules=none");
     match (tree, dirty) {
         (Ok(tree), Ok(None)) => format!("git {tree}"),
         (Ok(tree), Ok(Some(dirty))) => format!("git {tree} dirty {dirty}"),
@@ -112,7 +112,7 @@ pub fn superproject_state(root: &Path, claimed: &[String], excluded: &[PathBuf])
             .filter(|e| e.split_once('\t').is_some_and(|(_, path)| !under_any(path, &skip)))
             .collect();
         let top_skip: Vec<String> = skip.iter().map(|s| format!("{prefix}{s}")).collect();
-        let dirty = git_status_digest(root, ".", &top_skip)?;
+        let dirty = git_status_digest(root, ".", &top_skip, "--ignore-submodules=all")?;
         Ok(format!("git {} dirty {}", sha256(entries.join("\n").as_bytes()), dirty.unwrap_or_default()))
     });
     tracked.unwrap_or_else(|_| format!("files {}", content_digest(root, &skip)))
@@ -125,10 +125,17 @@ fn under_any(path: &str, dirs: &[String]) -> bool {
 
 /// A digest of `git status` under `pathspec` (tracked changes and untracked files, ignored
 /// ones not), the changed files' contents included; `None` when clean. `skip`: top-relative
-/// paths left out.
-fn git_status_digest(repo: &Path, pathspec: &str, skip: &[String]) -> Result<Option<String>, GitError> {
+/// paths left out; `submodules`: `--ignore-submodules=…` (the superproject's own state leaves
+/// its submodules to their source sets rather than walk every one of them per stage).
+fn git_status_digest(
+    repo: &Path,
+    pathspec: &str,
+    skip: &[String],
+    submodules: &str,
+) -> Result<Option<String>, GitError> {
     let top = PathBuf::from(git(repo, &["rev-parse", "--show-toplevel"])?);
-    let status = git_untrimmed(repo, &["status", "--porcelain=v1", "-z", "--untracked-files=all", "--", pathspec])?;
+    let args = ["status", "--porcelain=v1", "-z", "--untracked-files=all", submodules, "--", pathspec];
+    let status = git_untrimmed(repo, &args)?;
     let mut lines = Vec::new();
     let mut tokens = status.split('\0').filter(|t| !t.is_empty());
     while let Some(entry) = tokens.next() {
@@ -226,6 +233,21 @@ mod source_tests {
         assert_eq!(superproject_state(root, &claimed, &[root.join("build")]), rest, "build trees excluded");
         std::fs::write(root.join("CMakeLists.txt"), "4").unwrap();
         assert_ne!(superproject_state(root, &claimed, &[root.join("build")]), rest);
+    }
+
+    #[test]
+    fn a_submodule_checkout_is_read_as_its_own_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("compiler/amd-llvm");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join("main.c"), "int main;").unwrap();
+        git_ok(&sub, &["init", "-q"]);
+        git_ok(&sub, &["add", "-A"]);
+        git_ok(&sub, &["commit", "-qm", "sub"]);
+        let tree = git(&sub, &["rev-parse", "HEAD^{tree}"]).unwrap();
+        assert_eq!(source_state(dir.path(), "compiler/amd-llvm"), format!("git {tree}"));
+        std::fs::write(sub.join("main.c"), "int main2;").unwrap();
+        assert!(source_state(dir.path(), "compiler/amd-llvm").starts_with(&format!("git {tree} dirty ")));
     }
 
     #[test]
