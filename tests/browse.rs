@@ -49,15 +49,15 @@ artifact_group = "math"
 type = "target-specific"
 "#;
 
-struct Served {
+pub(crate) struct Served {
     _server: ServedBinary,
-    url: String,
+    pub(crate) url: String,
     stderr: PathBuf,
 }
 
 /// `quarry serve --config FILE` on a free loopback port with `env`; stderr (the access log)
 /// to a file.
-async fn serve(dir: &Path, config: &str, extra: &[&str], env: &[(String, String)]) -> Served {
+pub(crate) async fn serve(dir: &Path, config: &str, extra: &[&str], env: &[(String, String)]) -> Served {
     let config_path = dir.join("quarry.toml");
     std::fs::write(&config_path, config).unwrap();
     let stderr = dir.join("serve.stderr");
@@ -84,7 +84,7 @@ async fn put(url: &str, token: &str, body: Vec<u8>) -> u16 {
 }
 
 /// Chromium's DOM of `url` after it loaded, and a screenshot of it.
-async fn chromium(url: &str, screenshot: &Path) -> String {
+pub(crate) async fn chromium(url: &str, screenshot: &Path) -> String {
     let profile = tempfile::tempdir().unwrap();
     let common = |cmd: &mut tokio::process::Command| {
         cmd.args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"])
@@ -109,7 +109,7 @@ async fn chromium(url: &str, screenshot: &Path) -> String {
 }
 
 /// The text inside the element with `id` (entities decoded as Chromium serializes them).
-fn by_id(dom: &str, id: &str) -> String {
+pub(crate) fn by_id(dom: &str, id: &str) -> String {
     let at = dom.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id} in the DOM"));
     let start = at + dom[at..].find('>').unwrap() + 1;
     let end = start + dom[start..].find("</").unwrap();
@@ -121,7 +121,7 @@ fn unescape(s: &str) -> String {
 }
 
 /// Every `href` in the DOM.
-fn hrefs(dom: &str) -> Vec<String> {
+pub(crate) fn hrefs(dom: &str) -> Vec<String> {
     dom.match_indices("href=\"")
         .map(|(i, m)| {
             let rest = &dom[i + m.len()..];
@@ -131,7 +131,7 @@ fn hrefs(dom: &str) -> Vec<String> {
 }
 
 /// Every link on a page answers 200 (relative ones resolved against the server).
-async fn links_resolve(base: &str, dom: &str) -> usize {
+pub(crate) async fn links_resolve(base: &str, dom: &str) -> usize {
     let mut checked = 0;
     for href in hrefs(dom) {
         let url =

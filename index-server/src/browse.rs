@@ -1,10 +1,13 @@
 //! The run browser: server-rendered pages over the same store the indexes live in.
 //!
 //! - `/` lists runs (`{run}-{platform}/` prefixes), newest first, 50 a page: size, file count,
-//!   age, what each holds (python, deb, rpm, artifacts, logs).
+//!   age, what each holds (python, deb, rpm, artifacts, logs), the commit and branch of its
+//!   manifest (`quarry_store::runs`); `/?commit=SHA` lists only the runs that built a commit.
 //! - `/{run}-{platform}/` shows the run: pip, apt and dnf repos with package counts and
 //!   copy-paste install lines, stage artifacts grouped by the stage that produced them (when
-//!   the server knows the topology), logs. The stored listing stays at `…/index.html`.
+//!   the server knows the topology) with each stage's logs, the build summary (every stage
+//!   build's step timings across stages and families, with its logs: [`timings`]), logs. The
+//!   stored listing stays at `…/index.html`.
 //! - `/-/package/{run}/{project}/` shows one Python project: versions, files with sizes,
 //!   sha256 and requires-python, and the dependencies of the newest version.
 //! - `/-/dnf/{run}.repo` is a `.repo` file for the run's dnf repos.
@@ -35,6 +38,8 @@ use quarry_store::layout::{self, RunSegment, UploadKind, run_id_order};
 use quarry_store::{Key, ObjectMeta, Store, StoreExt as _};
 
 use crate::{AppError, AppState, ServedAt, encode_path};
+
+mod timings;
 
 /// Runs per page of the run list.
 pub const RUNS_PER_PAGE: usize = 50;
@@ -141,6 +146,9 @@ struct RunRow {
     age: String,
     updated_iso: String,
     kinds: Vec<&'static str>,
+    /// The commit its manifest names (12 digits), and its branch.
+    commit: String,
+    branch: String,
 }
 
 #[derive(Template)]
@@ -154,6 +162,9 @@ struct RunsPage {
     pages: usize,
     prev: Option<usize>,
     next: Option<usize>,
+    /// The commit the list is filtered by, and its query string for the pager (`&commit=…`).
+    commit: Option<String>,
+    commit_query: String,
 }
 
 /// What a run holds, by where its objects are ([`layout::RunLayout::part_of`]).
@@ -182,6 +193,19 @@ fn run_row(name: &str, objects: &[ObjectMeta], now: jiff::Timestamp) -> RunRow {
         age: age(now, newest),
         updated_iso: newest.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
         kinds: kinds(objects, &prefix),
+        commit: String::new(),
+        branch: String::new(),
+    }
+}
+
+impl RunRow {
+    /// The row with what the run's manifest says.
+    fn with_manifest(mut self, manifest: Option<&quarry_store::runs::RunManifest>) -> Self {
+        if let Some(m) = manifest {
+            self.commit = m.commit.as_deref().map(|c| c.chars().take(12).collect()).unwrap_or_default();
+            self.branch = m.branch.clone().unwrap_or_default();
+        }
+        self
     }
 }
 
@@ -201,10 +225,24 @@ async fn run_names(store: &dyn Store) -> Result<Vec<String>, AppError> {
 #[derive(serde::Deserialize)]
 pub(crate) struct PageQuery {
     page: Option<usize>,
+    /// Only the runs whose manifest names this commit (or an abbreviation of it).
+    commit: Option<String>,
+}
+
+/// The run names of the list: every run newest first, or with `commit` the runs that built it
+/// (newest manifest first).
+async fn listed_runs(store: &dyn Store, commit: Option<&str>) -> Result<Vec<String>, AppError> {
+    let Some(commit) = commit else { return run_names(store).await };
+    let found = quarry_store::runs::find_runs(store, "", commit).await.map_err(|e| match e {
+        quarry_store::runs::RunsError::Store(e) => AppError::from(e),
+        other => AppError::BadRequest(other.to_string()),
+    })?;
+    Ok(found.into_iter().map(|(name, _)| name).collect())
 }
 
 pub(crate) async fn runs_page(State(state): State<AppState>, Query(q): Query<PageQuery>) -> Result<Response, AppError> {
-    let names = run_names(state.store.as_ref()).await?;
+    let commit = q.commit.map(|c| c.trim().to_owned()).filter(|c| !c.is_empty());
+    let names = listed_runs(state.store.as_ref(), commit.as_deref()).await?;
     let total = names.len();
     let pages = total.div_ceil(RUNS_PER_PAGE).max(1);
     let page = q.page.unwrap_or(1).clamp(1, pages);
@@ -216,7 +254,8 @@ pub(crate) async fn runs_page(State(state): State<AppState>, Query(q): Query<Pag
             let store = store.clone();
             async move {
                 let objects = store.list_all(&format!("{name}/"), false).await?.objects;
-                Ok(run_row(&name, &objects, now))
+                let manifest = quarry_store::runs::read_manifest(store.as_ref(), &name).await.ok().flatten();
+                Ok(run_row(&name, &objects, now).with_manifest(manifest.as_ref()))
             }
         })
         .buffered(16)
@@ -234,6 +273,11 @@ pub(crate) async fn runs_page(State(state): State<AppState>, Query(q): Query<Pag
             prev: (page > 1).then(|| page - 1),
             next: (page < pages).then(|| page + 1),
             runs,
+            commit_query: commit
+                .as_deref()
+                .map(|c| format!("&commit={}", encode_path(c).trim_start_matches('/')))
+                .unwrap_or_default(),
+            commit,
         }
         .render(),
     )
@@ -288,6 +332,8 @@ struct StageView {
     name: String,
     artifacts: Vec<ArtifactRow>,
     missing: Vec<String>,
+    /// The log files of the stage's builds.
+    logs: Vec<timings::LogLink>,
 }
 
 struct FileRow {
@@ -308,6 +354,9 @@ struct RunPage {
     artifact_count: usize,
     fetch_line: String,
     logs: Vec<FileRow>,
+    /// The build summary's step columns and rows (one per stage build).
+    timing_steps: Vec<String>,
+    timings: Vec<timings::TimingRow>,
 }
 
 impl RunRow {
@@ -415,10 +464,15 @@ pub(crate) async fn run_page(
     let repos = repo_views(store, &base, &name, &objects).await?;
     let mut rows = artifact_rows(store, &prefix, &objects).await;
     let artifact_count = rows.len();
-    let stages = match &state.topology {
+    let order = state.topology.as_ref().map(|t| t.build_order()).unwrap_or_default();
+    let summary = timings::summary(store, &prefix, &objects, &order).await;
+    let mut stages = match &state.topology {
         Some(topology) => stage_views(topology, &row.platform, &mut rows),
         None => Vec::new(),
     };
+    for stage in &mut stages {
+        stage.logs = summary.stage_logs(&stage.name);
+    }
     html(
         RunPage {
             run: row,
@@ -430,6 +484,8 @@ pub(crate) async fn run_page(
             artifact_count,
             fetch_line: fetch_line(run, &base),
             logs: log_rows(&prefix, &objects),
+            timing_steps: summary.steps,
+            timings: summary.rows,
         }
         .render(),
     )
@@ -553,7 +609,8 @@ fn stage_views(
             .into_iter()
             .filter(|a| !present.contains(a))
             .collect();
-        stages.push(StageView { name: stage, artifacts: mine.into_iter().map(|(_, r)| r).collect(), missing });
+        let artifacts = mine.into_iter().map(|(_, r)| r).collect();
+        stages.push(StageView { name: stage, artifacts, missing, logs: Vec::new() });
     }
     stages
 }
@@ -994,5 +1051,26 @@ mod tests {
         assert_eq!(ago(600), "10 min ago");
         assert_eq!(ago(7200), "2 h ago");
         assert_eq!(ago(3 * 86400), "3 d ago");
+    }
+
+    #[tokio::test]
+    async fn the_build_summary_shows_every_stage_build_with_its_logs() {
+        let state = a_run(None).await;
+        let record = |stage: &str, family: Option<&str>, build: f64| {
+            let steps =
+                serde_json::json!({"setup": 0.1, "fetch": 0.00002, "configure": 1.5, "build": build, "push": 0.25});
+            let json = serde_json::json!({"stage": stage, "family": family, "status": "built", "seconds": 2.0 + build, "steps": steps, "artifacts": []});
+            serde_json::to_vec(&json).unwrap()
+        };
+        put(&state, "123-linux/logs/math-libs_gfx942/timings.json", record("math-libs", Some("gfx942"), 30.0)).await;
+        put(&state, "123-linux/logs/math-libs_gfx942/build.log", b"[1/1] blas".to_vec()).await;
+        put(&state, "123-linux/logs/foundation/timings.json", record("foundation", None, 3.0)).await;
+        put(&state, "123-linux/logs/foundation/build.log", b"[1/1] sysdeps".to_vec()).await;
+        put(&state, "123-linux/logs/foundation/index.html", b"a listing".to_vec()).await;
+        put(&state, "123-linux/logs/broken/timings.json", b"{".to_vec()).await;
+        let html = page(state, "/123-linux/", "quarry.internal").await;
+        let start = html.find("<table id=\"timings\"").expect("a timings table");
+        let table = &html[start..start + html[start..].find("</table>").unwrap()];
+        insta::assert_snapshot!(table.replace("<tr", "\n<tr"));
     }
 }

@@ -26,6 +26,11 @@ pub enum GitError {
 
 /// `git -C repo ARGS…`'s standard output, trimmed.
 pub fn git(repo: &Path, args: &[&str]) -> Result<String, GitError> {
+    Ok(git_untrimmed(repo, args)?.trim().to_owned())
+}
+
+/// `git -C repo ARGS…`'s standard output as it is (`-z` output starts with significant blanks).
+fn git_untrimmed(repo: &Path, args: &[&str]) -> Result<String, GitError> {
     let command = || args.join(" ");
     let out = std::process::Command::new("git")
         .arg("-C")
@@ -37,7 +42,7 @@ pub fn git(repo: &Path, args: &[&str]) -> Result<String, GitError> {
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
         return Err(GitError::Failed { command: command(), stderr });
     }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The files changed since `base` (`git diff --name-only BASE`).
@@ -49,6 +54,211 @@ pub fn changed_files(repo: &Path, base: &str) -> Result<Vec<String>, GitError> {
 pub fn submodule_paths(repo: &Path) -> Result<Vec<String>, GitError> {
     let status = git(repo, &["submodule", "status"])?;
     Ok(status.lines().filter_map(|l| l.split_whitespace().nth(1)).map(str::to_owned).collect())
+}
+
+/// The paths of the checkout's submodules by their `.gitmodules` name (TheRock's source sets
+/// name submodules: `llvm-project` lies at `compiler/amd-llvm`); empty without `.gitmodules`.
+pub fn submodule_paths_by_name(repo: &Path) -> std::collections::BTreeMap<String, String> {
+    let Ok(text) = git(repo, &["config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.path$"]) else {
+        return Default::default();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let (key, path) = line.split_once(' ')?;
+            let name = key.strip_prefix("submodule.")?.strip_suffix(".path")?;
+            Some((name.to_owned(), path.trim().to_owned()))
+        })
+        .collect()
+}
+
+/// What the sources at `path` (relative to `root`) are, as the stage stamp records them: `git
+/// TREE` when git knows them and they are clean, `git TREE dirty SHA256` with the uncommitted
+/// changes (the status lines and the changed files' contents) hashed, `files SHA256` (every
+/// file's path and content) where git does not know them, `missing` when there is nothing.
+/// A submodule checkout (a `.git` of its own) is read as its own repository.
+pub fn source_state(root: &Path, path: &str) -> String {
+    let dir = root.join(path);
+    if !dir.exists() {
+        return "missing".into();
+    }
+    let (repo, sub) = if dir.join(".git").exists() { (dir.clone(), "") } else { (root.to_owned(), path) };
+    let spec = if sub.is_empty() { "HEAD^{tree}".to_owned() } else { format!("HEAD:./{sub}") };
+    let tree = git(&repo, &["rev-parse", "--verify", "--quiet", &spec]);
+    let dirty = git_status_digest(&repo, if sub.is_empty() { "." } else { sub }, &[], "--ignore-submodules=none");
+    match (tree, dirty) {
+        (Ok(tree), Ok(None)) => format!("git {tree}"),
+        (Ok(tree), Ok(Some(dirty))) => format!("git {tree} dirty {dirty}"),
+        _ => format!("files {}", content_digest(&dir, &[])),
+    }
+}
+
+/// The state of the superproject's own files at `root`: everything but the `claimed` paths
+/// (relative to `root`: the source sets') and the `excluded` directories (build trees). Under
+/// git: its tracked entries (gitlinks give submodules' recorded commits) and its uncommitted
+/// changes outside those paths; else the files' contents.
+pub fn superproject_state(root: &Path, claimed: &[String], excluded: &[PathBuf]) -> String {
+    let mut skip: Vec<String> = claimed.iter().map(|c| c.trim_matches('/').to_owned()).collect();
+    let canonical_root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
+    for dir in excluded {
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+        if let Ok(rel) = dir.strip_prefix(&canonical_root) {
+            skip.push(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    let tracked = git(root, &["rev-parse", "--show-prefix"]).and_then(|prefix| {
+        let listing = git(root, &["ls-tree", "-r", "-z", "HEAD", "."])?;
+        let entries: Vec<&str> = listing
+            .split('\0')
+            .filter(|e| e.split_once('\t').is_some_and(|(_, path)| !under_any(path, &skip)))
+            .collect();
+        let top_skip: Vec<String> = skip.iter().map(|s| format!("{prefix}{s}")).collect();
+        let dirty = git_status_digest(root, ".", &top_skip, "--ignore-submodules=all")?;
+        Ok(format!("git {} dirty {}", sha256(entries.join("\n").as_bytes()), dirty.unwrap_or_default()))
+    });
+    tracked.unwrap_or_else(|_| format!("files {}", content_digest(root, &skip)))
+}
+
+/// `path` is one of `dirs` or lies below one.
+fn under_any(path: &str, dirs: &[String]) -> bool {
+    dirs.iter().any(|d| d.is_empty() || path == d || path.strip_prefix(d.as_str()).is_some_and(|r| r.starts_with('/')))
+}
+
+/// A digest of `git status` under `pathspec` (tracked changes and untracked files, ignored
+/// ones not), the changed files' contents included; `None` when clean. `skip`: top-relative
+/// paths left out; `submodules`: `--ignore-submodules=…` (the superproject's own state leaves
+/// its submodules to their source sets rather than walk every one of them per stage).
+fn git_status_digest(
+    repo: &Path,
+    pathspec: &str,
+    skip: &[String],
+    submodules: &str,
+) -> Result<Option<String>, GitError> {
+    let top = PathBuf::from(git(repo, &["rev-parse", "--show-toplevel"])?);
+    let args = ["status", "--porcelain=v1", "-z", "--untracked-files=all", submodules, "--", pathspec];
+    let status = git_untrimmed(repo, &args)?;
+    let mut lines = Vec::new();
+    let mut tokens = status.split('\0').filter(|t| !t.is_empty());
+    while let Some(entry) = tokens.next() {
+        let (code, path) = (entry.get(..2).unwrap_or_default(), entry.get(3..).unwrap_or_default());
+        if code.starts_with(['R', 'C']) {
+            tokens.next();
+        }
+        if under_any(path, skip) {
+            continue;
+        }
+        let file = top.join(path);
+        let content =
+            if file.is_file() { std::fs::read(&file).map(|b| sha256(&b)).unwrap_or_default() } else { String::new() };
+        lines.push(format!("{code} {path} {content}"));
+    }
+    Ok((!lines.is_empty()).then(|| sha256(lines.join("\n").as_bytes())))
+}
+
+/// Every file below `dir` (not `.git`, not below the `skip` paths relative to `dir`): its
+/// relative path and content (a link's target), hashed in path order.
+fn content_digest(dir: &Path, skip: &[String]) -> String {
+    let mut lines = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(current) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&current) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let rel = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+            if entry.file_name() == ".git" || under_any(&rel, skip) {
+                continue;
+            }
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_dir() {
+                pending.push(path);
+            } else if kind.is_symlink() {
+                let target = std::fs::read_link(&path).map(|t| t.display().to_string()).unwrap_or_default();
+                lines.push(format!("{rel} -> {target}"));
+            } else {
+                lines.push(format!("{rel} {}", std::fs::read(&path).map(|b| sha256(&b)).unwrap_or_default()));
+            }
+        }
+    }
+    lines.sort();
+    sha256(lines.join("\n").as_bytes())
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod source_tests {
+    use super::*;
+
+    fn git_ok(dir: &Path, args: &[&str]) {
+        let mut all = vec!["-c", "user.name=q", "-c", "user.email=q@example.com", "-c", "commit.gpgsign=false"];
+        all.extend_from_slice(args);
+        git(dir, &all).unwrap();
+    }
+
+    #[test]
+    fn source_states_follow_content_under_git_and_without() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for (file, text) in [("a/x.c", "1"), ("b/y.c", "2"), ("CMakeLists.txt", "3")] {
+            std::fs::create_dir_all(root.join(file).parent().unwrap()).unwrap();
+            std::fs::write(root.join(file), text).unwrap();
+        }
+        let claimed = ["a".to_owned(), "b".to_owned()];
+        let (a, rest) = (source_state(root, "a"), superproject_state(root, &claimed, &[]));
+        assert!(a.starts_with("files "), "{a}");
+        std::fs::write(root.join("a/x.c"), "changed").unwrap();
+        assert_ne!(source_state(root, "a"), a, "a content change");
+        assert_eq!(superproject_state(root, &claimed, &[]), rest, "claimed paths are not the superproject's");
+        assert_eq!(source_state(root, "nope"), "missing");
+
+        git_ok(root, &["init", "-q"]);
+        git_ok(root, &["add", "-A"]);
+        git_ok(root, &["commit", "-qm", "init"]);
+        let (a, b, rest) = (source_state(root, "a"), source_state(root, "b"), superproject_state(root, &claimed, &[]));
+        assert!(a.starts_with("git ") && !a.contains("dirty"), "{a}");
+        assert!(rest.starts_with("git "), "{rest}");
+        std::fs::write(root.join("a/x.c"), "edited").unwrap();
+        let edited = source_state(root, "a");
+        assert!(edited.starts_with(&format!("{a} dirty ")), "{edited}");
+        std::fs::write(root.join("a/x.c"), "edited again").unwrap();
+        assert_ne!(source_state(root, "a"), edited, "each edit counts");
+        std::fs::write(root.join("a/new.c"), "").unwrap();
+        assert_ne!(source_state(root, "a"), edited, "untracked files count");
+        assert_eq!(source_state(root, "b"), b, "b untouched");
+        assert_eq!(superproject_state(root, &claimed, &[]), rest, "the superproject untouched");
+        std::fs::create_dir_all(root.join("build")).unwrap();
+        std::fs::write(root.join("build/out"), "x").unwrap();
+        assert_eq!(superproject_state(root, &claimed, &[root.join("build")]), rest, "build trees excluded");
+        std::fs::write(root.join("CMakeLists.txt"), "4").unwrap();
+        assert_ne!(superproject_state(root, &claimed, &[root.join("build")]), rest);
+    }
+
+    #[test]
+    fn a_submodule_checkout_is_read_as_its_own_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("compiler/amd-llvm");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join("main.c"), "int main;").unwrap();
+        git_ok(&sub, &["init", "-q"]);
+        git_ok(&sub, &["add", "-A"]);
+        git_ok(&sub, &["commit", "-qm", "sub"]);
+        let tree = git(&sub, &["rev-parse", "HEAD^{tree}"]).unwrap();
+        assert_eq!(source_state(dir.path(), "compiler/amd-llvm"), format!("git {tree}"));
+        std::fs::write(sub.join("main.c"), "int main2;").unwrap();
+        assert!(source_state(dir.path(), "compiler/amd-llvm").starts_with(&format!("git {tree} dirty ")));
+    }
+
+    #[test]
+    fn submodule_names_map_to_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        git_ok(dir.path(), &["init", "-q"]);
+        let modules = "[submodule \"llvm-project\"]\n\tpath = compiler/amd-llvm\n\turl = x\n";
+        std::fs::write(dir.path().join(".gitmodules"), modules).unwrap();
+        let paths = submodule_paths_by_name(dir.path());
+        assert_eq!(paths.get("llvm-project").map(String::as_str), Some("compiler/amd-llvm"));
+    }
 }
 
 /// What a build's package versions are computed from (the flags of `quarry version`); what is

@@ -150,6 +150,11 @@ impl RunLayout {
          'deb' (RUN-linux/packages/deb/), a dnf root in an rpm architecture (RUN-linux/packages/rpm/x86_64/)"
     }
 
+    /// The directory of a run's logs below the run prefix (`logs`), without slashes.
+    pub fn logs_dir(&self) -> &'static str {
+        self.logs
+    }
+
     /// Whether a directory (a `/`-separated prefix) gets a run listing: it lies in a run and
     /// not in the run's pip root or native repos.
     pub fn is_listed(&self, prefix: &str) -> bool {

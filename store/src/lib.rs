@@ -20,6 +20,7 @@ pub mod layout;
 mod local;
 mod memory;
 pub mod presentation;
+pub mod runs;
 #[cfg(feature = "s3")]
 mod s3;
 mod upload;

@@ -290,6 +290,7 @@ async fn push(args: PushArgs) -> anyhow::Result<()> {
         quiet: false,
     };
     let (run, _) = open_run(&args.run.topology, &args.run.backend.location(), |t| Ok(opts.artifacts(t)?)).await?;
+    super::runs::ensure_manifest(&run, None).await;
     let report = transfer::push(&run, &opts).await?;
     super::print(args.json, &report, &report)?;
     let failures = &report.failures;

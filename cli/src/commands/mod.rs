@@ -5,6 +5,7 @@ mod index;
 mod package;
 mod package_python;
 mod pipeline;
+mod runs;
 mod serve;
 mod stage;
 mod upload;
@@ -44,6 +45,9 @@ enum Command {
     Artifacts(artifacts::ArtifactsArgs),
     /// The whole topology locally: every stage in dependency order through a staging directory.
     Pipeline(pipeline::PipelineArgs),
+    /// Runs: write a run's manifest (commit, branch, workflow), find the runs that built a commit.
+    #[command(visible_alias = "run")]
+    Runs(runs::RunsArgs),
     /// CI configuration: the multi-arch matrix of a workflow run.
     Ci(Box<ci::CiArgs>),
     /// Delete whole CI runs by age or count; keep every remaining index consistent.
@@ -160,6 +164,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Package(args) => package::run(args).await,
         Command::Stage(args) => stage::run(args).await,
         Command::Pipeline(args) => pipeline::run(args).await,
+        Command::Runs(args) => runs::run(args).await,
         Command::Artifacts(args) => artifacts::run(args).await,
         Command::Ci(args) => ci::run(*args).await,
         Command::Gc(args) => gc::run(args).await,

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use quarry_stage::build::timings::markdown_table;
 use quarry_stage::build::{BuildError, PipelineOptions, build_stage, plan, run_pipeline};
 use quarry_stage::{BuildOptions, BuildProgress, PipelineProgress, PipelineReport, StageReport};
 use quarry_topology::split_list;
@@ -132,6 +133,7 @@ impl PipelineProgress for View {
 
 /// `quarry stage build`, with `--topology` from `quarry stage`.
 pub(crate) async fn stage_build(args: BuildArgs, topology: &Path) -> anyhow::Result<()> {
+    let location = args.backend.location();
     let opts = BuildOptions {
         stage: args.stage,
         families: split_list(&args.amdgpu_families),
@@ -140,6 +142,7 @@ pub(crate) async fn stage_build(args: BuildArgs, topology: &Path) -> anyhow::Res
         extra_cmake_args: args.extra,
         platform: args.backend.cmake_platform(),
         mtime: archive_mtime()?,
+        source_excludes: location.local_staging_dir.iter().cloned().collect(),
     };
     let check = |t: &quarry_topology::Topology| match opts.check(t) {
         Err(BuildError::PerArchNeedsFamilies(stage)) => {
@@ -148,8 +151,18 @@ pub(crate) async fn stage_build(args: BuildArgs, topology: &Path) -> anyhow::Res
         }
         other => Ok(other?),
     };
-    let (run, _) = open_run(topology, &args.backend.location(), check).await?;
-    print_json(&build_stage(&run, &opts, false, &JobView::default()).await?)
+    let (run, _) = open_run(topology, &location, check).await?;
+    super::runs::ensure_manifest(&run, Some(&opts.source_dir)).await;
+    let report = build_stage(&run, &opts, false, &JobView::default()).await?;
+    step_summary(&format!("Stage {}", report.stage), std::slice::from_ref(&report))?;
+    print_json(&report)
+}
+
+/// Appends the builds' timing table to `$GITHUB_STEP_SUMMARY`, when set.
+fn step_summary(title: &str, reports: &[StageReport]) -> anyhow::Result<()> {
+    let text = format!("### {title}: build timings\n\n{}\n", markdown_table(reports));
+    super::append_to_github_file("GITHUB_STEP_SUMMARY", &text)?;
+    Ok(())
 }
 
 pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
@@ -180,7 +193,9 @@ pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
         style: ProgressStyle::with_template("{spinner} {prefix:<28} {elapsed:>4} {wide_msg}")
             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     };
+    super::runs::ensure_manifest(&run, Some(&opts.source_dir)).await;
     let stages = run_pipeline(&run, &jobs, &opts, &view).await?;
     let report = PipelineReport { seconds: started.elapsed().as_secs_f64(), stages };
+    step_summary(&format!("Pipeline ({:.1} s)", report.seconds), &report.stages)?;
     super::print(args.json, &report, &report)
 }

@@ -4,13 +4,20 @@
 //! fanned out per family ([`plan`], [`run_pipeline`]).
 //!
 //! A stage build records what it was built from in `<build-dir>/.quarry-stage.json` (the
-//! sha256 of every inbound archive and the archives it pushed). A build with reuse skips a stage
-//! whose inputs are unchanged and whose outputs are all still staged, so a second pipeline run
-//! with nothing changed builds nothing, and deleting one family's artifact rebuilds only the
-//! stage that produced it and whatever its new output changes downstream.
+//! sha256 of every inbound archive, the state of the stage's sources, its configure arguments
+//! and the toolchain; see [`stamp`]) and the archives it pushed. A build with reuse skips a
+//! stage whose fingerprint is unchanged and whose outputs are all still staged, so a second
+//! pipeline run with nothing changed builds nothing, an edit to one stage's sources rebuilds
+//! that stage and whatever its new output changes downstream, and deleting one family's
+//! artifact rebuilds only the stage that produced it and its dependents likewise.
+//!
+//! Every build writes its tools' output to `<build-dir>/quarry-build.log` (and to stderr unless
+//! a live view owns the terminal) and times its steps ([`timings`]); after the push both go to
+//! the run's logs (`logs/{stage}[_{family}]/build.log` and `timings.json`).
 
 mod pipeline;
 mod stamp;
+pub mod timings;
 mod tool;
 
 use std::collections::BTreeMap;
@@ -91,6 +98,9 @@ pub struct BuildOptions {
     pub platform: Platform,
     /// Pushed archives' member modification time (`SOURCE_DATE_EPOCH`).
     pub mtime: u64,
+    /// Directories that may lie inside `source_dir` but are no sources (build trees, staging
+    /// directories): left out of the stamp's superproject state. `build_dir` always is.
+    pub source_excludes: Vec<PathBuf>,
 }
 
 impl BuildOptions {
@@ -141,7 +151,8 @@ pub struct StageReport {
     pub status: Status,
     /// Wall time of the whole build.
     pub seconds: f64,
-    /// Seconds per step: fetch, configure, build, push.
+    /// Seconds per step ([`timings::STEPS`]: setup, fetch, configure, build, push); none when
+    /// reused.
     pub steps: BTreeMap<&'static str, f64>,
     /// The archives the stage pushed.
     pub artifacts: Vec<String>,
@@ -201,7 +212,7 @@ pub async fn build_stage(
         generic_only: opts.families.is_empty(),
         ..GpuSelection::default()
     };
-    let inputs = stamp::inbound_digests(run, stage, &gpus).await?;
+    let fingerprint = fingerprint(run, opts, &gpus).await?;
     let report = |status, steps, artifacts| StageReport {
         stage: stage.to_owned(),
         family: family.clone(),
@@ -210,26 +221,75 @@ pub async fn build_stage(
         steps,
         artifacts,
     };
-    if reuse && let Some(outputs) = stamp::reusable(run, &opts.build_dir, &inputs).await? {
-        tracing::info!(stage = %stage, family = ?family, "inputs unchanged and outputs staged: reused");
+    if reuse && let Some(outputs) = stamp::reusable(run, &opts.build_dir, &fingerprint).await? {
+        tracing::info!(stage = %stage, family = ?family, "sources, inputs and toolchain unchanged, outputs staged: reused");
         return Ok(report(Status::Reused, BTreeMap::new(), outputs));
     }
-    let log = progress.live().then(|| opts.build_dir.join("quarry-build.log"));
-    if let Some(log) = &log {
-        let _ = std::fs::remove_file(log);
-    }
+    let log = opts.build_dir.join("quarry-build.log");
+    std::fs::write(&log, b"").map_err(crate::io(format!("creating {}", log.display())))?;
     let mut steps = Steps { stage, family: family.as_deref(), progress, times: BTreeMap::new() };
+    steps.times.insert("setup", started.elapsed().as_secs_f64());
+    let tools = Tools { log: &log, echo: !progress.live() };
     steps.run("fetching inputs", "fetch", fetch_inputs(run, opts, gpus)).await?;
-    steps.run("configuring", "configure", configure(run, opts, log.as_deref())).await?;
-    steps.run("building", "build", build(opts, log.as_deref())).await?;
+    steps.run("configuring", "configure", tools.run(&fingerprint.configure, "cmake configure")).await?;
+    steps.run("building", "build", build(opts, &tools)).await?;
     let outputs = steps.run("pushing", "push", push_outputs(run, opts, progress.live())).await?;
-    stamp::write(&opts.build_dir, inputs, &outputs)?;
+    stamp::write(&opts.build_dir, fingerprint, &outputs)?;
     if !progress.live() {
         for (name, seconds) in &steps.times {
             tracing::info!(stage = %stage, family = ?family, step = name, seconds, "step done");
         }
     }
-    Ok(report(Status::Built, steps.times, outputs))
+    let built = report(Status::Built, steps.times, outputs);
+    upload_log_and_timings(run, &built, &log).await?;
+    Ok(built)
+}
+
+/// What the stage is built from: inbound digests, sources, configure arguments, toolchain.
+async fn fingerprint(run: &Run, opts: &BuildOptions, gpus: &GpuSelection) -> Result<stamp::Fingerprint, BuildError> {
+    let inputs = stamp::inbound_digests(run, &opts.stage, gpus).await?;
+    let configure = configure_args(run, opts)?;
+    let (topology, stage, source_dir) = (run.topology.clone(), opts.stage.clone(), opts.source_dir.clone());
+    let mut excluded = opts.source_excludes.clone();
+    excluded.push(opts.build_dir.clone());
+    let (sources, toolchain) = tokio::task::spawn_blocking(move || {
+        (stamp::sources(&topology, &stage, &source_dir, &excluded), tool::toolchain())
+    })
+    .await
+    .map_err(|e| crate::io("reading the sources' state")(std::io::Error::other(e)))?;
+    Ok(stamp::Fingerprint { inputs, sources, configure, toolchain })
+}
+
+/// Puts the build's log and timings into the run's logs (replacing an earlier build's).
+async fn upload_log_and_timings(run: &Run, report: &StageReport, log: &Path) -> Result<(), BuildError> {
+    use quarry_store::{PutOptions, StoreExt as _};
+    let dir = format!(
+        "{}/{}",
+        quarry_store::layout::current().logs_dir(),
+        timings::log_group(&report.stage, report.family.as_deref())
+    );
+    let json = serde_json::to_vec_pretty(report).map_err(|e| crate::io("writing the timings")(e.into()))?;
+    let key = run.key(&format!("{dir}/{}", timings::TIMINGS_FILE))?;
+    let options = PutOptions::default().with_content_type("application/json");
+    run.store.put_bytes(&key, json.into(), options).await.map_err(crate::store(format!("writing {key}")))?;
+    let key = run.key(&format!("{dir}/{}", timings::BUILD_LOG_FILE))?;
+    let file = tokio::fs::File::open(log).await.map_err(crate::io(format!("reading {}", log.display())))?;
+    let body: quarry_store::ByteStream = Box::pin(tokio_util::io::ReaderStream::with_capacity(file, 1 << 20));
+    let options = PutOptions::default().with_content_type("text/plain; charset=utf-8");
+    run.store.put(&key, body, options).await.map_err(crate::store(format!("writing {key}")))?;
+    Ok(())
+}
+
+/// How the build tools run: into the build's log, echoed to stderr without a live view.
+struct Tools<'a> {
+    log: &'a Path,
+    echo: bool,
+}
+
+impl Tools<'_> {
+    async fn run(&self, args: &[String], what: &str) -> Result<(), BuildError> {
+        tool::run("cmake", args, what, self.log, self.echo).await
+    }
 }
 
 /// The steps of one build: each announced, then timed.
@@ -280,9 +340,9 @@ async fn fetch_inputs(run: &Run, opts: &BuildOptions, gpus: GpuSelection) -> Res
     Ok(())
 }
 
-/// Step 2: configure with the stage's arguments (CMake wants `B:/build`, not `B:\build`, on
-/// Windows).
-async fn configure(run: &Run, opts: &BuildOptions, log: Option<&Path>) -> Result<(), BuildError> {
+/// Step 2's arguments: configure with the stage's arguments (CMake wants `B:/build`, not
+/// `B:\build`, on Windows).
+fn configure_args(run: &Run, opts: &BuildOptions) -> Result<Vec<String>, BuildError> {
     let options = ConfigureOptions {
         amdgpu_families: opts.families.join(";"),
         platform: Some(opts.platform),
@@ -300,11 +360,11 @@ async fn configure(run: &Run, opts: &BuildOptions, log: Option<&Path>) -> Result
         .map_err(|source| BuildError::Stage { stage: opts.stage.clone(), source })?;
     args.extend(stage_args.into_iter().filter(|a| !a.starts_with('#') && !a.is_empty()));
     args.extend(opts.extra_cmake_args.iter().cloned());
-    tool::run("cmake", &args, "cmake configure", log).await
+    Ok(args)
 }
 
 /// Step 3: build the stage and lay out its artifacts (in a fresh `<build-dir>/artifacts/`).
-async fn build(opts: &BuildOptions, log: Option<&Path>) -> Result<(), BuildError> {
+async fn build(opts: &BuildOptions, tools: &Tools<'_>) -> Result<(), BuildError> {
     let artifacts_dir = opts.build_dir.join("artifacts");
     if artifacts_dir.exists() {
         std::fs::remove_dir_all(&artifacts_dir).map_err(crate::io(format!("clearing {}", artifacts_dir.display())))?;
@@ -316,7 +376,7 @@ async fn build(opts: &BuildOptions, log: Option<&Path>) -> Result<(), BuildError
         format!("stage-{}", opts.stage),
         "therock-artifacts".into(),
     ];
-    tool::run("cmake", &args, "cmake --build", log).await
+    tools.run(&args, "cmake --build").await
 }
 
 /// Step 4: push what the stage produced: the archives' file names.

@@ -80,6 +80,7 @@ pub fn plan(topology: &Topology, opts: &PipelineOptions) -> Result<Vec<Job>, Bui
                 extra_cmake_args: Vec::new(),
                 platform: opts.platform,
                 mtime: opts.mtime,
+                source_excludes: vec![opts.build_root.clone()],
             };
             Job { label, build, deps: job.deps }
         })
