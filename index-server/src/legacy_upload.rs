@@ -45,6 +45,8 @@ const MAX_VALUE: usize = 1024;
 const DRAIN_BYTES: u64 = 16 * 1024 * 1024;
 /// Longest reason phrase sent.
 const MAX_REASON: usize = 400;
+/// Longest message in a refusal's body.
+const MAX_MESSAGE: usize = 4096;
 /// The part carrying the file.
 const CONTENT: &str = "content";
 
@@ -65,13 +67,18 @@ pub(crate) async fn post_path(State(state): State<AppState>, uri: Uri, headers: 
 /// An error as these clients read it: the reason in the status line and the body; 400 for a
 /// conflict; a Basic challenge on 401.
 fn refusal(error: AppError) -> Response {
-    let reason = match &error {
+    let message = match &error {
         AppError::Internal(_) => "internal server error (details are in the server log)".to_owned(),
-        other => reason_phrase(&other.to_string()),
+        other => crate::truncated(&other.to_string(), MAX_MESSAGE).into_owned(),
     };
+    let reason = reason_phrase(&message);
     let conflict = matches!(error, AppError::Conflict(_));
     let unauthorized = matches!(error, AppError::Unauthorized(_));
+    // Headers as for any refusal (no-store; an internal error logged in full), the bare message
+    // as the body: uv shows it after "Server says:".
     let mut response = error.into_response();
+    *response.body_mut() = Body::from(format!("{message}\n"));
+    response.headers_mut().remove(header::CONTENT_LENGTH);
     if conflict {
         *response.status_mut() = StatusCode::BAD_REQUEST;
     }

@@ -176,7 +176,7 @@ async fn credentials_are_basic_token_or_bearer() {
     let (status, reason, body_text) = send(&s, post("/7-linux/python/", None, body())).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     insta::assert_snapshot!(reason, @"uploads need credentials: user __token__ with the upload token as password");
-    assert_eq!(body_text, format!("error: {reason}\n"));
+    assert_eq!(body_text, format!("{reason}\n"));
     let response = app(s.clone()).oneshot(post("/7-linux/python/", None, body())).await.unwrap();
     assert_eq!(response.headers()["www-authenticate"], "Basic realm=\"quarry\"");
     let (status, reason, _) = send(&s, post("/7-linux/python/", Some(&basic("__token__", "nope")), body())).await;
