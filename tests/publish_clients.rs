@@ -269,3 +269,16 @@ async fn a_wrong_sha256_digest_is_refused_and_nothing_is_stored() {
 fn fields(digest: &str) -> [(&str, &str); 4] {
     [(":action", "file_upload"), ("protocol_version", "1"), ("filetype", "bdist_wheel"), ("sha256_digest", digest)]
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_reaches_a_client_still_sending_its_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = serve(tmp.path()).await;
+    // 8 MiB of file behind a part the token may not write: the server refuses at the part's
+    // header, reads and drops the rest, and the client (still sending) reads the reason.
+    let big = vec![7u8; 8 << 20];
+    let digest = sha256_hex(&big);
+    let (status, body) = raw_form(&server, OTHER_RUN, &fields(&digest), ("big-1.0-py3-none-any.whl", &big)).await;
+    assert_eq!(status, "HTTP/1.1 403 this token may write only under 111-linux/");
+    assert_eq!(body, "this token may write only under 111-linux/\n");
+}
