@@ -21,6 +21,7 @@ mod packager;
 mod parsers;
 mod pip_clients;
 mod pipeline;
+mod publish_clients;
 mod races;
 mod replicas;
 mod rpm_builder;

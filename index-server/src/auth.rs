@@ -2,8 +2,10 @@
 //! its own run, `123-linux/`); reads are open unless the server is private, and then need a
 //! valid token as `Authorization: Bearer <token>` or as HTTP Basic credentials (the token as
 //! the password, or as the user name with an empty password: what pip and apt send for
-//! `https://user:token@host/…` URLs and netrc entries). Writes take a Bearer token only. Scheme
-//! names are case-insensitive (RFC 9110 §11.1).
+//! `https://user:token@host/…` URLs and netrc entries). Scheme
+//! names are case-insensitive (RFC 9110 §11.1). `PUT` writes take a Bearer token only; the
+//! legacy upload form that twine and uv publish POST also takes the token as Basic credentials
+//! (user `__token__`), as PyPI does. Either way the token's scope is checked the same.
 
 use axum::http::{HeaderMap, header};
 use base64::Engine as _;
@@ -61,10 +63,29 @@ impl Token {
     fn may_write(&self, key: &str) -> bool {
         self.prefixes.is_empty() || self.prefixes.iter().any(|p| key.starts_with(p.as_str()))
     }
+
+    /// A write of `key` with this token: 403 outside its prefixes.
+    pub(crate) fn authorize(&self, key: &str) -> Result<(), AppError> {
+        if self.may_write(key) {
+            Ok(())
+        } else {
+            Err(AppError::Forbidden(format!("this token may write only under {}", self.prefixes.join(", "))))
+        }
+    }
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Which credentials a write endpoint takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteAuth {
+    /// `PUT`: `Authorization: Bearer <token>` only.
+    BearerOnly,
+    /// The legacy upload form (twine, uv publish): Bearer, or HTTP Basic with the token as the
+    /// password (user `__token__`) or as the user name with an empty password.
+    BearerOrBasic,
 }
 
 /// The credentials of an `Authorization` header.
@@ -112,31 +133,36 @@ impl Access {
     /// A write of `key`: 403 without tokens configured or outside the token's prefixes, 401
     /// without a valid Bearer token (Basic credentials are for reads only).
     pub fn authorize_write(&self, headers: &HeaderMap, key: &str) -> Result<(), AppError> {
+        self.writer(headers, WriteAuth::BearerOnly)?.authorize(key)
+    }
+
+    /// The token a write presents, before its key is known: 403 without tokens configured,
+    /// 401 without valid credentials. `auth` says which schemes the endpoint takes.
+    pub(crate) fn writer(&self, headers: &HeaderMap, auth: WriteAuth) -> Result<&Token, AppError> {
         if self.tokens.is_empty() {
             return Err(AppError::Forbidden(
                 "uploads are disabled: start the server with --token-file or QUARRY_TOKEN set".into(),
             ));
         }
-        let bearer = match presented(headers) {
-            Credentials::Bearer(token) => token,
-            Credentials::Basic(_) => {
+        let candidates = match (presented(headers), auth) {
+            (Credentials::Bearer(token), _) => vec![token],
+            (Credentials::Basic(candidates), WriteAuth::BearerOrBasic) => candidates,
+            (Credentials::Basic(_), WriteAuth::BearerOnly) => {
                 return Err(AppError::Unauthorized(
                     "uploads need an 'Authorization: Bearer <token>' header; Basic credentials are accepted for reads only"
                         .into(),
                 ));
             }
-            Credentials::None => {
+            (Credentials::None, WriteAuth::BearerOnly) => {
                 return Err(AppError::Unauthorized("uploads need an 'Authorization: Bearer <token>' header".into()));
             }
+            (Credentials::None, WriteAuth::BearerOrBasic) => {
+                return Err(AppError::Unauthorized(
+                    "uploads need credentials: user __token__ with the upload token as password".into(),
+                ));
+            }
         };
-        let token = self
-            .find(std::slice::from_ref(&bearer))
-            .ok_or_else(|| AppError::Unauthorized("the upload token is not valid".into()))?;
-        if token.may_write(key) {
-            Ok(())
-        } else {
-            Err(AppError::Forbidden(format!("this token may write only under {}", token.prefixes.join(", "))))
-        }
+        self.find(&candidates).ok_or_else(|| AppError::Unauthorized("the upload token is not valid".into()))
     }
 
     /// A read: open unless the server is private; then any valid token.

@@ -7,6 +7,8 @@
 //!   unknown projects.
 //! - `PUT /<root>/<file>` with `Authorization: Bearer <token>`: streamed into the store,
 //!   validated, then the root is reindexed in-process (coalesced) before the response.
+//! - `POST /<pip root>/`: the legacy PyPI upload form twine and uv publish send
+//!   (`legacy_upload`), Basic `__token__` credentials, then the same path as a `PUT`.
 //! - The run browser (`browse`): `/` lists runs, `/{run}-{platform}/` shows one with install
 //!   lines, `/-/package/{run}/{project}/` one Python project.
 //! - `/healthz`, `/metrics` (Prometheus text), an access log line per request (`tracing`
@@ -25,6 +27,7 @@ mod config;
 mod conn;
 mod error;
 mod files;
+mod legacy_upload;
 mod metrics;
 mod negotiate;
 mod startup;
@@ -56,6 +59,7 @@ pub use config::{
     parse_env_token, read_token_lines, read_tokens,
 };
 pub use error::AppError;
+pub use legacy_upload::{FORM_BYTES, MAX_PARTS};
 pub use metrics::{Metrics, ReindexStats, method_label, route_of};
 pub use negotiate::{SimpleFormat, negotiate};
 pub use startup::{FD_HEADROOM, catch_up, ensure_token_file, fit_connections, open_file_limit};
@@ -295,7 +299,7 @@ pub fn app(state: AppState) -> Router {
         .route("/-/package/{run}/{project}", get(browse::package_page))
         .route("/-/package/{run}/{project}/", get(browse::package_page))
         .route("/-/dnf/{file}", get(browse::dnf_repo_file))
-        .route("/{*path}", get(files::get_path).put(upload::put_path))
+        .route("/{*path}", get(files::get_path).put(upload::put_path).post(legacy_upload::post_path))
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), guard_reads))
         .layer(middleware::from_fn_with_state(state.clone(), record))
@@ -317,7 +321,8 @@ async fn security_headers(request: Request, next: Next) -> Response {
 
 /// A private store answers reads only with a valid token; `/healthz` stays open for probes.
 async fn guard_reads(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let write = request.method() == axum::http::Method::PUT;
+    // Writes authorize themselves (a PUT, or an upload form POSTed to a pip root).
+    let write = matches!(*request.method(), axum::http::Method::PUT | axum::http::Method::POST);
     if !write
         && request.uri().path() != "/healthz"
         && let Err(e) = state.access.authorize_read(request.headers())

@@ -24,7 +24,7 @@ fn body_stream(body: Body) -> ByteStream {
 }
 
 /// The kind of file a key names, for metrics.
-fn kind_of(name: &str) -> &'static str {
+pub(crate) fn kind_of(name: &str) -> &'static str {
     if name.ends_with(".whl") {
         "wheel"
     } else if name.ends_with(".deb") {
@@ -38,23 +38,37 @@ fn kind_of(name: &str) -> &'static str {
     }
 }
 
-pub(crate) async fn put_path(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, AppError> {
-    let kind = kind_of(uri.path());
-    let result = put(&state, &uri, &headers, body).await;
-    let (outcome, bytes) = match &result {
-        Ok((outcome, size, _)) => (*outcome, *size),
+/// What an upload stored: whether it was new, its size and its sha256.
+pub(crate) type Stored = (UploadStatus, u64, String);
+
+/// Counts an upload's outcome on `/metrics`.
+pub(crate) fn record(state: &AppState, kind: &'static str, result: Result<&Stored, &AppError>) {
+    let (outcome, bytes) = match result {
+        Ok((status, size, _)) => (status.as_str(), *size),
         Err(AppError::Unauthorized(_) | AppError::Forbidden(_)) => ("denied", 0),
         Err(AppError::BadRequest(_) | AppError::TooLarge(_)) => ("rejected", 0),
         Err(AppError::Conflict(_)) => ("conflict", 0),
         Err(_) => ("failed", 0),
     };
     state.metrics.upload(kind, outcome, bytes);
-    result.map(|(_, _, response)| response)
+}
+
+pub(crate) async fn put_path(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, AppError> {
+    let result = put(&state, &uri, &headers, body).await;
+    record(&state, kind_of(uri.path()), result.as_ref().map(|(_, _, stored)| stored));
+    let (key, root, (status, size, sha256)) = result?;
+    let signed = state.coalescer.indexer().config().signer.is_some();
+    let body = response(&key, &root, status, size, sha256, signed);
+    let code = match status {
+        UploadStatus::Created => StatusCode::CREATED,
+        UploadStatus::Exists => StatusCode::OK,
+    };
+    Ok((code, Json(body)).into_response())
 }
 
 async fn put(
@@ -62,9 +76,20 @@ async fn put(
     uri: &Uri,
     headers: &HeaderMap,
     body: Body,
-) -> Result<(&'static str, u64, Response), AppError> {
+) -> Result<(Key, RepoRoot, Stored), AppError> {
     let path = decode_path(uri.path())?;
     state.access.authorize_write(headers, &path)?;
+    let (key, root) = target(&path)?;
+    check_length(state, headers, 0)?;
+    let declared = headers.get(SHA256_HEADER).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_ascii_lowercase());
+    let stored = store(state, &key, &root, declared, body_stream(body)).await?;
+    Ok((key, root, stored))
+}
+
+/// The key an upload to `path` writes and the root it is indexed into, once the path passes
+/// every check: no reserved or dot segment, a Python distribution's name (or a `.deb`/`.rpm`),
+/// inside a root of its kind. (The caller has checked the token's scope for `path`.)
+pub(crate) fn target(path: &str) -> Result<(Key, RepoRoot), AppError> {
     let key = Key::new(path)?;
     quarry_index::check_key_segments(&key).map_err(|e| AppError::BadRequest(e.to_string()))?;
     let native = [".deb", ".rpm"].iter().any(|s| key.filename().ends_with(s));
@@ -83,34 +108,43 @@ async fn put(
             )
         })
     })?;
-    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-        && len > state.max_upload
-    {
-        return Err(AppError::TooLarge(format!("{len} bytes exceeds the upload limit of {} bytes", state.max_upload)));
-    }
-    let declared = headers.get(SHA256_HEADER).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_ascii_lowercase());
+    Ok((key, root))
+}
 
-    // From here on the work runs in a task of its own: a client that resets the connection
-    // drops this request's future, but once its body is complete the file is still checked,
-    // removed if invalid and indexed. (A body cut short fails the put inside the task, and the
-    // store removes the partial file.)
+/// A declared `Content-Length` over the upload limit (plus `overhead`, the bytes of a form
+/// around the file) is refused before any byte is read.
+pub(crate) fn check_length(state: &AppState, headers: &HeaderMap, overhead: u64) -> Result<(), AppError> {
+    let limit = state.max_upload.saturating_add(overhead);
+    match headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok()) {
+        Some(len) if len > limit => {
+            Err(AppError::TooLarge(format!("{len} bytes exceeds the upload limit of {} bytes", state.max_upload)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Stores `body` at `key` (checked against the `declared` sha256, if any), validates it and
+/// reindexes `root`, as every upload does.
+pub(crate) async fn store(
+    state: &AppState,
+    key: &Key,
+    root: &RepoRoot,
+    declared: Option<String>,
+    body: ByteStream,
+) -> Result<Stored, AppError> {
+    // The work runs in a task of its own: a client that resets the connection drops this
+    // request's future, but once its body is complete the file is still checked, removed if
+    // invalid and indexed. (A body cut short fails the put inside the task, and the store
+    // removes the partial file.)
     let task = tokio::spawn({
         let (state, key, root) = (state.clone(), key.clone(), root.clone());
         async move { store_and_index(&state, &key, &root, declared, body).await }
     });
-    let (status, size, sha256) =
-        task.await.map_err(|e| AppError::Internal(format!("the upload of {key} stopped: {e}")))??;
-    let signed = state.coalescer.indexer().config().signer.is_some();
-    let body = response(&key, &root, status, size, sha256, signed);
-    let code = match status {
-        UploadStatus::Created => StatusCode::CREATED,
-        UploadStatus::Exists => StatusCode::OK,
-    };
-    Ok((status.as_str(), size, (code, Json(body)).into_response()))
+    task.await.map_err(|e| AppError::Internal(format!("the upload of {key} stopped: {e}")))?
 }
 
 /// The answer to an upload of `key` into `root`: what was stored and where clients find it.
-fn response(
+pub(crate) fn response(
     key: &Key,
     root: &RepoRoot,
     status: UploadStatus,
@@ -149,8 +183,8 @@ async fn store_and_index(
     key: &Key,
     root: &RepoRoot,
     declared: Option<String>,
-    body: Body,
-) -> Result<(UploadStatus, u64, String), AppError> {
+    body: ByteStream,
+) -> Result<Stored, AppError> {
     let store = state.store.clone();
     let existing = match store.head(key).await {
         Ok(existing) => match known_bad(state, root, &existing).await? {
@@ -168,7 +202,10 @@ async fn store_and_index(
     };
     let mut known = Inspections::default();
     let (status, size, sha256) = if let Some(existing) = existing {
-        let (size, sha256) = hash_stream(key.as_str(), body_stream(body), Some(state.max_upload)).await?;
+        let (size, sha256) = hash_stream(key.as_str(), body, Some(state.max_upload)).await?;
+        if let Some(expected) = declared.filter(|d| !d.eq_ignore_ascii_case(&sha256)) {
+            return Err(StoreError::DigestMismatch { key: key.to_string(), expected, actual: sha256 }.into());
+        }
         same_or_refuse(state, &existing, &sha256).await?;
         (UploadStatus::Exists, size, sha256)
     } else {
@@ -182,7 +219,7 @@ async fn store_and_index(
             max_size: Some(state.max_upload),
             derived: false,
         };
-        let put = match store.put(key, body_stream(body), options).await {
+        let put = match store.put(key, body, options).await {
             Err(StoreError::Conflict { .. }) => {
                 return Err(AppError::Conflict(format!(
                     "{key} was uploaded by another request at the same time; retry to compare"
