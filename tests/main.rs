@@ -30,5 +30,6 @@ mod s3_upload;
 mod server_limits;
 mod squatting;
 mod upload_resets;
+mod variants;
 mod versions;
 mod wheels;
