@@ -25,6 +25,7 @@ mod config;
 mod conn;
 mod error;
 mod files;
+mod gpu;
 mod metrics;
 mod negotiate;
 mod startup;
@@ -295,6 +296,8 @@ pub fn app(state: AppState) -> Router {
         .route("/-/package/{run}/{project}", get(browse::package_page))
         .route("/-/package/{run}/{project}/", get(browse::package_page))
         .route("/-/dnf/{file}", get(browse::dnf_repo_file))
+        .route("/-/gpu/{run}", get(gpu::gpu_page))
+        .route("/-/gpu/{run}/", get(gpu::gpu_page))
         .route("/{*path}", get(files::get_path).put(upload::put_path))
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), guard_reads))
