@@ -10,6 +10,7 @@ mod ci_matrix;
 mod cli;
 mod deb_builder;
 mod gc;
+mod gpu_page;
 mod hostile_archives;
 mod http;
 mod infra_template;
