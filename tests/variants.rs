@@ -160,6 +160,12 @@ async fn variant_wheels_are_indexed_selected_and_installed() {
     let labels: Vec<&String> = published["variants"].as_object().expect("variants").keys().collect();
     assert_eq!(labels, ["gfx1100", "gfx942", "null"]);
 
+    // `quarry index --check`'s audit finds every link (the variants.json one too) consistent.
+    let store = quarry_store::LocalStore::open(server.store_dir()).expect("store");
+    let root = quarry_index::RepoRoot::new(ROOT).expect("root");
+    let report = quarry_index::check(&store, &root).await.expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+
     // variantlib validates it and, with the plugin's properties, picks the wheel the page lists.
     let chosen = select(&server, dir.path(), "gfx942").await;
     assert_eq!(chosen["linked"], variants_json.as_str());
