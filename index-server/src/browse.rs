@@ -59,7 +59,7 @@ fn html(body: Result<String, askama::Error>) -> Result<Response, AppError> {
 /// The URL clients reach this server at: the configured public URL; else the request's `Host`
 /// when it is a plausible `host[:port]` (anything else could smuggle text into the shell lines and
 /// `.repo` files built from it); else the address the request came in on.
-fn base_url(state: &AppState, headers: &HeaderMap, served_at: Option<SocketAddr>) -> String {
+pub(crate) fn base_url(state: &AppState, headers: &HeaderMap, served_at: Option<SocketAddr>) -> String {
     if let Some(url) = &state.public_url {
         return url.trim_end_matches('/').to_owned();
     }
@@ -116,12 +116,12 @@ pub(crate) fn shell_quote(word: &str) -> Cow<'_, str> {
 }
 
 /// A command line of `words`, each shell-quoted.
-fn shell_line(words: &[&str]) -> String {
+pub(crate) fn shell_line(words: &[&str]) -> String {
     words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" ")
 }
 
 /// The URL of a store prefix under `base`, percent-encoded.
-fn url_of(base: &str, prefix: &str) -> String {
+pub(crate) fn url_of(base: &str, prefix: &str) -> String {
     format!("{base}{}", encode_path(prefix))
 }
 

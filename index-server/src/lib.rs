@@ -27,6 +27,7 @@ mod config;
 mod conn;
 mod error;
 mod files;
+mod gpu;
 mod legacy_upload;
 mod metrics;
 mod negotiate;
@@ -299,6 +300,8 @@ pub fn app(state: AppState) -> Router {
         .route("/-/package/{run}/{project}", get(browse::package_page))
         .route("/-/package/{run}/{project}/", get(browse::package_page))
         .route("/-/dnf/{file}", get(browse::dnf_repo_file))
+        .route("/-/gpu/{run}", get(gpu::gpu_page))
+        .route("/-/gpu/{run}/", get(gpu::gpu_page))
         .route("/{*path}", get(files::get_path).put(upload::put_path).post(legacy_upload::post_path))
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), guard_reads))

@@ -253,7 +253,22 @@ async fn store_and_index(
         .reindex(root.clone(), known)
         .await
         .map_err(|e| AppError::Internal(format!("{key} is stored, but reindexing {root} failed: {e}")))?;
+    // The reindex may refuse what inspection alone could not judge (a variant wheel that
+    // disagrees with its release): the file goes again and the client gets the reason.
+    if status == UploadStatus::Created
+        && let Some(reason) = refused_by_reindex(state, root, key).await?
+    {
+        store.delete(key).await?;
+        return Err(AppError::BadRequest(format!("{reason}; the upload was discarded")));
+    }
     Ok((status, size, sha256))
+}
+
+/// The reason the root's committed state gives for refusing the file at `key`, if it does.
+async fn refused_by_reindex(state: &AppState, root: &RepoRoot, key: &Key) -> Result<Option<String>, AppError> {
+    let name = key.as_str().strip_prefix(root.as_str()).unwrap_or(key.as_str());
+    let repo = quarry_index::read_state(state.store.as_ref(), root).await?;
+    Ok(repo.and_then(|r| r.rejected.get(name).map(|r| r.reason.clone())))
 }
 
 /// Why the stored object `existing` is not a valid package, if it is not: the root's state

@@ -11,6 +11,7 @@ use quarry_store::{Key, ObjectMeta, Store, sha256_hex};
 
 use crate::error::InspectError;
 use crate::state::Entry;
+use crate::variant::{VariantError, VariantMetadata};
 use crate::wheel::{WheelError, read_wheel_metadata, read_wheel_metadata_from_bytes};
 
 /// Files up to this size that must be hashed anyway are also parsed from memory.
@@ -100,6 +101,12 @@ pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Insp
                     "{}: METADATA says {field} is {got:?} but the filename says {want:?}",
                     key.filename()
                 )));
+            }
+            if let Some(label) = &wheel.variant_label {
+                let raw = md.variant_json.as_deref().ok_or(VariantError::Missing);
+                let variant = raw.and_then(|raw| VariantMetadata::parse_wheel(raw, label));
+                let variant = variant.map_err(|e| InspectError::Rejected(format!("{}: {e}", key.filename())))?;
+                entry.variant = Some(Box::new(variant));
             }
             entry.requires_python = md.parsed.requires_python.clone();
             entry.core_metadata_sha256 = Some(sha256_hex(&md.raw));

@@ -3,7 +3,8 @@
 //! - [`inspect`] reads one distribution file into an [`Entry`] (sha256 from store metadata or
 //!   streamed; wheel METADATA by ranged reads of the zip central directory).
 //! - [`RepoState`] is one root's committed state; [`render()`] turns it into every pip format
-//!   (find-links `index.html`, PEP 503 HTML and PEP 691 JSON simple pages), purely.
+//!   (find-links `index.html`, PEP 503 HTML and PEP 691 JSON simple pages, and each variant
+//!   release's `{name}-{version}-variants.json`, [`variant`]), purely.
 //! - [`Indexer::reindex`] keeps a root's pages in step with its listing, race-free over any
 //!   [`quarry_store::Store`] with conditional puts.
 //!
@@ -32,6 +33,7 @@ pub mod sign;
 mod source;
 mod state;
 mod state_io;
+pub mod variant;
 mod wheel;
 
 pub use check::{CheckReport, check};

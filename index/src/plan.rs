@@ -196,6 +196,11 @@ fn admit(
             Inspection::Indexed(found) => {
                 let Inspected { mut entry, core_metadata } = *found;
                 entry.filename.clone_from(&name);
+                if let Some(reason) = variant_conflict(&state, &entry) {
+                    report.rejected.insert(name.clone(), reason.clone());
+                    state.rejected.insert(name, Rejected { etag: entry.etag, reason });
+                    continue;
+                }
                 if let Some(body) = core_metadata {
                     let key = root.key(&format!("{name}{METADATA_SUFFIX}"))?;
                     sidecars.push(Output { key, body, content_type: "text/plain; charset=utf-8" });
@@ -210,6 +215,25 @@ fn admit(
         }
     }
     Ok((state, sidecars))
+}
+
+/// Why a variant wheel's metadata cannot join its release's (the variant wheels of the same
+/// name and version `state` already holds), if it cannot: PEP 825 requires one meaning per
+/// label and compatible priorities across the release.
+fn variant_conflict(state: &RepoState, entry: &crate::state::Entry) -> Option<String> {
+    let variant = entry.variant.as_deref()?;
+    let release = |filename: &str| {
+        let parsed = filename.parse::<quarry_packaging::WheelFilename>().ok()?;
+        Some((parsed.name, parsed.version))
+    };
+    let this = release(&entry.filename)?;
+    let others = state
+        .entries
+        .values()
+        .filter(|e| e.filename != entry.filename && e.variant.is_some() && release(&e.filename).as_ref() == Some(&this))
+        .filter_map(|e| e.variant.as_deref());
+    let mut merged = crate::variant::merge_release(others).ok()??;
+    merged.merge(variant).err().map(|e| format!("{}: {e}", entry.filename))
 }
 
 /// Render every page of `state` and record every output's sha256 in it. apt and dnf
@@ -386,6 +410,37 @@ mod tests {
             })
             .unwrap()
         }
+    }
+
+    /// A variant wheel of `alpha 1.0` labelled `label` with `amd :: gfx_arch` values `arch`.
+    fn variant_wheel(etag: &str, label: &str, arch: &[&str]) -> Inspection {
+        let Inspection::Indexed(mut found) = wheel(etag) else { unreachable!() };
+        found.entry.variant = Some(crate::variant::test_variant(label, arch));
+        Inspection::Indexed(found)
+    }
+
+    #[test]
+    fn a_variant_wheel_that_disagrees_with_its_release_is_refused_and_changes_nothing() {
+        const GFX942: &str = "alpha-1.0-py3-none-any-gfx942.whl";
+        const OTHER: &str = "alpha-1.0-1-py3-none-any-gfx942.whl";
+        let mut case = Case::new(ROOT, RepoState::empty(), &[(GFX942, "a")]);
+        case.inspections.insert(GFX942.into(), variant_wheel("a", "gfx942", &["gfx942"]));
+        let first = case.plan();
+        assert!(first.state.outputs.contains_key(&format!("{ROOT}alpha-1.0-variants.json")));
+
+        // Same label, other properties: refused with the reason, the pages as they were.
+        let mut case = Case::new(ROOT, first.state.clone(), &[(GFX942, "a"), (OTHER, "b")]);
+        case.inspections.insert(OTHER.into(), variant_wheel("b", "gfx942", &["gfx942", "gfx950"]));
+        let second = case.plan();
+        insta::assert_snapshot!(second.report.rejected[OTHER], @r#"alpha-1.0-1-py3-none-any-gfx942.whl: variant.json disagrees with the release's other variant wheels: label "gfx942" means [amd :: gfx_arch :: gfx942, amd :: gfx_arch :: gfx950] here but [amd :: gfx_arch :: gfx942] in the release"#);
+        assert_eq!(second.state.outputs, first.state.outputs, "pages and variants.json unchanged");
+        assert!(written(&second).is_empty() && !second.state.entries.contains_key(OTHER));
+
+        // A new label that agrees joins the release.
+        let mut case = Case::new(ROOT, first.state.clone(), &[(GFX942, "a"), (OTHER, "c")]);
+        case.inspections.insert(OTHER.into(), variant_wheel("c", "gfx942", &["gfx942"]));
+        let third = case.plan();
+        assert!(third.report.rejected.is_empty() && third.state.entries.contains_key(OTHER));
     }
 
     fn written(plan: &Plan) -> Vec<(Stage, String)> {

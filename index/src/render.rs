@@ -155,9 +155,57 @@ fn group(state: &RepoState) -> BTreeMap<PackageName, Project<'_>> {
             .push((parsed.version().clone(), entry));
     }
     for p in projects.values_mut() {
-        p.files.sort_by(|(va, a), (vb, b)| va.cmp(vb).then_with(|| a.filename.cmp(&b.filename)));
+        p.sort();
     }
     projects
+}
+
+impl Project<'_> {
+    fn sort(&mut self) {
+        self.files.sort_by(|(va, a), (vb, b)| va.cmp(vb).then_with(|| a.filename.cmp(&b.filename)));
+    }
+}
+
+/// A release's index-level variant metadata (PEP 825): the file, and an entry describing it
+/// for the pages that link it beside the release's wheels.
+struct VariantsFile {
+    name: PackageName,
+    version: Version,
+    entry: Entry,
+    page: Page,
+}
+
+/// One [`VariantsFile`] per release with variant wheels, merged from their `variant.json` in
+/// filename order (admission has checked that they agree; a release that does not merge is
+/// left without one). Its upload time is its newest variant wheel's.
+fn variants_files(state: &RepoState) -> Vec<VariantsFile> {
+    let mut out = Vec::new();
+    for project in group(state).into_values() {
+        let mut releases: BTreeMap<&Version, Vec<&Entry>> = BTreeMap::new();
+        for (version, entry) in &project.files {
+            if entry.variant.is_some() {
+                releases.entry(version).or_default().push(entry);
+            }
+        }
+        for (version, wheels) in releases {
+            let Ok(Some(merged)) = crate::variant::merge_release(wheels.iter().filter_map(|e| e.variant.as_deref()))
+            else {
+                continue;
+            };
+            let body = merged.to_json();
+            let filename = quarry_packaging::variants_json_name(&project.name, version);
+            let entry = Entry {
+                filename: filename.clone(),
+                size: body.len() as u64,
+                sha256: quarry_store::sha256_hex(&body),
+                upload_time: wheels.iter().map(|e| e.upload_time.clone()).max().unwrap_or_default(),
+                ..Entry::default()
+            };
+            let page = Page::new(filename, body, Stage::Immutable, crate::variant::JSON);
+            out.push(VariantsFile { name: project.name.clone(), version: version.clone(), entry, page });
+        }
+    }
+    out
 }
 
 fn view<'a>(entry: &'a Entry, href_base: &str) -> FileView<'a> {
@@ -185,11 +233,20 @@ fn render_json(v: &impl Serialize) -> Vec<u8> {
     out
 }
 
-/// Render every page for `state` under `root`, in publish order: project pages, then the
+/// Render every page for `state` under `root`, in publish order: each variant release's
+/// `{name}-{version}-variants.json` (linked beside its wheels), project pages, then the
 /// simple root, then the find-links page.
 pub fn render(root: &RepoRoot, state: &RepoState) -> Vec<Page> {
-    let projects = group(state);
-    let mut pages = Vec::with_capacity(projects.len() * 2 + 3);
+    let variants = variants_files(state);
+    let mut projects = group(state);
+    let mut pages = Vec::with_capacity(projects.len() * 2 + 3 + variants.len());
+    for file in &variants {
+        if let Some(project) = projects.get_mut(&file.name) {
+            project.files.push((file.version.clone(), &file.entry));
+            project.sort();
+        }
+        pages.push(file.page.clone());
+    }
     for project in projects.values() {
         let name = project.name.as_str();
         let files: Vec<FileView<'_>> = project.files.iter().map(|(_, e)| view(e, "../../")).collect();
@@ -305,6 +362,28 @@ mod tests {
         insta::assert_snapshot!("simple_project_json", page(&pages, "simple/foo-bar-baz/index.json"));
         insta::assert_snapshot!("simple_project_torch_html", page(&pages, "simple/torch/index.html"));
         insta::assert_snapshot!("simple_project_torch_json", page(&pages, "simple/torch/index.json"));
+    }
+
+    #[test]
+    fn variant_releases_link_their_variants_json() {
+        let mut s = RepoState::empty();
+        let base = "rocm_sdk_device-7.10.0-py3-none-linux_x86_64";
+        for (label, arch) in [("gfx942", &["gfx942"][..]), ("gfx1100", &["gfx1100"]), ("null", &[])] {
+            let mut e = entry(&format!("{base}-{label}.whl"), Some(">=3.10"), true, None);
+            e.variant = Some(crate::variant::test_variant(label, arch));
+            s.entries.insert(e.filename.clone(), e);
+        }
+        let plain = entry(&format!("{base}.whl"), Some(">=3.10"), true, None);
+        s.entries.insert(plain.filename.clone(), plain);
+        let root = RepoRoot::new("12345-linux/python/").unwrap();
+        let pages = render(&root, &s);
+        let paths: Vec<&str> = pages.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths[0], "rocm_sdk_device-7.10.0-variants.json");
+        assert_eq!(pages[0].stage, Stage::Immutable, "written before the pages that link it");
+        insta::assert_snapshot!("variants_json", page(&pages, "rocm_sdk_device-7.10.0-variants.json"));
+        insta::assert_snapshot!("variants_find_links", page(&pages, "index.html"));
+        insta::assert_snapshot!("variants_project_html", page(&pages, "simple/rocm-sdk-device/index.html"));
+        insta::assert_snapshot!("variants_project_json", page(&pages, "simple/rocm-sdk-device/index.json"));
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub struct Entry {
     /// An `.rpm`'s header fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpm: Option<Box<crate::rpmhead::RpmInfo>>,
+    /// A variant wheel's `variant.json` (PEP 825), validated against its label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<Box<crate::variant::VariantMetadata>>,
 }
 
 impl Entry {

@@ -43,10 +43,10 @@ pub enum WheelError {
     NoMetadata,
     #[error("more than one .dist-info directory: {}", .0.join(", "))]
     MultipleDistInfo(Vec<String>),
-    #[error("{member} declares {declared} bytes uncompressed; the limit is {MAX_METADATA_SIZE}")]
-    MetadataTooLarge { member: String, declared: u64 },
-    #[error("{member} is larger than its declared size or the limit of {MAX_METADATA_SIZE} bytes")]
-    MetadataOverflow { member: String },
+    #[error("{member} declares {declared} bytes uncompressed; the limit is {limit}")]
+    MetadataTooLarge { member: String, declared: u64, limit: u64 },
+    #[error("{member} is larger than its declared size or the limit of {limit} bytes")]
+    MetadataOverflow { member: String, limit: u64 },
     #[error("{member}: {source}")]
     Metadata { member: String, source: MetadataError },
     #[error("METADATA says {field} is {in_metadata:?} but the filename says {in_filename:?}")]
@@ -63,6 +63,8 @@ pub struct WheelMetadata {
     /// Its bytes, unmodified (served as `<wheel>.metadata`).
     pub raw: Bytes,
     pub parsed: CoreMetadata,
+    /// The bytes of `*.dist-info/variant.json` when the wheel has one (PEP 825), unparsed.
+    pub variant_json: Option<Bytes>,
 }
 
 /// Read and validate the METADATA of the wheel at `key` (`size` bytes).
@@ -91,6 +93,7 @@ fn extract(reader: impl Read + Seek) -> Result<WheelMetadata, WheelError> {
     let mut archive = open_zip(reader)?;
     let mut dist_infos: Vec<String> = Vec::new();
     let mut metadata_index = None;
+    let mut variant_index = None;
     for i in 0..archive.len() {
         let file = archive.by_index_raw(i).map_err(|e| WheelError::NotAZip(e.to_string()))?;
         let name = file.name().map_err(|e| WheelError::NotAZip(e.to_string()))?.into_owned();
@@ -103,6 +106,11 @@ fn extract(reader: impl Read + Seek) -> Result<WheelMetadata, WheelError> {
         }
         if name.matches('/').count() == 1 && top.ends_with(".dist-info") && name.ends_with("/METADATA") {
             metadata_index = Some((i, name, file.size()));
+        } else if name.matches('/').count() == 1
+            && top.ends_with(".dist-info")
+            && name.ends_with(&format!("/{}", crate::variant::VARIANT_JSON))
+        {
+            variant_index = Some((i, name, file.size()));
         }
     }
     if dist_infos.len() > 1 {
@@ -110,19 +118,38 @@ fn extract(reader: impl Read + Seek) -> Result<WheelMetadata, WheelError> {
         return Err(WheelError::MultipleDistInfo(dist_infos));
     }
     let (index, member, declared) = metadata_index.ok_or(WheelError::NoMetadata)?;
-    if declared > MAX_METADATA_SIZE {
-        return Err(WheelError::MetadataTooLarge { member, declared });
+    let raw = read_member(&mut archive, index, &member, declared, MAX_METADATA_SIZE)?;
+    let parsed = CoreMetadata::parse(&raw).map_err(|source| WheelError::Metadata { member: member.clone(), source })?;
+    let variant_json = match variant_index {
+        Some((index, name, declared)) => {
+            Some(Bytes::from(read_member(&mut archive, index, &name, declared, crate::variant::MAX_VARIANT_JSON)?))
+        }
+        None => None,
+    };
+    Ok(WheelMetadata { member, raw: Bytes::from(raw), parsed, variant_json })
+}
+
+/// One member's bytes, refused when it declares, or turns out to hold, more than `limit`.
+fn read_member<R: Read + Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    index: usize,
+    member: &str,
+    declared: u64,
+    limit: u64,
+) -> Result<Vec<u8>, WheelError> {
+    let member = member.to_owned();
+    if declared > limit {
+        return Err(WheelError::MetadataTooLarge { member, declared, limit });
     }
     let file = archive.by_index(index).map_err(|e| WheelError::NotAZip(e.to_string()))?;
     let mut raw = Vec::with_capacity(declared as usize);
-    file.take(declared.min(MAX_METADATA_SIZE) + 1)
+    file.take(declared.min(limit) + 1)
         .read_to_end(&mut raw)
         .map_err(|e| WheelError::NotAZip(format!("{member}: {e}")))?;
     if raw.len() as u64 > declared {
-        return Err(WheelError::MetadataOverflow { member });
+        return Err(WheelError::MetadataOverflow { member, limit });
     }
-    let parsed = CoreMetadata::parse(&raw).map_err(|source| WheelError::Metadata { member: member.clone(), source })?;
-    Ok(WheelMetadata { member, raw: Bytes::from(raw), parsed })
+    Ok(raw)
 }
 
 /// Open a zip archive after checking its end records: the central directory must be no larger

@@ -13,6 +13,8 @@ mod name;
 pub mod therock;
 
 pub use debversion::{DebVersion, DebVersionError};
-pub use filename::{DistFilename, FilenameError, SdistFilename, WheelFilename};
+pub use filename::{
+    DistFilename, FilenameError, NULL_VARIANT_LABEL, SdistFilename, WheelFilename, is_variant_label, variants_json_name,
+};
 pub use name::{NameError, PackageName};
 pub use pep440_rs::{Version, VersionSpecifiers};

@@ -1,0 +1,361 @@
+//! "Which GPU do I have?": `/-/gpu/{run}/` (HTML) and `/-/gpu/{run}.json` map a GPU's
+//! marketing name, PCI device id or gfx target (`?q=`, or `?name=` / `?pci=` / `?gfx=`) to its
+//! LLVM gfx target, TheRock's families for it (Quarry's families table,
+//! `quarry_topology::families::AmdgpuTargets`) and the exact pip / uv / apt / dnf lines that install that
+//! run's packages for it. The names table is `data/gpus.tsv` (its sources are named in it).
+//! A GPU that is not known gets a clear answer and how to find out (`rocminfo`,
+//! `offload-arch`, `lspci -nn`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
+
+use askama::Template;
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use quarry_index::{RepoRoot, RepoState};
+use quarry_store::layout::{self, RunSegment, UploadKind};
+use serde::Serialize;
+
+use crate::browse::{base_url, shell_line, url_of};
+use crate::{AppError, AppState, ServedAt};
+
+const TABLE: &str = include_str!("../data/gpus.tsv");
+
+/// How to find out a GPU's gfx target or PCI id on the machine itself.
+pub(crate) const HOW_TO_FIND_OUT: [&str; 3] = [
+    "rocminfo | grep -m1 -o 'gfx[0-9a-f]*'",
+    "/opt/rocm/llvm/bin/offload-arch",
+    "lspci -nn | grep -Ei 'vga|display|3d|processing accelerators'",
+];
+
+/// One row of the names table: a PCI device id, its gfx target and its marketing names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GpuRow {
+    pub(crate) pci: String,
+    pub(crate) gfx: String,
+    pub(crate) names: Vec<String>,
+}
+
+/// The names table, parsed once (checked by a unit test).
+pub(crate) fn table() -> &'static [GpuRow] {
+    static ROWS: OnceLock<Vec<GpuRow>> = OnceLock::new();
+    ROWS.get_or_init(|| parse_table(TABLE))
+}
+
+fn parse_table(text: &str) -> Vec<GpuRow> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let mut cols = l.split('\t');
+            let (pci, gfx, names) = (cols.next()?, cols.next()?, cols.next()?);
+            Some(GpuRow {
+                pci: pci.to_ascii_lowercase(),
+                gfx: gfx.to_owned(),
+                names: names.split('|').map(str::to_owned).collect(),
+            })
+        })
+        .collect()
+}
+
+/// Lowercase letters and digits only, without the words every name shares.
+fn normalize(name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty() && !matches!(*w, "amd" | "radeon" | "instinct" | "graphics" | "gpu"))
+        .collect();
+    words.concat()
+}
+
+/// The gfx targets a query names: a gfx target itself, a PCI device id (`744c`, `0x744c`,
+/// `1002:744c`) or a marketing name (exact after normalizing, else every name containing it).
+pub(crate) fn targets_for(query: &str) -> Vec<String> {
+    let q = query.trim().to_ascii_lowercase();
+    if q.is_empty() {
+        return Vec::new();
+    }
+    let families = quarry_topology::families::AmdgpuTargets::builtin();
+    if q.starts_with("gfx") {
+        let known = families.targets.iter().any(|t| t.target == q) || table().iter().any(|r| r.gfx == q);
+        return if known { vec![q] } else { Vec::new() };
+    }
+    let pci = q.trim_start_matches("1002:").trim_start_matches("0x");
+    if pci.len() == 4 && pci.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return dedup(table().iter().filter(|r| r.pci == pci).map(|r| r.gfx.clone()));
+    }
+    let wanted = normalize(&q);
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let exact = dedup(table().iter().filter(|r| r.names.iter().any(|n| normalize(n) == wanted)).map(|r| r.gfx.clone()));
+    if !exact.is_empty() {
+        return exact;
+    }
+    dedup(table().iter().filter(|r| r.names.iter().any(|n| normalize(n).contains(&wanted))).map(|r| r.gfx.clone()))
+}
+
+fn dedup(items: impl Iterator<Item = String>) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    items.filter(|i| seen.insert(i.clone())).collect()
+}
+
+/// The install lines of one run for one target.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct InstallLines {
+    pub(crate) pip: Option<String>,
+    pub(crate) uv: Option<String>,
+    pub(crate) apt: Option<String>,
+    pub(crate) dnf: Option<String>,
+}
+
+/// What the page and the JSON say about one gfx target.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct GpuAnswer {
+    pub(crate) gfx: String,
+    /// TheRock's product line for the target (the families table's).
+    pub(crate) product: String,
+    /// The most specific TheRock family (the last the table names), e.g. `gfx94X-dcgpu`.
+    pub(crate) family: String,
+    /// Every family the target belongs to, the target itself first.
+    pub(crate) families: Vec<String>,
+    pub(crate) names: Vec<String>,
+    pub(crate) pci_ids: Vec<String>,
+    pub(crate) install: InstallLines,
+}
+
+/// The run's packages for targets: the pip root's project names, and the apt and dnf
+/// packages' names.
+#[derive(Debug, Default)]
+struct RunPackages {
+    pip_url: Option<String>,
+    pip_projects: BTreeSet<String>,
+    apt: BTreeSet<String>,
+    dnf: BTreeSet<String>,
+}
+
+async fn root_state(state: &AppState, prefix: &str) -> Result<Option<RepoState>, AppError> {
+    let Ok(root) = RepoRoot::new(prefix) else { return Ok(None) };
+    Ok(quarry_index::read_state(state.store.as_ref(), &root).await?)
+}
+
+async fn run_packages(state: &AppState, run: RunSegment<'_>, base: &str) -> Result<RunPackages, AppError> {
+    let layout = layout::current();
+    let mut out = RunPackages::default();
+    let python = layout.root_of(run, UploadKind::Python);
+    if let Some(pip) = root_state(state, &python).await? {
+        out.pip_url = Some(url_of(base, &python));
+        for name in pip.entries.keys() {
+            if let Ok(dist) = name.parse::<quarry_packaging::DistFilename>() {
+                out.pip_projects.insert(dist.name().as_str().to_owned());
+            }
+        }
+    }
+    if let Some(apt) = root_state(state, &layout.root_of(run, UploadKind::Deb)).await? {
+        out.apt = apt.entries.values().filter_map(|e| e.deb.as_ref().map(|d| d.package().to_owned())).collect();
+    }
+    if let Some(dnf) = root_state(state, &layout.root_of(run, UploadKind::Rpm)).await? {
+        out.dnf = dnf.entries.values().filter_map(|e| e.rpm.as_ref().map(|r| r.name.clone())).collect();
+    }
+    Ok(out)
+}
+
+/// The shortest package name ending in `-{gfx}`: the target's metapackage.
+fn native_for<'a>(names: &'a BTreeSet<String>, gfx: &str) -> Option<&'a String> {
+    let suffix = format!("-{gfx}");
+    names.iter().filter(|n| n.ends_with(&suffix)).min_by_key(|n| (n.len(), n.as_str()))
+}
+
+impl RunPackages {
+    fn lines(&self, gfx: &str, families: &[String]) -> InstallLines {
+        let mut lines = InstallLines::default();
+        if let Some(url) = &self.pip_url {
+            let device = format!("rocm-sdk-device-{gfx}");
+            let legacy = families.iter().map(|f| format!("rocm-sdk-libraries-{}", f.to_ascii_lowercase()));
+            let spec = if self.pip_projects.contains(&device) && self.pip_projects.contains("rocm") {
+                Some(format!("rocm[libraries,device-{gfx}]"))
+            } else {
+                legacy.into_iter().find(|p| self.pip_projects.contains(p))
+            };
+            if let Some(spec) = spec {
+                lines.pip = Some(shell_line(&["pip", "install", "--find-links", url, &spec]));
+                lines.uv = Some(shell_line(&["uv", "pip", "install", "--find-links", url, &spec]));
+            }
+        }
+        lines.apt = native_for(&self.apt, gfx).map(|p| shell_line(&["sudo", "apt-get", "install", p]));
+        lines.dnf = native_for(&self.dnf, gfx).map(|p| shell_line(&["sudo", "dnf", "install", p]));
+        lines
+    }
+}
+
+fn answer(gfx: &str, packages: &RunPackages) -> GpuAnswer {
+    let table_targets = quarry_topology::families::AmdgpuTargets::builtin();
+    let info = table_targets.targets.iter().find(|t| t.target == gfx);
+    let mut families = vec![gfx.to_owned()];
+    families.extend(info.map(|t| t.families.clone()).unwrap_or_default());
+    let rows: Vec<&GpuRow> = table().iter().filter(|r| r.gfx == gfx).collect();
+    GpuAnswer {
+        gfx: gfx.to_owned(),
+        product: info.map(|t| t.product.clone()).unwrap_or_default(),
+        family: families.last().cloned().unwrap_or_default(),
+        install: packages.lines(gfx, &families),
+        families,
+        names: rows.iter().flat_map(|r| r.names.iter().cloned()).collect(),
+        pci_ids: rows.iter().map(|r| format!("1002:{}", r.pci)).collect(),
+    }
+}
+
+/// The lookup parameters: `q`, or one of `name`, `pci`, `gfx`.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct GpuQuery {
+    q: Option<String>,
+    name: Option<String>,
+    pci: Option<String>,
+    gfx: Option<String>,
+}
+
+impl GpuQuery {
+    fn text(&self) -> String {
+        [&self.q, &self.name, &self.pci, &self.gfx].into_iter().flatten().next().cloned().unwrap_or_default()
+    }
+}
+
+/// The JSON endpoint's body.
+#[derive(Debug, Serialize)]
+struct GpuJson<'a> {
+    run: &'a str,
+    query: &'a str,
+    known: bool,
+    matches: &'a [GpuAnswer],
+    how_to_find_out: [&'static str; 3],
+}
+
+#[derive(Template)]
+#[template(path = "gpu.html")]
+struct GpuPage<'a> {
+    run: &'a str,
+    run_href: String,
+    query: &'a str,
+    matches: &'a [GpuAnswer],
+    how_to_find_out: [&'static str; 3],
+    known: Vec<(String, String, String)>,
+}
+
+/// `/-/gpu/{run}/` and `/-/gpu/{run}.json`.
+pub(crate) async fn gpu_page(
+    State(state): State<AppState>,
+    Path(segment): Path<String>,
+    Query(query): Query<GpuQuery>,
+    headers: HeaderMap,
+    served_at: Option<Extension<ServedAt>>,
+) -> Result<Response, AppError> {
+    let (run_name, json) = match segment.strip_suffix(".json") {
+        Some(run) => (run.to_owned(), true),
+        None => (segment.trim_end_matches('/').to_owned(), false),
+    };
+    let Some(run) = RunSegment::parse(&run_name) else {
+        return Err(AppError::NotFound(format!("{run_name:?} is not a run")));
+    };
+    let base = base_url(&state, &headers, served_at.map(|Extension(ServedAt(a))| a));
+    let packages = run_packages(&state, run, &base).await?;
+    let text = query.text();
+    let matches: Vec<GpuAnswer> = targets_for(&text).iter().map(|gfx| answer(gfx, &packages)).collect();
+    if json {
+        let body = GpuJson {
+            run: &run_name,
+            query: &text,
+            known: !matches.is_empty(),
+            matches: &matches,
+            how_to_find_out: HOW_TO_FIND_OUT,
+        };
+        let body = serde_json::to_vec_pretty(&body).map_err(|e| AppError::Internal(format!("gpu JSON: {e}")))?;
+        return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response());
+    }
+    let page = GpuPage {
+        run: &run_name,
+        run_href: crate::encode_path(&format!("{run_name}/")),
+        query: &text,
+        matches: &matches,
+        how_to_find_out: HOW_TO_FIND_OUT,
+        known: known_table(),
+    };
+    let body = page.render().map_err(|e| AppError::Internal(format!("rendering: {e}")))?;
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")],
+        body,
+    )
+        .into_response())
+}
+
+/// (gfx target, family, names) for every target of the names table, in table order.
+fn known_table() -> Vec<(String, String, String)> {
+    let mut by_gfx: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut order = Vec::new();
+    for row in table() {
+        if !by_gfx.contains_key(row.gfx.as_str()) {
+            order.push(row.gfx.as_str());
+        }
+        by_gfx.entry(&row.gfx).or_default().extend(row.names.iter().map(String::as_str));
+    }
+    let targets = quarry_topology::families::AmdgpuTargets::builtin();
+    order
+        .into_iter()
+        .map(|gfx| {
+            let family = targets
+                .targets
+                .iter()
+                .find(|t| t.target == gfx)
+                .and_then(|t| t.families.last().cloned())
+                .unwrap_or_else(|| gfx.to_owned());
+            (gfx.to_owned(), family, by_gfx[gfx].join(", "))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_parses_and_every_target_is_in_the_families_table() {
+        let rows = table();
+        assert!(rows.len() > 40, "{}", rows.len());
+        let families = quarry_topology::families::AmdgpuTargets::builtin();
+        for row in rows {
+            assert!(families.targets.iter().any(|t| t.target == row.gfx), "{row:?} names a target TheRock lacks");
+            assert!(row.pci.len() == 4 && row.pci.bytes().all(|b| b.is_ascii_hexdigit()), "{row:?}");
+        }
+    }
+
+    #[test]
+    fn names_pci_ids_and_targets_are_looked_up() {
+        assert_eq!(targets_for("AMD Instinct MI300X"), ["gfx942"]);
+        assert_eq!(targets_for("mi300x"), ["gfx942"]);
+        assert_eq!(targets_for("Radeon 780M"), ["gfx1103"], "a 780M is gfx1103, not gfx1150");
+        assert_eq!(targets_for("RX 7900 XTX"), ["gfx1100"]);
+        assert_eq!(targets_for("1002:744C"), ["gfx1100"]);
+        assert_eq!(targets_for("0x74a1"), ["gfx942"]);
+        assert_eq!(targets_for("gfx1151"), ["gfx1151"]);
+        assert_eq!(targets_for("RX 6"), ["gfx1030", "gfx1031", "gfx1032", "gfx1034"]);
+        for unknown in ["GeForce RTX 4090", "gfx9999", "ffff", "", "  ", "AMD"] {
+            assert!(targets_for(unknown).is_empty(), "{unknown:?}");
+        }
+    }
+
+    #[test]
+    fn install_lines_name_the_run_s_packages_for_the_target() {
+        let packages = RunPackages {
+            pip_url: Some("http://q/1-linux/python/".into()),
+            pip_projects: ["rocm", "rocm-sdk-device-gfx942", "rocm-sdk-core"].into_iter().map(Into::into).collect(),
+            apt: ["amdrocm7.1-gfx942", "amdrocm-fft7.1-gfx942", "amdrocm7.1"].into_iter().map(Into::into).collect(),
+            dnf: BTreeSet::new(),
+        };
+        let a = answer("gfx942", &packages);
+        assert_eq!((a.family.as_str(), a.product.as_str()), ("gfx94X-dcgpu", "MI300A/MI300X CDNA"));
+        insta::assert_snapshot!(serde_json::to_string_pretty(&a).unwrap());
+        let none = answer("gfx1100", &packages);
+        assert!(none.install.pip.is_none() && none.install.apt.is_none() && none.install.dnf.is_none());
+    }
+}

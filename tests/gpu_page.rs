@@ -1,0 +1,121 @@
+//! "Which GPU do I have?" in headless Chromium: three known GPUs (by marketing name, PCI id
+//! and name again) get their gfx target, TheRock family and the run's install lines; an unknown
+//! one gets a clear "not known" with how to find out (`rocminfo`, `offload-arch`). The JSON
+//! endpoint answers the same, and the run page links the page.
+
+use std::time::Duration;
+
+use quarry_tests::{ROOT, TestServer, WheelSpec, assert_success, run};
+
+const RUN: &str = "12345678901-linux";
+
+/// Chromium's DOM of `url` after it loaded.
+async fn chromium_dom(url: &str) -> String {
+    let profile = tempfile::tempdir().expect("tempdir");
+    let mut cmd = tokio::process::Command::new("chromium");
+    cmd.args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .env("HOME", profile.path())
+        .args(["--dump-dom", url]);
+    let out = run(cmd, Duration::from_secs(120)).await;
+    assert_success(&out, &format!("chromium --dump-dom {url}"));
+    String::from_utf8_lossy(&out.stdout).replace("&#39;", "'").replace("&amp;", "&").replace("&quot;", "\"")
+}
+
+/// The text of the element with `id`.
+fn by_id(dom: &str, id: &str) -> String {
+    let at = dom.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id} in the DOM:\n{dom}"));
+    let start = at + dom[at..].find('>').expect("tag end") + 1;
+    dom[start..start + dom[start..].find("</").expect("element end")].to_owned()
+}
+
+/// A `.deb` named `package` built with `dpkg-deb`, for the run's apt root.
+async fn deb(dir: &std::path::Path, package: &str) -> Vec<u8> {
+    let tree = dir.join(package);
+    std::fs::create_dir_all(tree.join("DEBIAN")).expect("mkdir");
+    let control = format!(
+        "Package: {package}\nVersion: 7.1.0-1\nArchitecture: amd64\nMaintainer: Quarry tests <t@example.com>\nDescription: test\n"
+    );
+    std::fs::write(tree.join("DEBIAN/control"), control).expect("control");
+    let out_path = dir.join(format!("{package}.deb"));
+    let mut cmd = tokio::process::Command::new("dpkg-deb");
+    cmd.args(["--root-owner-group", "--build"]).arg(&tree).arg(&out_path);
+    assert_success(&run(cmd, Duration::from_secs(60)).await, "dpkg-deb --build");
+    std::fs::read(out_path).expect("deb")
+}
+
+async fn get_json(server: &TestServer, url: &str) -> serde_json::Value {
+    let response = server.client.get(url).send().await.expect("GET");
+    assert_eq!(response.status(), 200, "{url}");
+    serde_json::from_str(&response.text().await.expect("body")).expect("JSON")
+}
+
+#[tokio::test]
+async fn the_gpu_page_shows_family_and_install_lines_in_chromium() {
+    let server = TestServer::start().await;
+    for spec in [
+        WheelSpec::new("rocm", "7.10.0"),
+        WheelSpec::new("rocm-sdk-core", "7.10.0"),
+        WheelSpec::new("rocm-sdk-device-gfx942", "7.10.0"),
+        WheelSpec::new("rocm-sdk-device-gfx1100", "7.10.0"),
+    ] {
+        server.upload(&spec).await;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = format!("{RUN}/packages/deb/pool/main/a/amdrocm7.1-gfx942_7.1.0-1_amd64.deb");
+    let (status, body) = server.upload_bytes(&key, deb(dir.path(), "amdrocm7.1-gfx942").await).await;
+    assert_eq!(status, 201, "{body}");
+
+    let page = |q: &str| format!("{}-/gpu/{RUN}/?q={}", server.url, q.replace(' ', "+").replace(':', "%3A"));
+    let pip = format!("{}{ROOT}", server.url);
+
+    // MI300X by name: gfx942, gfx94X-dcgpu, the exact device wheel and the apt metapackage.
+    let dom = chromium_dom(&page("AMD Instinct MI300X")).await;
+    let gpu = by_id(&dom, "gpu-gfx942");
+    assert!(gpu.contains("gfx942"), "{gpu}");
+    assert!(dom.contains("<strong class=\"family\">gfx94X-dcgpu</strong>"), "{dom}");
+    assert_eq!(
+        by_id(&dom, "install-pip-gfx942"),
+        format!("pip install --find-links {pip} 'rocm[libraries,device-gfx942]'")
+    );
+    assert_eq!(
+        by_id(&dom, "install-uv-gfx942"),
+        format!("uv pip install --find-links {pip} 'rocm[libraries,device-gfx942]'")
+    );
+    assert_eq!(by_id(&dom, "install-apt-gfx942"), "sudo apt-get install amdrocm7.1-gfx942");
+
+    // A Radeon RX 7900 XTX by its PCI id: gfx1100, gfx110X-dgpu.
+    let dom = chromium_dom(&page("1002:744c")).await;
+    assert!(dom.contains("<strong class=\"family\">gfx110X-dgpu</strong>"), "{dom}");
+    assert_eq!(
+        by_id(&dom, "install-pip-gfx1100"),
+        format!("pip install --find-links {pip} 'rocm[libraries,device-gfx1100]'")
+    );
+    assert!(!dom.contains("install-apt-gfx1100"), "this run has no gfx1100 deb");
+
+    // A Radeon 780M is gfx1103 (gfx110X-igpu), not gfx1150; this run has nothing for it.
+    let dom = chromium_dom(&page("Radeon 780M")).await;
+    assert!(dom.contains("id=\"gpu-gfx1103\"") && !dom.contains("gpu-gfx1150"), "{dom}");
+    assert!(dom.contains("<strong class=\"family\">gfx110X-igpu</strong>"), "{dom}");
+    assert!(dom.contains("This run has no packages for gfx1103."), "{dom}");
+
+    // An unknown GPU: not known, and how to find out.
+    let dom = chromium_dom(&page("GeForce RTX 4090")).await;
+    let result = by_id(&dom, "result");
+    assert!(dom.contains("Not known: <code>GeForce RTX 4090</code>"), "{dom}");
+    assert!(dom.contains("rocminfo | grep -m1 -o 'gfx[0-9a-f]*'") && dom.contains("offload-arch"), "{result}");
+
+    // The JSON endpoint answers the same; the run page links the page.
+    let json = get_json(&server, &format!("{}-/gpu/{RUN}.json?pci=744c", server.url)).await;
+    assert_eq!(json["known"], true);
+    assert_eq!(json["matches"][0]["gfx"], "gfx1100");
+    assert_eq!(json["matches"][0]["family"], "gfx110X-dgpu");
+    let unknown = get_json(&server, &format!("{}-/gpu/{RUN}.json?name=GeForce", server.url)).await;
+    assert_eq!((unknown["known"].clone(), unknown["matches"].as_array().map(Vec::len)), (false.into(), Some(0)));
+    assert!(unknown["how_to_find_out"].to_string().contains("offload-arch"));
+    let (status, run_page) = server.get_text(&format!("{RUN}/")).await;
+    assert_eq!(status, 200);
+    assert!(run_page.contains(&format!("href=\"/-/gpu/{RUN}/\"")), "the run page links the GPU page");
+    assert_eq!(server.get_text("-/gpu/not-a-run/").await.0, 404);
+    server.stop().await;
+}

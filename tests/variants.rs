@@ -1,0 +1,217 @@
+//! Wheel variants (PEP 825) through the pip indexes, with real clients: `variantlib` (the
+//! reference library, from PyPI) validates the published `{name}-{version}-variants.json` and,
+//! given fixed GPU properties through a small provider plugin, selects the wheel the page lists;
+//! uv with `--preview-features wheel-variants` installs the null variant through the index (it
+//! has no AMD provider); plain pip and uv still install the non-variant wheel. A variant wheel
+//! that disagrees with its release is refused with the reason and changes no page.
+
+use std::path::Path;
+use std::time::Duration;
+
+use quarry_tests::{ROOT, TestServer, assert_success, build_zip, run, snapshot_pages, uv_pip, venv};
+
+const NAME: &str = "rocm-sdk-device";
+const DIST: &str = "rocm_sdk_device";
+const VERSION: &str = "7.10.0";
+const SCHEMA: &str = "https://variants-schema.wheelnext.dev/v0.2.0.json";
+
+/// The `variant.json` of a wheel labelled `label` whose `amd :: gfx_arch` values are `arch`
+/// (none: the null variant), in the providers format `variantlib` 0.2.2 reads. The provider is
+/// optional: installers without it (uv) skip the AMD variants and take the null one.
+fn variant_json(label: &str, arch: &[&str]) -> String {
+    let properties =
+        if arch.is_empty() { serde_json::json!({}) } else { serde_json::json!({ "amd": { "gfx_arch": arch } }) };
+    serde_json::json!({
+        "$schema": SCHEMA,
+        "default-priorities": { "namespace": ["amd"] },
+        "providers": { "amd": {
+            "requires": ["quarry-test-amd-provider"],
+            "plugin-api": "quarry_test_amd_provider:Plugin",
+            "optional": true,
+        } },
+        "variants": { label: properties },
+    })
+    .to_string()
+}
+
+/// A wheel of rocm-sdk-device whose module says which variant it is (`VARIANT`), with
+/// `variant_json` in its `.dist-info` when given.
+fn wheel(label: Option<&str>, variant_json: Option<String>) -> (String, Vec<u8>) {
+    let dist_info = format!("{DIST}-{VERSION}.dist-info");
+    let mut members = vec![
+        (format!("{DIST}/__init__.py"), format!("VARIANT = {:?}\n", label.unwrap_or("none"))),
+        (format!("{dist_info}/METADATA"), format!("Metadata-Version: 2.1\nName: {NAME}\nVersion: {VERSION}\n")),
+        (
+            format!("{dist_info}/WHEEL"),
+            "Wheel-Version: 1.0\nGenerator: quarry-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n".into(),
+        ),
+    ];
+    if let Some(json) = variant_json {
+        members.push((format!("{dist_info}/variant.json"), json));
+    }
+    let filename = match label {
+        Some(l) => format!("{DIST}-{VERSION}-py3-none-any-{l}.whl"),
+        None => format!("{DIST}-{VERSION}-py3-none-any.whl"),
+    };
+    (filename, build_zip(&members, Some(&dist_info)))
+}
+
+/// The test provider plugin: every value of `amd :: gfx_arch` it knows, and as supported the
+/// ones in `QUARRY_TEST_GFX` (comma-separated), as a real plugin would detect them.
+const PLUGIN: &str = r#"
+import os
+from dataclasses import dataclass, field
+
+@dataclass
+class Feature:
+    name: str
+    values: list = field(default_factory=list)
+    multi_value: bool = True
+
+class Plugin:
+    @classmethod
+    def get_all_configs(cls):
+        return [Feature("gfx_arch", ["gfx942", "gfx1100", "gfx90a"])]
+
+    @classmethod
+    def get_supported_configs(cls):
+        return [Feature("gfx_arch", [v for v in os.environ["QUARRY_TEST_GFX"].split(",") if v])]
+"#;
+
+/// Reads the project's PEP 691 page, validates every `-variants.json` it links with
+/// `variantlib` (and its sha256), orders the variants for the plugin's properties and prints
+/// the labels in order and the wheel the page lists for the best one.
+const SELECT: &str = r#"
+import hashlib, json, sys, urllib.parse, urllib.request
+from variantlib.api import get_variants_by_priority
+from variantlib.variants_json import VariantsJson
+
+page_url = sys.argv[1]
+request = urllib.request.Request(page_url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+page = json.load(urllib.request.urlopen(request))
+files = {f["filename"]: f for f in page["files"]}
+linked = [n for n in files if n.endswith("-variants.json")]
+assert len(linked) == 1, linked
+data = urllib.request.urlopen(urllib.parse.urljoin(page_url, files[linked[0]]["url"])).read()
+assert hashlib.sha256(data).hexdigest() == files[linked[0]]["hashes"]["sha256"]
+variants = VariantsJson(json.loads(data))
+ordered = get_variants_by_priority(variants_json=variants, enable_optional_plugins=True)
+labels = [v.label for v in ordered]
+by_label = {n[:-4].rsplit("-", 1)[1]: n for n in files if n.endswith(".whl") and n.count("-") == 5}
+print(json.dumps({"labels": labels, "wheel": by_label.get(labels[0]) if labels else None, "linked": linked[0]}))
+"#;
+
+async fn select(server: &TestServer, dir: &Path, gfx: &str) -> serde_json::Value {
+    let venv = venv();
+    let mut cmd = tokio::process::Command::new(venv.join("bin/python"));
+    cmd.arg(dir.join("pick_variant.py"))
+        .arg(format!("{}simple/{NAME}/", server.root_url()))
+        .env("PYTHONPATH", dir)
+        .env("QUARRY_TEST_GFX", gfx);
+    let out = run(cmd, Duration::from_secs(60)).await;
+    assert_success(&out, &format!("variantlib selecting for {gfx:?} (is variantlib==0.2.2 in the venv? scripts/test)"));
+    serde_json::from_slice(&out.stdout).expect("pick_variant.py prints JSON")
+}
+
+/// Install rocm-sdk-device through the index into a fresh target; which variant's module landed.
+async fn installed_variant(server: &TestServer, client: &str, preview: bool) -> String {
+    let target = tempfile::tempdir().expect("tempdir");
+    let simple = format!("{}simple/", server.root_url());
+    let out = match client {
+        "pip" => quarry_tests::pip_install(&["--index-url", &simple, NAME], target.path()).await,
+        _ => {
+            let mut args = vec!["--index-url", simple.as_str(), NAME];
+            if preview {
+                args.extend(["--preview-features", "wheel-variants"]);
+            }
+            uv_pip("install", &args, Some(target.path())).await
+        }
+    };
+    assert_success(&out, &format!("{client} install (preview {preview})"));
+    std::fs::read_to_string(target.path().join(DIST).join("__init__.py")).expect("the module is installed")
+}
+
+#[tokio::test]
+async fn variant_wheels_are_indexed_selected_and_installed() {
+    let server = TestServer::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("quarry_test_amd_provider.py"), PLUGIN).expect("plugin");
+    std::fs::write(dir.path().join("pick_variant.py"), SELECT).expect("script");
+
+    let mut wheels = vec![wheel(None, None)];
+    for (label, arch) in [("gfx942", &["gfx942"][..]), ("gfx1100", &["gfx1100"]), ("null", &[])] {
+        wheels.push(wheel(Some(label), Some(variant_json(label, arch))));
+    }
+    for (filename, body) in &wheels {
+        let (status, text) = server.upload_bytes(&format!("{ROOT}{filename}"), body.clone()).await;
+        assert_eq!(status, 201, "{filename}: {text}");
+    }
+
+    // Every page that lists the wheels links the release's variants.json.
+    let variants_json = format!("{DIST}-{VERSION}-variants.json");
+    for page in [String::new(), format!("simple/{NAME}/"), format!("simple/{NAME}/index.json")] {
+        let (status, text) = server.get_text(&format!("{ROOT}{page}")).await;
+        assert_eq!(status, 200);
+        assert!(text.contains(&variants_json), "{page} does not link {variants_json}:\n{text}");
+    }
+    let (status, published) = server.get_text(&format!("{ROOT}{variants_json}")).await;
+    assert_eq!(status, 200);
+    let published: serde_json::Value = serde_json::from_str(&published).expect("JSON");
+    let labels: Vec<&String> = published["variants"].as_object().expect("variants").keys().collect();
+    assert_eq!(labels, ["gfx1100", "gfx942", "null"]);
+
+    // `quarry index --check`'s audit finds every link (the variants.json one too) consistent.
+    let store = quarry_store::LocalStore::open(server.store_dir()).expect("store");
+    let root = quarry_index::RepoRoot::new(ROOT).expect("root");
+    let report = quarry_index::check(&store, &root).await.expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+
+    // variantlib validates it and, with the plugin's properties, picks the wheel the page lists.
+    let chosen = select(&server, dir.path(), "gfx942").await;
+    assert_eq!(chosen["linked"], variants_json.as_str());
+    assert_eq!(chosen["labels"], serde_json::json!(["gfx942", "null"]));
+    assert_eq!(chosen["wheel"], format!("{DIST}-{VERSION}-py3-none-any-gfx942.whl").as_str());
+    let chosen = select(&server, dir.path(), "gfx1100,gfx942").await;
+    assert_eq!(chosen["wheel"], format!("{DIST}-{VERSION}-py3-none-any-gfx1100.whl").as_str());
+    let chosen = select(&server, dir.path(), "gfx803").await;
+    assert_eq!(chosen["labels"], serde_json::json!(["null"]), "an unknown GPU gets the null variant");
+
+    // uv with variants (no AMD provider: the null variant); pip and uv without: the plain wheel.
+    assert_eq!(installed_variant(&server, "uv", true).await, "VARIANT = \"null\"\n");
+    assert_eq!(installed_variant(&server, "uv", false).await, "VARIANT = \"none\"\n");
+    assert_eq!(installed_variant(&server, "pip", false).await, "VARIANT = \"none\"\n");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_variant_wheel_that_disagrees_with_its_release_is_refused() {
+    let server = TestServer::start().await;
+    let (filename, body) = wheel(Some("gfx942"), Some(variant_json("gfx942", &["gfx942"])));
+    assert_eq!(server.upload_bytes(&format!("{ROOT}{filename}"), body).await.0, 201);
+    let variants_json = format!("{ROOT}{DIST}-{VERSION}-variants.json");
+    let before = snapshot_pages(&server, &[NAME]).await;
+    let (_, json_before) = server.get_text(&variants_json).await;
+
+    // The same label meaning other properties, as a build-tagged wheel of the same release.
+    let (_, body) = wheel(Some("gfx942"), Some(variant_json("gfx942", &["gfx942", "gfx950"])));
+    let other = format!("{DIST}-{VERSION}-1-py3-none-any-gfx942.whl");
+    let (status, text) = server.upload_bytes(&format!("{ROOT}{other}"), body).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("disagrees with the release's other variant wheels")
+            && text.contains("means [amd :: gfx_arch :: gfx942, amd :: gfx_arch :: gfx950] here"),
+        "{text}"
+    );
+    // A label the filename does not carry, and a variant wheel without variant.json.
+    let (_, body) = wheel(Some("gfx90a"), Some(variant_json("gfx942", &["gfx942"])));
+    let (status, text) = server.upload_bytes(&format!("{ROOT}{DIST}-{VERSION}-py3-none-any-gfx90a.whl"), body).await;
+    assert!(status == 400 && text.contains("filename's label"), "{status} {text}");
+    let (_, body) = wheel(Some("gfx90a"), None);
+    let (status, text) = server.upload_bytes(&format!("{ROOT}{DIST}-{VERSION}-py3-none-any-gfx90a.whl"), body).await;
+    assert!(status == 400 && text.contains("has no .dist-info/variant.json"), "{status} {text}");
+
+    assert_eq!(snapshot_pages(&server, &[NAME]).await, before, "the pages stay as they were");
+    assert_eq!(server.get_text(&variants_json).await.1, json_before, "and so does variants.json");
+    assert!(!server.store_dir().join(ROOT).join(&other).exists(), "the refused upload is discarded");
+    server.stop().await;
+}
