@@ -49,7 +49,8 @@ pub(crate) fn run(args: &SelfWheelArgs) -> anyhow::Result<()> {
     ];
     let mtime = super::source_date_epoch()?.unwrap_or(0);
     let report = write_wheel(&wheel, members, &dist_info, info, mtime, true)?;
-    println!("{} {} sha256={}", wheel.display(), report.size, report.sha256);
+    use std::io::Write as _;
+    writeln!(std::io::stdout().lock(), "{} {} sha256={}", wheel.display(), report.size, report.sha256)?;
     Ok(())
 }
 
