@@ -11,6 +11,8 @@ pub enum UploadKind {
     Rpm,
     /// Stage artifacts (`*.tar.zst` + `.sha256sum`): the run prefix itself.
     Artifacts,
+    /// Build logs: `{run}-{platform}/logs/` (per artifact group or stage below it).
+    Logs,
 }
 
 impl UploadKind {
@@ -27,6 +29,7 @@ impl UploadKind {
             Self::Deb => "deb",
             Self::Rpm => "rpm",
             Self::Artifacts => "artifacts",
+            Self::Logs => "logs",
         }
     }
 }
@@ -99,14 +102,15 @@ impl RunPart {
 
 impl RunLayout {
     /// The directory of a repo root of `kind` under the run prefix, ending in `/`
-    /// (`python/`, `packages/deb/`, `packages/rpm/x86_64/`); empty for artifacts, which lie at
-    /// the run prefix itself.
+    /// (`python/`, `packages/deb/`, `packages/rpm/x86_64/`, `logs/`); empty for artifacts,
+    /// which lie at the run prefix itself.
     pub fn root_dir(&self, kind: UploadKind) -> String {
         match kind {
             UploadKind::Python => format!("{}/", self.python),
             UploadKind::Deb => format!("{}/{}/", self.packages, self.deb),
             UploadKind::Rpm => format!("{}/{}/{}/", self.packages, self.rpm, self.rpm_arch),
             UploadKind::Artifacts => String::new(),
+            UploadKind::Logs => format!("{}/", self.logs),
         }
     }
 
@@ -332,10 +336,11 @@ mod tests {
     #[test]
     fn the_run_layout_is_therocks() {
         let layout = current();
-        let dirs: Vec<(String, String)> = [UploadKind::Python, UploadKind::Deb, UploadKind::Rpm, UploadKind::Artifacts]
-            .into_iter()
-            .map(|k| (layout.root_dir(k), layout.upload_dir(k)))
-            .collect();
+        let dirs: Vec<(String, String)> =
+            [UploadKind::Python, UploadKind::Deb, UploadKind::Rpm, UploadKind::Artifacts, UploadKind::Logs]
+                .into_iter()
+                .map(|k| (layout.root_dir(k), layout.upload_dir(k)))
+                .collect();
         assert_eq!(
             dirs,
             [
@@ -343,6 +348,7 @@ mod tests {
                 ("packages/deb/".into(), "packages/deb/pool/main/".into()),
                 ("packages/rpm/x86_64/".into(), "packages/rpm/x86_64/".into()),
                 (String::new(), String::new()),
+                ("logs/".into(), "logs/".into()),
             ]
         );
         let run = RunSegment::parse("12-linux").unwrap();

@@ -11,6 +11,7 @@
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod copy;
 mod counting;
 #[cfg(any(test, feature = "conformance"))]
 pub mod faults;
@@ -33,6 +34,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
+pub use copy::{CopyMethod, CopySource, copy_through, encode_copy_source};
 pub use counting::{CountingStore, OpCounts};
 pub use hashing::{Sha256Hex, sha256_hex};
 pub use key::{Key, KeyError, MAX_KEY_LEN, validate_prefix};
@@ -40,7 +42,7 @@ pub use local::LocalStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "s3")]
 pub use s3::{
-    PART_SIZE, PARTS_IN_FLIGHT, S3Store, SHA256_METADATA, client_from_config, client_from_env,
+    MAX_COPY_OBJECT, PART_SIZE, PARTS_IN_FLIGHT, S3Store, SHA256_METADATA, client_from_config, client_from_env,
     conditional_writes_from_env, sdk_config_from_env,
 };
 pub use upload::{Uploaded, hash_file, hash_stream, stored_sha256, upload_file};
@@ -299,6 +301,19 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// Remove `key`. Removing a missing key succeeds.
     async fn delete(&self, key: &Key) -> Result<()>;
+
+    /// Where `key` lies for a server-side copy (S3: its bucket and full key); `None` for stores
+    /// that cannot be the source of one.
+    fn copy_source(&self, _key: &Key) -> Option<CopySource> {
+        None
+    }
+
+    /// Copies `from` of `source` to `to` here, keeping its sha256: server-side where the
+    /// backend can (S3 `CopyObject`, across buckets), else read and written through
+    /// ([`copy_through`]).
+    async fn copy_from(&self, source: &dyn Store, from: &Key, to: &Key) -> Result<(PutResult, CopyMethod)> {
+        Ok((copy_through(self, source, from, to).await?, CopyMethod::Streamed))
+    }
 }
 
 /// Helpers built on the core operations, available on every store.

@@ -12,6 +12,8 @@
 //!   with up to [`PARTS_IN_FLIGHT`] parts at once (a single PUT stops at 5 GiB).
 //! - The sha256 of the content is stored as `x-amz-meta-sha256` whenever it is known before
 //!   the object is created (always for single puts; for multipart, when the caller declares it).
+//! - `copy_from` another S3 store is a server-side `CopyObject` (across buckets), metadata
+//!   kept, for objects up to 5 GiB; larger ones are read and written through.
 //! - The SDK retries throttling, 5xx and timeouts with exponential backoff and jitter.
 
 use aws_sdk_s3::Client;
@@ -24,14 +26,16 @@ use futures_util::stream::FuturesOrdered;
 
 use crate::hashing::HashingBody;
 use crate::{
-    ByteRange, ByteStream, Condition, ConditionalWrites, GetObject, Key, ListOptions, ListPage, ObjectMeta, PutOptions,
-    PutResult, Result, Store, StoreError, validate_prefix,
+    ByteRange, ByteStream, Condition, ConditionalWrites, CopyMethod, CopySource, GetObject, Key, ListOptions, ListPage,
+    ObjectMeta, PutOptions, PutResult, Result, Store, StoreError, copy_through, encode_copy_source, validate_prefix,
 };
 
 /// Part size of multipart uploads (and the largest body sent as one `PutObject`).
 pub const PART_SIZE: usize = 8 * 1024 * 1024;
 /// Parts uploaded concurrently.
 pub const PARTS_IN_FLIGHT: usize = 4;
+/// The largest object one `CopyObject` copies (5 GiB); larger ones are streamed through.
+pub const MAX_COPY_OBJECT: u64 = 5 << 30;
 /// The user metadata key holding the content's sha256 (`x-amz-meta-sha256`).
 pub const SHA256_METADATA: &str = "sha256";
 const S3_PAGE: usize = 1000;
@@ -355,6 +359,33 @@ impl Store for S3Store {
         let full = self.full(key);
         self.client.delete_object().bucket(&self.bucket).key(&full).send().await.map_err(|e| map_err(&full, e))?;
         Ok(())
+    }
+
+    fn copy_source(&self, key: &Key) -> Option<CopySource> {
+        Some(CopySource { bucket: self.bucket.clone(), key: self.full(key) })
+    }
+
+    /// `CopyObject` when the source is on S3 too (any bucket the credentials can read) and at
+    /// most [`MAX_COPY_OBJECT`] long; the metadata, `x-amz-meta-sha256` included, is copied
+    /// with the object. Else read and written through.
+    async fn copy_from(&self, source: &dyn Store, from: &Key, to: &Key) -> Result<(PutResult, CopyMethod)> {
+        let meta = source.head(from).await?;
+        let Some(origin) = source.copy_source(from).filter(|_| meta.size <= MAX_COPY_OBJECT) else {
+            return Ok((copy_through(self, source, from, to).await?, CopyMethod::Streamed));
+        };
+        let full = self.full(to);
+        let out = self
+            .client
+            .copy_object()
+            .copy_source(encode_copy_source(&origin.bucket, &origin.key))
+            .bucket(&self.bucket)
+            .key(&full)
+            .send()
+            .await
+            .map_err(|e| map_err(&full, e))?;
+        let etag = out.copy_object_result().and_then(|r| r.e_tag()).map(bare).unwrap_or_default();
+        let sha256 = meta.sha256.unwrap_or_default();
+        Ok((PutResult { etag, size: meta.size, sha256 }, CopyMethod::ServerSide))
     }
 }
 

@@ -84,6 +84,14 @@ impl StoreDestination {
         Self { store_url, prefix, bucket: None }
     }
 
+    /// The destination one directory deeper: `{prefix}{group}/` (an artifact group, checked by
+    /// [`crate::step::check_group`]).
+    #[must_use]
+    pub fn with_group(mut self, group: &str) -> Self {
+        self.prefix = format!("{}{}/", self.prefix, group.trim_matches('/'));
+        self
+    }
+
     /// The key of a file at `relative` (a name, or a path below an uploaded directory).
     pub fn key(&self, relative: &str) -> String {
         format!("{}{relative}", self.prefix)
@@ -94,7 +102,7 @@ impl StoreDestination {
     pub fn index_key(&self, kind: UploadKind) -> String {
         let layout = layout::current();
         match kind {
-            UploadKind::Python | UploadKind::Artifacts => self.key("index.html"),
+            UploadKind::Python | UploadKind::Artifacts | UploadKind::Logs => self.key("index.html"),
             UploadKind::Deb => {
                 let (root, upload) = (layout.root_dir(UploadKind::Deb), layout.upload_dir(UploadKind::Deb));
                 let pool = upload.strip_prefix(root.as_str()).unwrap_or_default();
@@ -134,6 +142,8 @@ pub struct RunTarget<'a> {
     pub repository: &'a str,
     /// The run is a pull request from a fork.
     pub fork: bool,
+    /// The artifact group below the kind's directory (`python/{group}/`, `logs/{group}/`).
+    pub group: Option<&'a str>,
 }
 
 impl RunTarget<'_> {
@@ -146,13 +156,17 @@ impl RunTarget<'_> {
         };
         let prefix = layout::run_prefix(bucket, self.repository, run_id, self.platform)?;
         let to = format!("s3://{bucket}/{prefix}{}", layout::current().upload_dir(self.kind));
-        Ok(StoreDestination { bucket: Some(bucket.to_owned()), ..StoreDestination::parse(&to) })
+        let destination = StoreDestination { bucket: Some(bucket.to_owned()), ..StoreDestination::parse(&to) };
+        Ok(match self.group {
+            Some(group) => destination.with_group(group),
+            None => destination,
+        })
     }
 }
 
 /// The kind of files a `--to` destination holds, by its path: a pip root's segment, the apt
-/// root, the dnf roots' directory (any architecture), else stage artifacts. Without a
-/// destination, python.
+/// root, the dnf roots' directory (any architecture), a logs directory, else stage artifacts.
+/// Without a destination, python.
 pub fn infer_kind(to: Option<&str>) -> UploadKind {
     let layout = layout::current();
     let python = layout.root_dir(UploadKind::Python);
@@ -170,6 +184,8 @@ pub fn infer_kind(to: Option<&str>) -> UploadKind {
         UploadKind::Deb
     } else if to.contains(&rpm_dirs) {
         UploadKind::Rpm
+    } else if segments.contains(&layout.root_dir(UploadKind::Logs).trim_end_matches('/')) {
+        UploadKind::Logs
     } else {
         UploadKind::Artifacts
     }
@@ -190,6 +206,7 @@ mod tests {
             (Some("s3://b/1-linux/packages/rpm/x86_64/"), UploadKind::Rpm),
             (Some("s3://b/1-linux/packages/rpm/aarch64/"), UploadKind::Rpm),
             (Some("s3://b/1-linux/"), UploadKind::Artifacts),
+            (Some("s3://b/1-linux/logs/gfx94X-dcgpu/"), UploadKind::Logs),
             (Some("/srv/store"), UploadKind::Artifacts),
         ] {
             assert_eq!(infer_kind(to), kind, "{to:?}");
@@ -227,6 +244,7 @@ mod tests {
             release_type: "",
             repository: "ROCm/rocm-libraries",
             fork: false,
+            group: None,
         };
         let dest = target.destination().unwrap();
         assert_eq!(dest.store_url, "s3://therock-ci-artifacts-external");
@@ -236,6 +254,10 @@ mod tests {
             RunTarget { kind: UploadKind::Artifacts, bucket: Some("b"), repository: "ROCm/TheRock", ..target };
         assert_eq!(artifacts.destination().unwrap().prefix, "12345-linux/");
         assert!(matches!(RunTarget { run_id: None, ..target }.destination(), Err(DestinationError::NoRunId)));
+        let grouped = RunTarget { kind: UploadKind::Python, group: Some("gfx94X-dcgpu"), ..artifacts };
+        assert_eq!(grouped.destination().unwrap().prefix, "12345-linux/python/gfx94X-dcgpu/");
+        let logs = RunTarget { kind: UploadKind::Logs, group: Some("math-libs/gfx1151"), ..artifacts };
+        assert_eq!(logs.destination().unwrap().prefix, "12345-linux/logs/math-libs/gfx1151/");
         let release = RunTarget { release_type: "release", ..target };
         assert_eq!(
             release.destination().unwrap_err().to_string(),

@@ -111,31 +111,50 @@ impl ServerClient {
         &self.base
     }
 
-    /// Upload `files` with at most `jobs` in flight; the results in the order of `files`.
+    /// Upload `files` (each a path and its path below the root, as [`crate::collect`] lists
+    /// them) with at most `jobs` in flight; the results in the order of `files`.
     pub async fn upload_all(
         &self,
-        files: &[PathBuf],
+        files: &[(PathBuf, String)],
         jobs: usize,
         progress: &dyn Progress,
     ) -> Vec<Result<UploadResponse, HttpError>> {
-        futures_util::stream::iter(files).map(|path| self.upload(path, progress)).buffered(jobs.max(1)).collect().await
+        futures_util::stream::iter(files)
+            .map(|(path, rel)| self.upload_as(path, rel, progress))
+            .buffered(jobs.max(1))
+            .collect()
+            .await
     }
 
-    /// Upload one file under its name, trying [`ATTEMPTS`] times while the server fails or the
-    /// request does not get through; a refusal (4xx) is final.
+    /// Upload one file under its name; see [`upload_as`](Self::upload_as).
     pub async fn upload(&self, path: &Path, progress: &dyn Progress) -> Result<UploadResponse, HttpError> {
         let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| HttpError::FileName(path.to_owned()))?;
-        let url = self
-            .base
-            .join(&utf8_percent_encode(name, UNRESERVED).to_string())
-            .map_err(|source| HttpError::Url { name: name.to_owned(), source })?;
+        self.upload_as(path, name, progress).await
+    }
+
+    /// The URL a file at `rel` (`/`-separated, below the root) is PUT to: each segment
+    /// percent-encoded.
+    pub fn url_of(&self, rel: &str) -> Result<reqwest::Url, HttpError> {
+        let encoded: Vec<String> = rel.split('/').map(|s| utf8_percent_encode(s, UNRESERVED).to_string()).collect();
+        self.base.join(&encoded.join("/")).map_err(|source| HttpError::Url { name: rel.to_owned(), source })
+    }
+
+    /// Upload one file at `rel` below the root, trying [`ATTEMPTS`] times while the server
+    /// fails or the request does not get through; a refusal (4xx) is final.
+    pub async fn upload_as(
+        &self,
+        path: &Path,
+        rel: &str,
+        progress: &dyn Progress,
+    ) -> Result<UploadResponse, HttpError> {
+        let url = self.url_of(rel)?;
         let mut attempt = 1;
         loop {
-            let result = self.attempt(path, name, &url, progress).await;
+            let result = self.attempt(path, rel, &url, progress).await;
             if !matches!(result, Err(HttpError::Server { .. } | HttpError::Send { .. })) {
                 return result;
             }
-            tracing::warn!(attempt, file = name, "upload failed; retrying");
+            tracing::warn!(attempt, file = rel, "upload failed; retrying");
             tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
             if attempt == ATTEMPTS {
                 return result;
@@ -200,5 +219,8 @@ mod tests {
         let encode = |name: &str| utf8_percent_encode(name, UNRESERVED).to_string();
         assert_eq!(encode("a-1.0+local_x~y.whl"), "a-1.0%2Blocal_x~y.whl");
         assert_eq!(encode("a b/é"), "a%20b%2F%C3%A9");
+        let base = reqwest::Url::parse("http://h/1-linux/python/").unwrap();
+        let client = ServerClient::new(base, String::new()).unwrap();
+        assert_eq!(client.url_of("gfx94X/a+b.whl").unwrap().as_str(), "http://h/1-linux/python/gfx94X/a%2Bb.whl");
     }
 }

@@ -9,6 +9,8 @@
 //!   hashing the body as it streams and checking the server stored the same sha256.
 //! - [`store`]: [`collect`] the files of paths and directories, [`upload_to_store`] them with
 //!   [`quarry_store::upload_file`] (hashed first, idempotent, immutable keys).
+//! - [`step`]: TheRock's upload step conventions: `<dir>/dist` and `<dir>/logs` inputs, the
+//!   artifact group, which log files go where, the multi-arch Python layout (`kpack_split`).
 //! - [`summary`]: what a finished upload reports ([`ServerSummary`], [`StoreSummary`]): JSON,
 //!   text lines, and the `$GITHUB_OUTPUT` and step summary text, all pure.
 //!
@@ -17,6 +19,7 @@
 
 pub mod destination;
 pub mod http;
+pub mod step;
 pub mod store;
 pub mod summary;
 
@@ -25,6 +28,7 @@ use std::sync::Arc;
 pub use destination::{Destination, DestinationError, RunTarget, StoreDestination, infer_kind, server_base};
 pub use http::{ATTEMPTS, HttpError, ServerClient};
 pub use quarry_store::layout::UploadKind;
+pub use step::{GroupError, PythonLayout, check_group, collect_inputs, input_dir};
 pub use store::{CollectError, StoreOptions, collect, upload_to_store};
 pub use summary::{ServerSummary, StoreSummary};
 

@@ -10,6 +10,7 @@ use quarry_store::layout::UploadKind;
 use quarry_store::{Key, KeyError, Store, StoreError, Uploaded, upload_file};
 
 use crate::destination::StoreDestination;
+use crate::step::PythonLayout;
 use crate::summary::StoreSummary;
 use quarry_store::error_chain;
 
@@ -98,6 +99,9 @@ pub struct StoreOptions {
     /// The public URL of an S3 key: `(bucket, key) -> url`, such as
     /// `quarry_store::layout::public_url` or `public_url_from_env`.
     pub public_url: fn(&str, &str) -> String,
+    /// TheRock's Python upload step: how the packages are laid out, which decides the URL
+    /// reported and the `kpack_split` output. `None`: no `kpack_split` output.
+    pub python_layout: Option<PythonLayout>,
 }
 
 /// Upload `files` (from [`collect`]) into `store` below the destination's prefix. A file that
@@ -129,8 +133,13 @@ pub async fn upload_to_store(
         }
     }
     files.sort_by(|a, b| a.key.cmp(&b.key));
-    let url = options.destination.index_url(options.kind, options.public_url);
-    StoreSummary { kind: options.kind, url, files, failed }
+    let mut url = options.destination.index_url(options.kind, options.public_url);
+    if options.python_layout == Some(PythonLayout::PerFamily) {
+        // Later jobs append `/{family}/index.html`.
+        url = url.trim_end_matches("index.html").trim_end_matches('/').to_owned();
+    }
+    let kpack_split = options.python_layout.map(PythonLayout::kpack_split);
+    StoreSummary { kind: options.kind, url, files, failed, kpack_split }
 }
 
 async fn upload_one(
@@ -184,6 +193,7 @@ mod tests {
             kind: UploadKind::Python,
             jobs: 2,
             public_url: quarry_store::layout::public_url,
+            python_layout: None,
         };
         let files = collect(&[tmp.path().to_owned()]).unwrap();
         let summary = upload_to_store(store.clone(), files.clone(), &options, &NoProgress).await;

@@ -103,6 +103,9 @@ pub struct StoreSummary {
     pub files: Vec<Uploaded>,
     /// The files that failed, as `key: reason`.
     pub failed: Vec<String>,
+    /// TheRock's Python upload step: whether the wheels are kpack-split (multi-arch, all at the
+    /// top), the `kpack_split` output later jobs read. `None`: not written.
+    pub kpack_split: Option<bool>,
 }
 
 impl StoreSummary {
@@ -113,12 +116,18 @@ impl StoreSummary {
             UploadKind::Deb => "deb_repo_url",
             UploadKind::Rpm => "rpm_repo_url",
             UploadKind::Artifacts => "artifacts_index_url",
+            UploadKind::Logs => "logs_index_url",
         }
     }
 
-    /// The JSON form: `{ "<output name>": url, "files": […], "failed": […] }`.
+    /// The JSON form: `{ "<output name>": url, "files": […], "failed": […] }`, and
+    /// `"kpack_split"` when known.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({ self.output_name(): self.url, "files": self.files, "failed": self.failed })
+        let mut json = serde_json::json!({ self.output_name(): self.url, "files": self.files, "failed": self.failed });
+        if let (Some(split), Some(object)) = (self.kpack_split, json.as_object_mut()) {
+            object.insert("kpack_split".into(), split.into());
+        }
+        json
     }
 
     /// The text form: `{status} {key} sha256={sha256}` per stored file, then `{name}: {url}`.
@@ -131,9 +140,14 @@ impl StoreSummary {
         out
     }
 
-    /// The `$GITHUB_OUTPUT` line: `{name}={url}`.
+    /// The `$GITHUB_OUTPUT` lines: `{name}={url}`, then `kpack_split=true|false` when known
+    /// (as `upload_python_packages.py` writes them).
     pub fn github_output(&self) -> String {
-        format!("{}={}\n", self.output_name(), self.url)
+        let mut out = format!("{}={}\n", self.output_name(), self.url);
+        if let Some(split) = self.kpack_split {
+            let _ = writeln!(out, "kpack_split={split}");
+        }
+        out
     }
 
     /// The `$GITHUB_STEP_SUMMARY` text: a heading, the URL and a table of the stored files.
@@ -216,6 +230,7 @@ mod tests {
                 status: "uploaded",
             }],
             failed: vec!["1-linux/packages/deb/pool/main/b.deb: immutable".into()],
+            kpack_split: None,
         };
         assert_eq!(summary.github_output(), "deb_repo_url=https://b.s3.amazonaws.com/1-linux/packages/deb/\n");
         assert_eq!(
@@ -237,5 +252,11 @@ mod tests {
         let kinds = [UploadKind::Python, UploadKind::Rpm, UploadKind::Artifacts]
             .map(|kind| StoreSummary { kind, ..summary.clone() });
         assert_eq!(kinds.map(|s| s.output_name()), ["package_find_links_url", "rpm_repo_url", "artifacts_index_url"]);
+        let split = StoreSummary { kind: UploadKind::Python, kpack_split: Some(true), ..summary.clone() };
+        assert_eq!(
+            split.github_output(),
+            "package_find_links_url=https://b.s3.amazonaws.com/1-linux/packages/deb/\nkpack_split=true\n"
+        );
+        assert_eq!(split.to_json()["kpack_split"], true);
     }
 }

@@ -175,9 +175,18 @@ struct CopyArgs {
     run: RunFlags,
     #[command(flatten)]
     gpus: GpuSelectionArgs,
-    /// The run to copy from (same platform, same store).
+    /// The run to copy from (same platform).
     #[arg(long)]
     source_run_id: String,
+    /// `owner/repo` of the run to copy from (default: this run's). Another repository's run is
+    /// read from that repository's bucket (TheRock's own runs: `therock-ci-artifacts`), unless
+    /// --source-store names one.
+    #[arg(long)]
+    source_repository: Option<String>,
+    /// The store holding the run to copy from (`s3://bucket[/prefix]` or a directory; default:
+    /// this run's store, or the source repository's bucket). S3 to S3 copies server-side.
+    #[arg(long)]
+    source_store: Option<String>,
     /// Stages whose produced artifacts are copied (`,` separated).
     #[arg(long)]
     stage: String,
@@ -314,6 +323,8 @@ async fn fetch(args: FetchArgs) -> anyhow::Result<()> {
 async fn copy(args: CopyArgs) -> anyhow::Result<()> {
     let opts = CopyOptions {
         source_run_id: args.source_run_id,
+        source_repository: args.source_repository,
+        source_store: args.source_store,
         stages: split_list(&args.stage),
         gpus: (&args.gpus).into(),
         concurrency: args.concurrency,
@@ -321,15 +332,16 @@ async fn copy(args: CopyArgs) -> anyhow::Result<()> {
     let (run, _) = open_run(&args.run.topology, &args.run.backend.location(), |t| Ok(opts.artifacts(t)?)).await?;
     let plan = transfer::copy_plan(&run, &opts).await?;
     let mut out = std::io::stdout().lock();
+    let source = plan.source_url.trim_end_matches('/');
     if args.dry_run {
         for file in &plan.files {
-            writeln!(out, "would copy {}{file} -> {}{file}", plan.source_prefix, run.prefix)?;
+            writeln!(out, "would copy {source}/{}{file} -> {}{file}", plan.source_prefix, run.prefix)?;
         }
         return Ok(());
     }
     let report = transfer::copy(&run, &plan, opts.concurrency).await;
-    for file in &report.copied {
-        writeln!(out, "copied  {}{file}", run.prefix)?;
+    for (file, method) in &report.copied {
+        writeln!(out, "copied  {}{file} from {source}/{}{file} ({})", run.prefix, plan.source_prefix, method.label())?;
     }
     if !report.failures.is_empty() {
         bail!("{} files not copied:\n  {}", report.failures.len(), report.failures.join("\n  "));

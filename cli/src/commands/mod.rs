@@ -6,6 +6,7 @@ mod package;
 mod package_python;
 mod pipeline;
 mod runs;
+mod self_wheel;
 mod serve;
 mod stage;
 mod upload;
@@ -54,6 +55,9 @@ enum Command {
     Gc(gc::GcArgs),
     /// TheRock's package versions (pip, deb, rpm) for a release type.
     Version(version::VersionArgs),
+    /// Pack this binary as a wheel (`scripts/build-wheel` runs it).
+    #[command(hide = true)]
+    SelfWheel(self_wheel::SelfWheelArgs),
 }
 
 const EXIT_CODES: &str = "Exit codes: 0 success; 1 the work failed (a build step, missing artifacts, \
@@ -169,6 +173,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ci(args) => ci::run(*args).await,
         Command::Gc(args) => gc::run(args).await,
         Command::Version(args) => version::run(args).await,
+        Command::SelfWheel(args) => self_wheel::run(&args),
     }
 }
 

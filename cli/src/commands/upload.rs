@@ -6,11 +6,20 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use quarry_upload::{Destination, FileProgress, Progress, RunTarget, ServerClient, ServerSummary, UploadKind};
+use quarry_upload::{
+    Destination, FileProgress, Progress, RunTarget, ServerClient, ServerSummary, StoreDestination, UploadKind,
+};
+
+use super::UsageError;
+
+/// The platform of the computed destination when `--platform` is not given: this machine's.
+const HOST_PLATFORM: &str = if cfg!(windows) { "windows" } else { "linux" };
 
 #[derive(Debug, Args)]
 pub(crate) struct UploadArgs {
-    /// Files or directories to upload (a directory's files keep their relative paths).
+    /// Files or directories to upload (a directory's files keep their relative paths). As
+    /// TheRock's upload steps read them, a directory holding `dist/` uploads `dist/` (python),
+    /// one holding `logs/` uploads `logs/` (logs, raw `ccache/` logs left out).
     #[arg(required = true)]
     pub(super) files: Vec<PathBuf>,
     /// Destination: a Quarry server's pip root URL (http://HOST/RUN-linux/python/), or a store
@@ -21,14 +30,22 @@ pub(crate) struct UploadArgs {
     /// Run id for the computed destination (`{run}-{platform}/…`).
     #[arg(long, env = "GITHUB_RUN_ID")]
     pub(super) run_id: Option<String>,
-    /// Platform for the computed destination.
-    #[arg(long, default_value = "linux")]
-    pub(super) platform: String,
-    /// What is uploaded: python, deb, rpm or artifacts (decides the key prefix under the run,
-    /// and which index URL is reported). Default: from the --to prefix (`…/python/…`,
-    /// `…/packages/deb/…`, `…/packages/rpm/…`, else artifacts), python without --to.
+    /// Platform for the computed destination (default: this machine's, `linux` or `windows`).
+    #[arg(long)]
+    pub(super) platform: Option<String>,
+    /// What is uploaded: python, deb, rpm, artifacts or logs (decides the key prefix under the
+    /// run, and which index URL is reported). Default: from the --to prefix (`…/python/…`,
+    /// `…/packages/deb/…`, `…/packages/rpm/…`, `…/logs/…`, else artifacts), python without --to.
     #[arg(long, value_enum)]
     pub(super) kind: Option<KindArg>,
+    /// The artifact group (`gfx94X-dcgpu`; `stage/family` for multi-arch logs): files go one
+    /// directory deeper, `python/{group}/` or `logs/{group}/`. Without it a Python upload is
+    /// multi-arch (`kpack_split` says whether every wheel lies at the top).
+    #[arg(long)]
+    pub(super) artifact_group: Option<String>,
+    /// Print every key (or URL) that would be written, and write nothing.
+    #[arg(long)]
+    pub(super) dry_run: bool,
     /// Bucket for the computed destination (default: from RELEASE_TYPE and GITHUB_REPOSITORY).
     #[arg(long)]
     pub(super) bucket: Option<String>,
@@ -53,6 +70,7 @@ pub(crate) enum KindArg {
     Deb,
     Rpm,
     Artifacts,
+    Logs,
 }
 
 impl From<KindArg> for UploadKind {
@@ -62,49 +80,91 @@ impl From<KindArg> for UploadKind {
             KindArg::Deb => UploadKind::Deb,
             KindArg::Rpm => UploadKind::Rpm,
             KindArg::Artifacts => UploadKind::Artifacts,
+            KindArg::Logs => UploadKind::Logs,
         }
     }
 }
 
 pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
-    let base = match args.to.as_deref().map(Destination::parse).transpose()? {
-        Some(Destination::Server(base)) => base,
-        Some(Destination::Store(to)) => return super::upload_store::run(&args, to).await,
-        None => return super::upload_store::run(&args, computed_destination(&args)?).await,
+    if let Some(group) = &args.artifact_group {
+        quarry_upload::check_group(group).map_err(|e| UsageError::new(e.to_string()))?;
+    }
+    let kind = kind(&args);
+    let files = quarry_upload::collect_inputs(&args.files, kind)?;
+    if files.is_empty() {
+        bail!("nothing to upload: no files in {}", shown(&args.files));
+    }
+    let group = |d: StoreDestination| match &args.artifact_group {
+        Some(g) => d.with_group(g),
+        None => d,
     };
+    let base = match args.to.as_deref().map(Destination::parse).transpose()? {
+        Some(Destination::Server(base)) => match &args.artifact_group {
+            Some(g) => base.join(&format!("{}/", g.trim_matches('/'))).context("the artifact group's URL")?,
+            None => base,
+        },
+        Some(Destination::Store(to)) => return super::upload_store::run(&args, group(to), files, false).await,
+        None => return super::upload_store::run(&args, computed_destination(&args)?, files, true).await,
+    };
+    if args.dry_run {
+        let client = ServerClient::new(base, String::new())?;
+        let targets = files.iter().map(|(path, rel)| Ok((client.url_of(rel)?.to_string(), path.clone())));
+        return dry_run(args.json, targets.collect::<anyhow::Result<_>>()?);
+    }
     let token = super::read_tokens(args.token_file.as_deref())?
         .into_iter()
         .next()
         .context("no upload token: pass --token-file or set QUARRY_TOKEN")?;
     let client = ServerClient::new(base, token)?;
-    let mut files = Vec::new();
-    for (path, result) in args.files.iter().zip(client.upload_all(&args.files, args.jobs, &Bars::default()).await) {
+    let mut uploaded = Vec::new();
+    for ((_, rel), result) in files.iter().zip(client.upload_all(&files, args.jobs, &Bars::default()).await) {
         match result {
-            Ok(v) => files.push(v),
-            Err(e) => tracing::error!("{}: {:#}", path.display(), anyhow::Error::new(e)),
+            Ok(v) => uploaded.push(v),
+            Err(e) => tracing::error!("{rel}: {:#}", anyhow::Error::new(e)),
         }
     }
-    let failed = args.files.len() - files.len();
-    let summary = ServerSummary::new(client.base(), files)?;
+    let failed = files.len() - uploaded.len();
+    let summary = ServerSummary::new(client.base(), uploaded)?;
     super::print(args.json, &summary, summary.text())?;
     if failed > 0 {
-        bail!("{failed} of {} uploads failed", args.files.len());
+        bail!("{failed} of {} uploads failed", files.len());
     }
     Ok(())
 }
 
-/// `s3://{bucket}/{run prefix}{kind}` from the flags and the CI environment.
+/// The paths given, for a message.
+fn shown(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// `--dry-run`: every target (store key or URL) with the file that would go there, as text
+/// lines `would upload PATH -> TARGET` or JSON `{"dry_run": true, "targets": [...]}`.
+pub(super) fn dry_run(json: bool, targets: Vec<(String, PathBuf)>) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    for (target, path) in &targets {
+        writeln!(text, "would upload {} -> {target}", path.display())?;
+    }
+    let value = serde_json::json!({
+        "dry_run": true,
+        "targets": targets.iter().map(|(t, p)| serde_json::json!({"target": t, "path": p})).collect::<Vec<_>>(),
+    });
+    super::print(json, &value, text)
+}
+
+/// `s3://{bucket}/{run prefix}{kind}[{group}/]` from the flags and the CI environment.
 fn computed_destination(args: &UploadArgs) -> anyhow::Result<quarry_upload::StoreDestination> {
     let repository = std::env::var("GITHUB_REPOSITORY").unwrap_or_default();
     let release_type = std::env::var("RELEASE_TYPE").unwrap_or_default();
     let target = RunTarget {
         run_id: args.run_id.as_deref(),
-        platform: &args.platform,
+        platform: args.platform.as_deref().unwrap_or(HOST_PLATFORM),
         kind: kind(args),
         bucket: args.bucket.as_deref(),
         release_type: &release_type,
         repository: &repository,
         fork: args.fork,
+        group: args.artifact_group.as_deref(),
     };
     Ok(target.destination()?)
 }

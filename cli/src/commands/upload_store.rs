@@ -1,19 +1,35 @@
 //! `quarry upload` straight into a store (S3 or a local directory), as CI jobs do.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use quarry_store::Store;
-use quarry_upload::{StoreDestination, StoreOptions};
+use quarry_upload::{PythonLayout, StoreDestination, StoreOptions, UploadKind};
 
-use super::upload::{Bars, UploadArgs, kind};
+use super::upload::{Bars, UploadArgs, dry_run, kind};
 
-pub(crate) async fn run(args: &UploadArgs, destination: StoreDestination) -> anyhow::Result<()> {
+/// Upload `files` (path, path below the destination) to `destination`; `computed`: the
+/// destination is TheRock's run location, so a Python upload also reports `kpack_split` as
+/// `upload_python_packages.py` does.
+pub(crate) async fn run(
+    args: &UploadArgs,
+    destination: StoreDestination,
+    files: Vec<(PathBuf, String)>,
+    computed: bool,
+) -> anyhow::Result<()> {
     let store_url = destination.store_url.clone();
+    if args.dry_run {
+        let base = store_url.trim_end_matches('/');
+        let targets = files.into_iter().map(|(path, rel)| (format!("{base}/{}", destination.key(&rel)), path));
+        return dry_run(args.json, targets.collect());
+    }
     let store: Arc<dyn Store> = quarry_store::open(&store_url).await.with_context(|| format!("opening {store_url}"))?;
-    let files = quarry_upload::collect(&args.files)?;
+    let kind = kind(args);
+    let python_layout =
+        (computed && kind == UploadKind::Python).then(|| PythonLayout::of(&files, args.artifact_group.is_some()));
     let public_url = quarry_store::layout::public_url_from_env;
-    let options = StoreOptions { destination, kind: kind(args), jobs: args.jobs, public_url };
+    let options = StoreOptions { destination, kind, jobs: args.jobs, public_url, python_layout };
     let summary = quarry_upload::upload_to_store(store, files, &options, &Bars::default()).await;
     super::append_to_github_file("GITHUB_OUTPUT", &summary.github_output())?;
     super::append_to_github_file("GITHUB_STEP_SUMMARY", &summary.step_summary())?;
