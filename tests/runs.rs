@@ -103,3 +103,25 @@ async fn runs_find_the_runs_that_built_a_commit_newest_first() {
     let (status, _) = page("?commit=zz".into()).await;
     assert_eq!(status, 400, "a malformed commit is bad input");
 }
+
+/// `quarry upload` into a bucket is a run's first write as often as a push is: it gives the run
+/// its manifest, and `runs find` finds the run by the commit CI built.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upload_gives_its_run_a_manifest() {
+    let server = quarry_tests::s3::S3Server::start_s3s_fs().await;
+    let client = quarry_tests::s3::s3_client(&server);
+    client.create_bucket().bucket("therock-ci-artifacts").send().await.expect("create bucket");
+    let tmp = tempfile::tempdir().unwrap();
+    let wheel = quarry_tests::WheelSpec::new("found-by-commit", "1.0").write_to(tmp.path());
+    let client_env = server.client_env();
+    let mut env: Vec<(&str, &str)> = client_env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    env.extend([("GITHUB_SHA", A), ("GITHUB_REF_NAME", "main"), ("GITHUB_REPOSITORY", "ROCm/TheRock")]);
+    let args = ["upload", "--run-id", "300", "--platform", "linux", wheel.to_str().unwrap()];
+    assert_success(&quarry(&args, &env).await, "quarry upload");
+    let out =
+        quarry(&["runs", "find", "--commit", A, "--store", "s3://therock-ci-artifacts"], &env[..client_env.len()])
+            .await;
+    assert_success(&out, "quarry runs find");
+    assert_eq!(stdout(&out), "300\n");
+    server.stop().await;
+}

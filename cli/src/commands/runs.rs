@@ -8,6 +8,7 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use quarry_stage::{LocationFlags, Run, RunLocation};
+use quarry_store::Store;
 use quarry_store::runs::{RunManifest, check_commit, ensure_run_manifest, find_runs};
 
 use super::UsageError;
@@ -123,9 +124,14 @@ fn env_with_checkout(source_dir: Option<&Path>) -> impl Fn(&str) -> Option<Strin
 /// run does); a failure is logged, not fatal: the manifest helps find the run, the build's
 /// work does not depend on it.
 pub(crate) async fn ensure_manifest(run: &Run, source_dir: Option<&Path>) {
+    ensure_manifest_at(run.store.as_ref(), &run.prefix, source_dir).await;
+}
+
+/// [`ensure_manifest`] for the run whose prefix is `run_prefix` in `store` (`quarry upload`).
+pub(crate) async fn ensure_manifest_at(store: &dyn Store, run_prefix: &str, source_dir: Option<&Path>) {
     let env = env_with_checkout(source_dir);
-    match ensure_run_manifest(run.store.as_ref(), &run.prefix, env).await {
-        Ok(RunManifest { commit, .. }) => tracing::debug!(run = %run.prefix, ?commit, "run manifest"),
-        Err(e) => tracing::warn!("writing the run manifest of {}: {}", run.prefix, quarry_store::error_chain(&e)),
+    match ensure_run_manifest(store, run_prefix, env).await {
+        Ok(RunManifest { commit, .. }) => tracing::debug!(run = %run_prefix, ?commit, "run manifest"),
+        Err(e) => tracing::warn!("writing the run manifest of {run_prefix}: {}", quarry_store::error_chain(&e)),
     }
 }

@@ -25,6 +25,11 @@ pub(crate) async fn run(
         return dry_run(args.json, targets.collect());
     }
     let store: Arc<dyn Store> = quarry_store::open(&store_url).await.with_context(|| format!("opening {store_url}"))?;
+    // The first upload into a run gives it its manifest (commit, branch, workflow), so
+    // `quarry runs find --commit` finds it.
+    if let Some(run_prefix) = run_prefix(&destination.prefix) {
+        super::runs::ensure_manifest_at(store.as_ref(), &run_prefix, None).await;
+    }
     let kind = kind(args);
     let python_layout =
         (computed && kind == UploadKind::Python).then(|| PythonLayout::of(&files, args.artifact_group.is_some()));
@@ -41,4 +46,25 @@ pub(crate) async fn run(
         bail!("{} of {} uploads failed", summary.failed.len(), summary.failed.len() + summary.files.len());
     }
     Ok(())
+}
+
+/// The prefix of the run `prefix` lies in (through its `{run}-{platform}` segment), if any.
+fn run_prefix(prefix: &str) -> Option<String> {
+    let (index, _) = quarry_store::layout::find_run(prefix)?;
+    let segments: Vec<&str> = prefix.split('/').take(index + 1).collect();
+    Some(format!("{}/", segments.join("/")))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_run_prefix_of_a_destination() {
+        assert_eq!(super::run_prefix("123-linux/python/").as_deref(), Some("123-linux/"));
+        assert_eq!(
+            super::run_prefix("ROCm-rocm-libraries/77-windows/logs/g/").as_deref(),
+            Some("ROCm-rocm-libraries/77-windows/")
+        );
+        assert_eq!(super::run_prefix("nightly/v2/"), None);
+        assert_eq!(super::run_prefix(""), None);
+    }
 }
