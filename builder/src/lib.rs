@@ -11,6 +11,7 @@
 //! - [`therock`]: `quarry package` as a library: artifact archives unpacked into a scratch
 //!   directory, TheRock's plan mapped to control fields, every package built in parallel.
 
+pub mod compress;
 pub mod deb;
 pub mod elf;
 pub mod python;
@@ -19,6 +20,8 @@ pub mod therock;
 pub mod tree;
 pub mod wheel;
 
-pub use deb::{Compression, DebBuildError, DebControl, DebReport, DebianDocs, Item, build_deb, debian_docs};
-pub use rpm::{RpmBuildError, RpmCompression, RpmReport, RpmSpec, build_rpm};
+pub use deb::{
+    Compression, DebBuildError, DebControl, DebReport, DebianDocs, Item, build_deb, build_deb_threads, debian_docs,
+};
+pub use rpm::{RpmBuildError, RpmCompression, RpmReport, RpmSpec, build_rpm, build_rpm_threads};
 pub use tree::{TreeError, collect_items, read_artifacts};
