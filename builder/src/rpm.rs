@@ -20,9 +20,10 @@ pub enum RpmCompression {
     Gzip { level: u32 },
 }
 
+/// TheRock's `w9.zstdio`.
 impl Default for RpmCompression {
     fn default() -> Self {
-        Self::Zstd { level: 19 }
+        Self::Zstd { level: 9 }
     }
 }
 
