@@ -3,7 +3,10 @@
 //! `quarry-packaging`.
 //!
 //! - [`deb`]: `.deb` archives (`ar` + `control.tar.xz` + `data.tar.{xz,zst,gz}`).
-//! - [`rpm`]: `.rpm` packages through the `rpm` crate (zstd or gzip payload).
+//! - [`rpm`]: `.rpm` packages, the header from the `rpm` crate, the payload (zstd or gzip)
+//!   streamed to a temporary file with every digest computed on the way.
+//! - [`compress`]: the payload compressors (multi-threaded zstd and xz whose bytes do not depend
+//!   on the thread count) and a hashing writer.
 //! - [`wheel`]: wheels and sdists (RECORD, reproducible zip and tar); [`python`]: the rocm-sdk
 //!   distributions built from artifacts ([`elf`] tells shared libraries and their sonames).
 //! - [`tree`]: an artifacts directory read into an index, and a planned package's content
