@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # `quarry package deb|rpm` against `dpkg-deb -b` and `rpmbuild -bb` on a 1 GiB artifact tree,
-# at the same codec and level, with single-core zstd as the limit.
+# at the same codec and level, with single-core zstd as the limit; then once at TheRock's
+# levels (debs `-Zxz`, rpms `w9.zstdio`); and with BIG=1, peak RSS and throughput at 8 GiB
+# against `tar | zstd -T0`.
 #
-#   bench/package.sh                 # 1 GiB tree, best of 2 (2.5 min on 2 cores after the build)
+#   bench/package.sh                 # 1 GiB tree, best of 2 (+ one round at TheRock's levels)
 #   SIZE_MB=64 bench/package.sh      # a quick trial
+#   BIG=1 SIZE_MB=8192 RUNS=1 bench/package.sh   # 8 GiB: quarry deb, rpm, tar | zstd -T0
 #
 # The input is a synthetic TheRock artifacts directory: fft_lib_generic/ (manifest line
 # math-libs/rocFFT/stage) holding SIZE_MB MiB under lib/ (a few hundred files of 1-16 MiB,
@@ -62,6 +65,8 @@
 #   LEVEL=3       zstd level for every tool
 #   SKIP_BUILD=1  use the existing target/release/quarry
 #   BENCH_KEEP=1  keep the scratch directory (default: removed at exit)
+#   THEROCK=1     also one round at TheRock's levels: XZ_LEVEL=6 (debs), RPM_LEVEL=9 (rpms)
+#   BIG=0         1: only Quarry's deb and rpm and `tar | zstd -T0` (no tree.tar, no dpkg/rpmbuild)
 #
 # Prints a markdown summary on stdout (ready for bench/RESULTS.md); progress goes to stderr.
 set -euo pipefail
@@ -71,6 +76,10 @@ repo="$(cd "$here/.." && pwd)"
 size_mb="${SIZE_MB:-1024}"
 runs="${RUNS:-2}"
 level="${LEVEL:-3}"
+rpm_level="${RPM_LEVEL:-9}"
+xz_level="${XZ_LEVEL:-6}"
+therock="${THEROCK:-1}"
+big="${BIG:-0}"
 [[ "$size_mb" =~ ^[1-9][0-9]*$ ]] || { echo "SIZE_MB must be a positive integer" >&2; exit 2; }
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "RUNS must be a positive integer" >&2; exit 2; }
 if ! [[ "$level" =~ ^[1-9][0-9]*$ ]] || ((level > 19)); then echo "LEVEL must be 1-19" >&2; exit 2; fi
@@ -86,7 +95,8 @@ for tool in cargo python3 dpkg-deb rpmbuild rpm rpm2cpio cpio zstd tar md5sum ar
 done
 # Room for the tree, its tar and two debs and two rpms (hardlinked stages cost nothing).
 avail_mb=$(df -Pm "$work" | awk 'NR==2 {print $4}')
-((avail_mb > size_mb * 6)) || die "$work has $avail_mb MB free; SIZE_MB=$size_mb needs about $((size_mb * 6))"
+need_mb=$((size_mb * (big == 1 ? 3 : 6)))
+((avail_mb > need_mb)) || die "$work has $avail_mb MB free; SIZE_MB=$size_mb needs about $need_mb"
 
 # --- quarry ----------------------------------------------------------------------------------
 bench_quarry
@@ -175,14 +185,17 @@ log "tree: $n_files files, $n_links symlinks, $in_bytes bytes, generated in $(aw
 root="$work/deb-root"
 mkdir -p "$root/opt/rocm"
 cp -al "$src" "$root/opt/rocm/core-7.1"
-# The limit's input: a tar of the same files, made once (untimed).
-tar --sort=name --owner=0 --group=0 --numeric-owner -cf "$work/tree.tar" -C "$root" opt
-# Warm the page cache so every tool reads from memory.
-cat "$work/tree.tar" > /dev/null
-find "$src" -type f -exec cat {} + > /dev/null
+if ((big == 0)); then
+    # The limit's input: a tar of the same files, made once (untimed).
+    tar --sort=name --owner=0 --group=0 --numeric-owner -cf "$work/tree.tar" -C "$root" opt
+    # Warm the page cache so every tool reads from memory.
+    cat "$work/tree.tar" > /dev/null
+    find "$src" -type f -exec cat {} + > /dev/null
+fi
 
-cat > "$work/bench.spec" << EOF
-%define _binary_payload w${level}.zstdio
+write_spec() { # LEVEL: $work/bench-LEVEL.spec, payload wLEVEL.zstdio
+    cat > "$work/bench-$1.spec" << EOF
+%define _binary_payload w${1}.zstdio
 %define __os_install_post %{nil}
 %define debug_package %{nil}
 %define _build_id_links none
@@ -206,12 +219,15 @@ echo "quarry-bench install end \$(date +%%s.%%N)"
 %defattr(-,root,root,-)
 /opt/rocm/core-7.1
 EOF
+}
+write_spec "$level"
+write_spec "$rpm_level"
 
 # --- machine ---------------------------------------------------------------------------------
 machine() {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "quarry: $("$quarry" --version) (git $quarry_rev; binary sha256 $(sha256sum "$quarry" | cut -c1-16);" \
-        "libzstd $(awk '/^name = "zstd-sys"/ { getline; gsub(/"/, ""); sub(/.*zstd\./, ""); print; exit }' "$repo/Cargo.lock"), single-threaded)"
+        "libzstd $(awk '/^name = "zstd-sys"/ { getline; gsub(/"/, ""); sub(/.*zstd\./, ""); print; exit }' "$repo/Cargo.lock"), multi-threaded)"
     echo "dpkg-deb: $(dpkg-deb --version | sed -n 1p)"
     echo "rpmbuild: $(rpmbuild --version | sed -n 1p)"
     echo "zstd: $(zstd --version)"
@@ -288,28 +304,28 @@ check_list() { # KEY WHAT LIST: the tree's files are all there (a deb also has Q
     got=$(grep -c ' opt/rocm/core-7\.1/' <<< "$3" || true)
     ((got == n_files)) || die "$1: $2 lists $got regular files under opt/rocm/core-7.1/, expected $n_files"
 }
-check_deb() { # KEY DEB
-    local list
+check_deb() { # KEY DEB [MEMBER]
+    local list member=${3:-data.tar.zst}
     list=$(deb_files "$2")
     check_list "$1" "$2" "$list"
     (($(deb_links "$2") == n_links)) || die "$1: $2 lacks the $n_links symlinks"
-    ar t "$2" | grep -qx 'data.tar.zst' || die "$1: $2 has no data.tar.zst ($(ar t "$2" | tr '\n' ' '))"
+    ar t "$2" | grep -qx "$member" || die "$1: $2 has no $member ($(ar t "$2" | tr '\n' ' '))"
     printf '%s\n' "$list"
 }
-check_rpm() { # KEY RPM
-    local list comp entries
+check_rpm() { # KEY RPM [LEVEL]
+    local list comp entries want=${3:-$level}
     list=$(rpm_files "$2")
     check_list "$1" "$2" "$list"
     (($(rpm_links "$2") == n_links)) || die "$1: $2 lacks the $n_links symlinks"
     comp=$(rpm -qp --qf '%{PAYLOADCOMPRESSOR} %{PAYLOADFLAGS}' "$2")
-    [[ "$comp" == "zstd $level" ]] || die "$1: $2 payload is '$comp', expected 'zstd $level'"
+    [[ "$comp" == "zstd $want" ]] || die "$1: $2 payload is '$comp', expected 'zstd $want'"
     rpm -K --nosignature "$2" > "$work/logs/$1.K" 2>&1 || die "$1: rpm -K: $(cat "$work/logs/$1.K")"
     entries=$(rpm2cpio "$2" | cpio -it --quiet | wc -l)
     ((entries >= n_files + n_links)) || die "$1: $2's payload holds $entries entries, expected >= $((n_files + n_links))"
     printf '%s\n' "$list"
 }
-quarry_args=(--rocm-version 7.1.0 --version-suffix bench --pkg-names amdrocm-fft --enable-kpack --target gfx942
-    --deb-compression zstd --compression-level "$level" --json)
+quarry_args=(--rocm-version 7.1.0 --version-suffix bench --pkg-names amdrocm-fft --enable-kpack --target gfx942 --json)
+zstd_args=(--deb-compression zstd --compression-level "$level")
 
 # --- the rounds ------------------------------------------------------------------------------
 rpm_install_s=()
@@ -322,7 +338,7 @@ round() {
 
     # deb: Quarry.
     d=$(fresh deb.quarry)
-    run_timed deb.quarry "$work/logs/deb.quarry.json" "$quarry" package deb --artifacts-dir "$art" --dest-dir "$d" "${quarry_args[@]}"
+    run_timed deb.quarry "$work/logs/deb.quarry.json" "$quarry" package deb --artifacts-dir "$art" --dest-dir "$d" "${quarry_args[@]}" "${zstd_args[@]}"
     q="$d/$(quarry_file deb.quarry "$work/logs/deb.quarry.json" 'amdrocm-fft-host7.1_*.deb')"
     record deb.quarry "$q"
     list_q=$(check_deb deb.quarry "$q")
@@ -360,14 +376,14 @@ round() {
     # rpm: Quarry.
     rm -rf "$work/out/deb.quarry" "$work/out/deb.dpkg" "$work/out/deb.dpkg1"
     d=$(fresh rpm.quarry)
-    run_timed rpm.quarry "$work/logs/rpm.quarry.json" "$quarry" package rpm --artifacts-dir "$art" --dest-dir "$d" "${quarry_args[@]}"
+    run_timed rpm.quarry "$work/logs/rpm.quarry.json" "$quarry" package rpm --artifacts-dir "$art" --dest-dir "$d" "${quarry_args[@]}" "${zstd_args[@]}"
     q="$d/$(quarry_file rpm.quarry "$work/logs/rpm.quarry.json" 'amdrocm-fft-host7.1-*.rpm')"
     record rpm.quarry "$q"
     list_q=$(check_rpm rpm.quarry "$q")
 
     # rpm: rpmbuild.
     d=$(fresh rpm.rpmbuild)
-    run_timed rpm.rpmbuild "$work/logs/rpm.rpmbuild.out" rpmbuild -bb --define "_topdir $d" "$work/bench.spec"
+    run_timed rpm.rpmbuild "$work/logs/rpm.rpmbuild.out" rpmbuild -bb --define "_topdir $d" "$work/bench-$level.spec"
     f=$(find "$d/RPMS" -name 'amdrocm-fft-host7.1-*.rpm')
     [[ -n "$f" ]] || die "rpm.rpmbuild: no rpm in $d/RPMS"
     record rpm.rpmbuild "$f"
@@ -378,10 +394,81 @@ round() {
     rm -rf "$work/out/rpm.quarry" "$work/out/rpm.rpmbuild"
 }
 
+# TheRock's levels: debs `-Zxz` (dpkg-deb's xz default, level 6), rpms `w9.zstdio`.
+round_therock() {
+    local d q f list_q list_o
+    d=$(fresh deb.quarry.xz)
+    run_timed deb.quarry.xz "$work/logs/deb.quarry.xz.json" "$quarry" package deb --artifacts-dir "$art" --dest-dir "$d" \
+        "${quarry_args[@]}" --deb-compression xz --compression-level "$xz_level"
+    q="$d/$(quarry_file deb.quarry.xz "$work/logs/deb.quarry.xz.json" 'amdrocm-fft-host7.1_*.deb')"
+    record deb.quarry.xz "$q"
+    list_q=$(check_deb deb.quarry.xz "$q" data.tar.xz)
+    d=$(fresh deb.dpkg.xz)
+    run_timed deb.dpkg.xz /dev/null dpkg-deb --root-owner-group -Zxz -z"$xz_level" -b "$root" "$d/out.deb"
+    record deb.dpkg.xz "$d/out.deb"
+    list_o=$(check_deb deb.dpkg.xz "$d/out.deb" data.tar.xz)
+    [[ "$list_q" == "$list_o" ]] || die "Quarry's xz deb and dpkg-deb's list different files or sizes"
+    rm -rf "$work/out/deb.quarry.xz" "$work/out/deb.dpkg.xz"
+
+    d=$(fresh rpm.quarry.w9)
+    run_timed rpm.quarry.w9 "$work/logs/rpm.quarry.w9.json" "$quarry" package rpm --artifacts-dir "$art" --dest-dir "$d" \
+        "${quarry_args[@]}" --compression-level "$rpm_level"
+    q="$d/$(quarry_file rpm.quarry.w9 "$work/logs/rpm.quarry.w9.json" 'amdrocm-fft-host7.1-*.rpm')"
+    record rpm.quarry.w9 "$q"
+    list_q=$(check_rpm rpm.quarry.w9 "$q" "$rpm_level")
+    d=$(fresh rpm.rpmbuild.w9)
+    run_timed rpm.rpmbuild.w9 "$work/logs/rpm.rpmbuild.w9.out" rpmbuild -bb --define "_topdir $d" "$work/bench-$rpm_level.spec"
+    f=$(find "$d/RPMS" -name 'amdrocm-fft-host7.1-*.rpm')
+    [[ -n "$f" ]] || die "rpm.rpmbuild.w9: no rpm in $d/RPMS"
+    record rpm.rpmbuild.w9 "$f"
+    list_o=$(check_rpm rpm.rpmbuild.w9 "$f" "$rpm_level")
+    [[ "$list_q" == "$list_o" ]] || die "Quarry's w$rpm_level rpm and rpmbuild's list different files or sizes"
+    rm -rf "$work/out/rpm.quarry.w9" "$work/out/rpm.rpmbuild.w9"
+}
+
+# BIG=1: Quarry's deb and rpm (zstd -$level) against `tar | zstd -T0` on the same tree, once
+# each, for peak RSS and throughput at sizes where a payload held in memory would show.
+if ((big == 1)); then
+    d=$(fresh deb.quarry)
+    run_timed deb.quarry "$work/logs/deb.quarry.json" "$quarry" package deb --artifacts-dir "$art" --dest-dir "$d" "${quarry_args[@]}" "${zstd_args[@]}"
+    record deb.quarry "$d/$(quarry_file deb.quarry "$work/logs/deb.quarry.json" 'amdrocm-fft-host7.1_*.deb')"
+    rm -rf "$work/out/deb.quarry"
+    d=$(fresh rpm.quarry)
+    run_timed rpm.quarry "$work/logs/rpm.quarry.json" "$quarry" package rpm --artifacts-dir "$art" --dest-dir "$d" "${quarry_args[@]}" "${zstd_args[@]}"
+    q="$d/$(quarry_file rpm.quarry "$work/logs/rpm.quarry.json" 'amdrocm-fft-host7.1-*.rpm')"
+    record rpm.quarry "$q"
+    rpm -K --nosignature "$q" > "$work/logs/rpm.quarry.K" 2>&1 || die "rpm -K: $(cat "$work/logs/rpm.quarry.K")"
+    rm -rf "$work/out/rpm.quarry"
+    # shellcheck disable=SC2016  # $1 and $2 are bash -c's
+    run_timed tar.zstd /dev/null bash -c 'tar --sort=name --owner=0 --group=0 --numeric-owner -cf - -C "$1" opt | zstd -q -"$2" -T0 -c > /dev/null' _ "$root" "$level"
+    record tar.zstd
+    mbs() { awk -v b="$in_bytes" -v w="${best[$1]}" 'BEGIN { printf "%.0f", b / 1e6 / w }'; }
+    echo '```'
+    cat "$work/machine.txt"
+    echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo '```'
+    echo
+    echo "Input: $n_files files, $in_bytes bytes ($((in_bytes / 1048576)) MiB; about half seeded-random, half token soup), zstd -$level, one run each."
+    echo
+    echo '| measurement | wall s | MB/s | throughput vs `tar \| zstd -T0` | CPU s | peak RSS MiB | output MiB | other load (cores) |'
+    echo '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
+    for k in tar.zstd deb.quarry rpm.quarry; do
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$k" "${best[$k]}" "$(mbs "$k")" \
+            "$(awk -v l="${best[tar.zstd]}" -v w="${best[$k]}" 'BEGIN { printf "%.0f%%", 100 * l / w }')" \
+            "${best_cpu[$k]}" "$((max_rss[$k] / 1024))" \
+            "$([[ -n "${out_size[$k]:-}" ]] && echo $((out_size[$k] / 1048576)) || echo '—')" "${best_other[$k]}"
+    done
+    exit 0
+fi
+
 log "SIZE_MB = $size_mb; zstd level $level; $runs rounds; each round runs every tool once"
 for r in $(seq 1 "$runs"); do
     log "round $r/$runs"
     round "$r"
+    if ((therock == 1 && r == 1)); then
+        log "TheRock's levels: deb xz -$xz_level, rpm w$rpm_level.zstdio (one round)"
+        round_therock
+    fi
 done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -420,6 +507,10 @@ echo '| --- | ---: | ---: | ---: |'
     printf '| deb: `md5sum` (dh_md5sums) + `dpkg-deb -b` vs `quarry package deb` | %s | %s | **%s** |\n' "$md5_dpkg" "${best[deb.quarry]}" "$(ratio "$md5_dpkg" "${best[deb.quarry]}")"
     printf '| deb: `dpkg-deb --threads-max=1 -Zzstd -z%s -b` vs `quarry package deb` | %s | %s | **%s** |\n' "$level" "${best[deb.dpkg1]}" "${best[deb.quarry]}" "$(ratio "${best[deb.dpkg1]}" "${best[deb.quarry]}")"
     printf '| rpm: `rpmbuild -bb` (w%s.zstdio) vs `quarry package rpm` | %s | %s | **%s** |\n' "$level" "${best[rpm.rpmbuild]}" "${best[rpm.quarry]}" "$(ratio "${best[rpm.rpmbuild]}" "${best[rpm.quarry]}")"
+    if ((therock == 1)); then
+        printf '| TheRock deb: `dpkg-deb -Zxz -z%s -b` vs `quarry package deb --deb-compression xz` | %s | %s | **%s** |\n' "$xz_level" "${best[deb.dpkg.xz]}" "${best[deb.quarry.xz]}" "$(ratio "${best[deb.dpkg.xz]}" "${best[deb.quarry.xz]}")"
+        printf '| TheRock rpm: `rpmbuild -bb` (w%s.zstdio) vs `quarry package rpm --compression-level %s` | %s | %s | **%s** |\n' "$rpm_level" "$rpm_level" "${best[rpm.rpmbuild.w9]}" "${best[rpm.quarry.w9]}" "$(ratio "${best[rpm.rpmbuild.w9]}" "${best[rpm.quarry.w9]}")"
+    fi
 }
 echo
 echo '| measurement | best s | runs (s) | MB/s | of limit | CPU s (best run) | peak RSS MiB | output MiB | other load (cores) | notes |'
@@ -427,12 +518,18 @@ echo '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |'
 row zstd.st "limit: \`zstd -$level --single-thread -c tree.tar\`" "one core, no I/O thread; the tar is $(mib "$(($(stat -c %s "$work/tree.tar") / 1024))") MiB"
 row zstd.t1 "\`zstd -$level -T1 -c tree.tar\`" "one compression worker + an I/O thread"
 row zstd.t2 "\`zstd -$level -T2 -c tree.tar\`" "two workers"
-row deb.quarry "\`quarry package deb … --deb-compression zstd --compression-level $level\`" "output = the host .deb; also builds the gfx942 and meta debs; one thread per package: read, md5, tar, zstd, ar; fsyncs each output"
+row deb.quarry "\`quarry package deb … --deb-compression zstd --compression-level $level\`" "output = the host .deb; also builds the gfx942 and meta debs; read, md5 and tar on one thread, zstd workers = CPUs (the job count shared by bytes); fsyncs each output"
 row deb.md5 "\`find opt usr -type f -print0 \\| sort -z \\| xargs -0 md5sum\` (what dh_md5sums adds)" "not part of dpkg-deb"
 row deb.dpkg "\`dpkg-deb --root-owner-group -Zzstd -z$level -b ROOT out.deb\`" "tar, zstd (libzstd workers = CPUs) and ar in 3 processes: CPU/wall $(dpkg_parallelism deb.dpkg); fsyncs the output"
 row deb.dpkg1 "\`dpkg-deb --threads-max=1 --root-owner-group -Zzstd -z$level -b ROOT out.deb\`" "one compressor thread; tar still a separate process: CPU/wall $(dpkg_parallelism deb.dpkg1)"
-row rpm.quarry "\`quarry package rpm … --compression-level $level\`" "output = the host .rpm; also builds the gfx942 and meta rpms; rpm crate: single-threaded zstd, payload built in memory, the cpio stream hashed 3 ways (SHA-256, SHA-512, SHA3-256); fsyncs each output"
+row rpm.quarry "\`quarry package rpm … --compression-level $level\`" "output = the host .rpm; also builds the gfx942 and meta rpms; payload streamed to a temporary file (file SHA-256s, cpio SHA-256, payload SHA-256 on the way), zstd workers = CPUs; fsyncs each output"
 row rpm.rpmbuild "\`rpmbuild -bb\` (w$level.zstdio, no brp, AutoReqProv: no)" "includes %install \`cp -al\` of the staged tree: ${install_s} s; no fsync"
+if ((therock == 1)); then
+    row deb.quarry.xz "\`quarry package deb … --deb-compression xz --compression-level $xz_level\`" "TheRock's -Zxz; liblzma's multi-threaded encoder, all cores; one round"
+    row deb.dpkg.xz "\`dpkg-deb --root-owner-group -Zxz -z$xz_level -b ROOT out.deb\`" "xz threads = CPUs; one round"
+    row rpm.quarry.w9 "\`quarry package rpm … --compression-level $rpm_level\`" "TheRock's w$rpm_level.zstdio; one round"
+    row rpm.rpmbuild.w9 "\`rpmbuild -bb\` (w$rpm_level.zstdio)" "rpm's zstdio: one compression thread; one round"
+fi
 echo
 echo "Checks passed: the three debs list the same regular files with the same sizes (the tree's $n_files and Quarry's" \
     "doc files) and the $n_links symlinks" \

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use quarry_builder::{Item, RpmCompression, RpmSpec, build_rpm};
+use quarry_builder::{Item, RpmCompression, RpmSpec, build_rpm, build_rpm_threads};
 use quarry_tests::native::{RPM_ROOT, dnf, run_tool, test_key, text, upload_files};
 use quarry_tests::{TestServer, assert_success};
 
@@ -44,7 +44,7 @@ async fn rpm_reads_and_dnf_installs_what_the_builder_writes() {
     let (rsa, rsa_pub) = test_key("rsa3072");
     let lib = build_rpm(
         &spec("quarry-demo-lib7.1", &[]),
-        lib_items,
+        lib_items.clone(),
         &out,
         RpmCompression::default(),
         1_795_000_000,
@@ -100,6 +100,15 @@ async fn rpm_reads_and_dnf_installs_what_the_builder_writes() {
         let out = text(&check);
         assert!(out.contains("Header V4") && out.contains("Signature, key ID") && out.contains(": OK"), "{out}");
     }
+
+    // Four compression threads, the same signed bytes.
+    let again = tmp.path().join("again");
+    std::fs::create_dir_all(&again).unwrap();
+    let spec = spec("quarry-demo-lib7.1", &[]);
+    let threaded =
+        build_rpm_threads(&spec, lib_items, &again, RpmCompression::default(), 1_795_000_000, Some(&ed25519), 4)
+            .unwrap();
+    assert!(std::fs::read(&threaded.path).unwrap() == std::fs::read(&lib.path).unwrap(), "same bytes on 4 threads");
 
     // Indexed by Quarry, installed by dnf with the pinned dependency.
     let server = TestServer::start().await;

@@ -4,7 +4,8 @@
 //! Memory stays bounded whatever the payload: files are streamed through the compressor into a
 //! temporary file beside the output (hashing each for `md5sums` on the way), then copied into
 //! the `ar` once its size is known. Output is reproducible: members sorted, owners root:root,
-//! every mtime the given epoch (`SOURCE_DATE_EPOCH`), compressors single-threaded.
+//! every mtime the given epoch (`SOURCE_DATE_EPOCH`), and the compressors' output independent of
+//! their thread count ([`crate::compress`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -13,6 +14,8 @@ use std::io::{self, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use md5::Digest as _;
+
+use crate::compress::{FinishWrite, encoder};
 
 /// What goes into the package, by install path (relative, no leading `/`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,27 +28,8 @@ pub enum Item {
     Symlink { target: String },
 }
 
-/// Payload compression of `data.tar`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    /// xz: every dpkg reads it (the default).
-    Xz {
-        level: u32,
-    },
-    /// zstd: dpkg ≥ 1.21.18 (Debian 12); Debian 11 cannot unpack it.
-    Zstd {
-        level: i32,
-    },
-    Gzip {
-        level: u32,
-    },
-}
-
-impl Default for Compression {
-    fn default() -> Self {
-        Self::Xz { level: 6 }
-    }
-}
+/// Payload compression of `data.tar` (the rpm payload codecs too).
+pub use crate::compress::Compression;
 
 /// Control fields: `Package`, `Version`, `Architecture`, `Maintainer`, `Description` are
 /// required; `Installed-Size` is computed.
@@ -189,39 +173,6 @@ impl<R: Read> Read for Hashing<R> {
     }
 }
 
-fn encoder(compression: Compression, out: File) -> io::Result<Box<dyn FinishWrite>> {
-    Ok(match compression {
-        Compression::Xz { level } => Box::new(xz2::write::XzEncoder::new(BufWriter::new(out), level)),
-        Compression::Zstd { level } => Box::new(zstd::stream::write::Encoder::new(BufWriter::new(out), level)?),
-        Compression::Gzip { level } => {
-            Box::new(flate2::GzBuilder::new().mtime(0).write(BufWriter::new(out), flate2::Compression::new(level)))
-        }
-    })
-}
-
-/// A compressing writer that can be finished through a trait object.
-trait FinishWrite: Write {
-    fn finish_box(self: Box<Self>) -> io::Result<()>;
-}
-
-impl<W: Write> FinishWrite for xz2::write::XzEncoder<W> {
-    fn finish_box(self: Box<Self>) -> io::Result<()> {
-        self.finish()?.flush()
-    }
-}
-
-impl<W: Write> FinishWrite for zstd::stream::write::Encoder<'static, W> {
-    fn finish_box(self: Box<Self>) -> io::Result<()> {
-        self.finish()?.flush()
-    }
-}
-
-impl<W: Write> FinishWrite for flate2::write::GzEncoder<W> {
-    fn finish_box(self: Box<Self>) -> io::Result<()> {
-        self.finish()?.flush()
-    }
-}
-
 fn suffix(compression: Compression) -> &'static str {
     match compression {
         Compression::Xz { .. } => ".xz",
@@ -283,7 +234,8 @@ pub fn debian_docs(docs: &DebianDocs, dir: &Path) -> io::Result<Vec<(String, Ite
     Ok(items)
 }
 
-/// Write `{out_dir}/{Package}_{Version without epoch}_{Architecture}.deb`.
+/// Write `{out_dir}/{Package}_{Version without epoch}_{Architecture}.deb`, compressing on
+/// one worker thread.
 pub fn build_deb(
     control: &DebControl,
     items: impl IntoIterator<Item = (String, Item)>,
@@ -291,11 +243,24 @@ pub fn build_deb(
     compression: Compression,
     mtime: u64,
 ) -> Result<DebReport, DebBuildError> {
+    build_deb_threads(control, items, out_dir, compression, mtime, 1)
+}
+
+/// [`build_deb`] with `threads` compression workers (same bytes whatever the count).
+pub fn build_deb_threads(
+    control: &DebControl,
+    items: impl IntoIterator<Item = (String, Item)>,
+    out_dir: &Path,
+    compression: Compression,
+    mtime: u64,
+    threads: u32,
+) -> Result<DebReport, DebBuildError> {
     check_control(control)?;
     let tree = with_parents(install_tree(items)?);
     // data.tar, streamed into a temporary file beside the output.
     let mut data_tmp = tempfile::NamedTempFile::new_in(out_dir)?;
-    let data = write_data(&tree, encoder(compression, data_tmp.reopen()?)?, mtime)?;
+    let writer = encoder(compression, threads, BufWriter::new(data_tmp.reopen()?))?;
+    let data = write_data(&tree, writer, mtime)?;
     let control_member = control_member(control, &data, mtime)?;
     let path = out_dir.join(deb_file_name(control));
     let mut out_tmp = tempfile::NamedTempFile::new_in(out_dir)?;
@@ -354,7 +319,7 @@ struct DataSummary {
 /// `data.tar` of `tree` through `writer` (the compressor), hashing every file on the way.
 fn write_data(
     tree: &BTreeMap<String, Item>,
-    writer: Box<dyn FinishWrite>,
+    writer: Box<dyn FinishWrite<BufWriter<File>> + '_>,
     mtime: u64,
 ) -> Result<DataSummary, DebBuildError> {
     let mut summary = DataSummary { md5sums: String::new(), installed_kib: 0, files: 0 };
@@ -379,7 +344,7 @@ fn write_data(
             }
         }
     }
-    tar.into_inner()?.finish_box()?;
+    tar.into_inner()?.finish_box()?.flush()?;
     Ok(summary)
 }
 

@@ -3,7 +3,10 @@
 //! `quarry-packaging`.
 //!
 //! - [`deb`]: `.deb` archives (`ar` + `control.tar.xz` + `data.tar.{xz,zst,gz}`).
-//! - [`rpm`]: `.rpm` packages through the `rpm` crate (zstd or gzip payload).
+//! - [`rpm`]: `.rpm` packages, the header from the `rpm` crate, the payload (zstd or gzip)
+//!   streamed to a temporary file with every digest computed on the way.
+//! - [`compress`]: the payload compressors (multi-threaded zstd and xz whose bytes do not depend
+//!   on the thread count) and a hashing writer.
 //! - [`wheel`]: wheels and sdists (RECORD, reproducible zip and tar); [`python`]: the rocm-sdk
 //!   distributions built from artifacts ([`elf`] tells shared libraries and their sonames).
 //! - [`tree`]: an artifacts directory read into an index, and a planned package's content
@@ -11,6 +14,7 @@
 //! - [`therock`]: `quarry package` as a library: artifact archives unpacked into a scratch
 //!   directory, TheRock's plan mapped to control fields, every package built in parallel.
 
+pub mod compress;
 pub mod deb;
 pub mod elf;
 pub mod python;
@@ -19,6 +23,8 @@ pub mod therock;
 pub mod tree;
 pub mod wheel;
 
-pub use deb::{Compression, DebBuildError, DebControl, DebReport, DebianDocs, Item, build_deb, debian_docs};
-pub use rpm::{RpmBuildError, RpmCompression, RpmReport, RpmSpec, build_rpm};
+pub use deb::{
+    Compression, DebBuildError, DebControl, DebReport, DebianDocs, Item, build_deb, build_deb_threads, debian_docs,
+};
+pub use rpm::{RpmBuildError, RpmCompression, RpmReport, RpmSpec, build_rpm, build_rpm_threads};
 pub use tree::{TreeError, collect_items, read_artifacts};

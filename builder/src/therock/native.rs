@@ -9,8 +9,8 @@ use rayon::prelude::*;
 
 use super::control::{deb_control, debian_docs_for, install_prefix, rpm_spec};
 use super::{BuildSettings, OnProgress, PackageError, Progress, StagedArtifacts, chain, pool};
-use crate::deb::{Compression, build_deb, debian_docs};
-use crate::rpm::{RpmCompression, build_rpm};
+use crate::deb::{Compression, Item, build_deb_threads, debian_docs};
+use crate::rpm::{RpmCompression, build_rpm_threads};
 use crate::tree::collect_items;
 
 /// How to package: the plan's options and what the builders need beyond the plan.
@@ -95,12 +95,24 @@ pub fn package_native(
         .to_string();
     let specs = specs.iter().map(|s| (s.package.as_str(), s)).collect();
     let run = Run { staged, plan: &plan, opts, settings, specs, prefix, changelog_date };
-    let results: Vec<(&PlannedPackage, Result<Built, String>)> = pool(settings.jobs)?.install(|| {
+    let pool = pool(settings.jobs)?;
+    // Every package's content first (a walk of the staged tree), so that each build gets
+    // compression threads in proportion to its bytes.
+    let contents: Vec<_> = pool.install(|| {
+        plan.packages.par_iter().map(|p| collect_items(run.staged.dir(), &p.contents, &run.prefix)).collect()
+    });
+    let threads = compression_threads(&contents, settings.jobs);
+    let results: Vec<(&PlannedPackage, Result<Built, String>)> = pool.install(|| {
         plan.packages
             .par_iter()
-            .map(|package| {
+            .zip(contents)
+            .zip(threads)
+            .map(|((package, items), threads)| {
                 progress(Progress::Started { package: &package.name });
-                let result = run.build(package).map_err(|e| chain(&e));
+                let result = items
+                    .map_err(PackageError::from)
+                    .and_then(|items| run.build(package, items, threads))
+                    .map_err(|e| chain(&e));
                 if let Err(e) = &result {
                     tracing::error!(package = %package.name, "{e}");
                 }
@@ -122,17 +134,21 @@ pub fn package_native(
 }
 
 impl Run<'_> {
-    /// Builds one package into the destination.
-    fn build(&self, package: &PlannedPackage) -> Result<Built, PackageError> {
-        let (path, size) = self.build_file(package)?;
+    /// Builds one package of `items` into the destination, compressing on `threads` threads.
+    fn build(&self, package: &PlannedPackage, items: Vec<(String, Item)>, threads: u32) -> Result<Built, PackageError> {
+        let (path, size) = self.build_file(package, items, threads)?;
         let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(Built { package: package.name.clone(), file, size })
     }
 
     /// Builds one package file: its path and size.
-    fn build_file(&self, package: &PlannedPackage) -> Result<(PathBuf, u64), PackageError> {
+    fn build_file(
+        &self,
+        package: &PlannedPackage,
+        mut items: Vec<(String, Item)>,
+        threads: u32,
+    ) -> Result<(PathBuf, u64), PackageError> {
         let spec = self.specs[package.source.as_str()];
-        let mut items = collect_items(self.staged.dir(), &package.contents, &self.prefix)?;
         let dest = &self.settings.dest_dir;
         match self.opts.plan.pkg_type {
             PkgType::Deb => {
@@ -140,16 +156,60 @@ impl Run<'_> {
                 let docs = debian_docs_for(self.plan, spec, package, &self.changelog_date);
                 items.extend(debian_docs(&docs, docs_dir.path())?);
                 let control = deb_control(self.plan, spec, package);
-                let report = build_deb(&control, items, dest, self.opts.deb_compression, self.settings.epoch)?;
+                let report =
+                    build_deb_threads(&control, items, dest, self.opts.deb_compression, self.settings.epoch, threads)?;
                 Ok((report.path, report.size))
             }
             PkgType::Rpm => {
                 let spec = rpm_spec(self.plan, spec, package);
                 let date = u32::try_from(self.settings.epoch).unwrap_or(u32::MAX);
                 let key = self.opts.rpm_signing_key.as_deref();
-                let report = build_rpm(&spec, items, dest, self.opts.rpm_compression, date, key)?;
+                let compression = self.opts.rpm_compression;
+                let report = build_rpm_threads(&spec, items, dest, compression, date, key, threads)?;
                 Ok((report.path, report.size))
             }
         }
+    }
+}
+
+/// Compression threads for each package: the job count shared in proportion to the bytes of
+/// regular files each holds (at least one each), so that one big package among small ones
+/// gets every core. The packages' bytes do not change because of it: the compressors' output
+/// does not depend on their thread count.
+fn compression_threads<E>(contents: &[Result<Vec<(String, Item)>, E>], jobs: usize) -> Vec<u32> {
+    let bytes: Vec<u64> = contents
+        .iter()
+        .map(|items| {
+            let files = items.as_ref().map(|items| items.iter()).into_iter().flatten();
+            files
+                .filter_map(|(_, item)| match item {
+                    Item::File { source, .. } => std::fs::metadata(source).ok().map(|m| m.len()),
+                    _ => None,
+                })
+                .sum()
+        })
+        .collect();
+    let total = bytes.iter().sum::<u64>().max(1);
+    let jobs = u64::try_from(jobs.max(1)).unwrap_or(1);
+    bytes.iter().map(|&b| u32::try_from((jobs * b).div_ceil(total).clamp(1, jobs)).unwrap_or(1)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compression_threads_follow_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, len: usize| {
+            std::fs::write(dir.path().join(name), vec![0u8; len]).unwrap();
+            (name.to_owned(), Item::File { source: dir.path().join(name), mode: 0o644 })
+        };
+        let contents: Vec<Result<_, ()>> =
+            vec![Ok(vec![file("big", 9000)]), Ok(vec![file("small", 10)]), Ok(Vec::new()), Err(())];
+        assert_eq!(compression_threads(&contents, 8), [8, 1, 1, 1]);
+        assert_eq!(compression_threads(&contents, 1), [1, 1, 1, 1]);
+        let halves: Vec<Result<_, ()>> = vec![Ok(vec![file("a", 500)]), Ok(vec![file("b", 500)])];
+        assert_eq!(compression_threads(&halves, 4), [2, 2]);
     }
 }

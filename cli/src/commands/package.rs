@@ -24,6 +24,13 @@ pub(crate) enum PackageKind {
     Python,
 }
 
+/// The `.rpm` payload compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum RpmPayload {
+    Zstd,
+    Gzip,
+}
+
 /// A build variant of the packages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum BuildVariant {
@@ -83,15 +90,20 @@ pub(crate) struct PackageArgs {
     /// deb payload compression: xz (every dpkg reads it) or zstd (dpkg ≥ 1.21.18).
     #[arg(long, value_enum, default_value_t = DebCompression::Xz)]
     deb_compression: DebCompression,
-    /// Payload compression level (deb xz: 0–9, default 6; deb zstd and rpm zstd: 1–22,
-    /// default 19, TheRock's `w9.zstdio` is level 9).
-    #[arg(long)]
+    /// rpm payload compression: zstd (TheRock's `w9.zstdio`) or gzip.
+    #[arg(long, value_enum, default_value_t = RpmPayload::Zstd)]
+    rpm_compression: RpmPayload,
+    /// Payload compression level (deb xz: 0–9, default 6 as `-Zxz`; deb zstd: 1–22, default 19;
+    /// rpm zstd: 1–22, default 9 as TheRock's `w9.zstdio`; rpm gzip: 1–9, default 9).
+    #[arg(long, value_parser = clap::value_parser!(i32).range(0..=22))]
     compression_level: Option<i32>,
     /// rpm: sign every package with this armored OpenPGP secret key (RSA or Ed25519);
     /// `rpm -K` verifies them once the public key is imported.
     #[arg(long, env = "QUARRY_RPM_SIGNING_KEY_FILE")]
     sign_key: Option<PathBuf>,
-    /// Packages built at once (default: the number of CPUs).
+    /// Threads in all (default: the number of CPUs): packages built at once, and each
+    /// package's compression threads in proportion to its bytes. The packages' bytes do not
+    /// depend on it.
     #[arg(long)]
     jobs: Option<usize>,
     /// Print the summary as JSON on stdout.
@@ -112,6 +124,15 @@ impl PackageArgs {
                 Compression::Xz { level: u32::try_from(level.clamp(0, 9)).unwrap_or(6) }
             }
             (DebCompression::Xz, None) => Compression::default(),
+        }
+    }
+
+    fn rpm_compression(&self) -> RpmCompression {
+        match (self.rpm_compression, self.compression_level) {
+            (RpmPayload::Zstd, level) => RpmCompression::Zstd { level: level.unwrap_or(9).max(1) },
+            (RpmPayload::Gzip, level) => {
+                RpmCompression::Gzip { level: level.map_or(9, |l| l.clamp(1, 9).unsigned_abs()) }
+            }
         }
     }
 
@@ -161,7 +182,7 @@ fn run_blocking(args: &PackageArgs) -> anyhow::Result<()> {
         },
         install_prefix: args.install_prefix.clone(),
         deb_compression: args.deb_compression(),
-        rpm_compression: RpmCompression::Zstd { level: args.compression_level.unwrap_or(19) },
+        rpm_compression: args.rpm_compression(),
         rpm_signing_key: args.rpm_signing_key()?,
     };
     let summary = package_native(&staged, &specs, &options, &settings, &progress);
