@@ -21,6 +21,7 @@ mod pip_clients;
 mod pipeline;
 mod races;
 mod replicas;
+mod rpath;
 mod rpm_builder;
 mod s3_events;
 mod s3_faults;

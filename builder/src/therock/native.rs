@@ -8,8 +8,10 @@ use quarry_packaging::therock::{self, PackageSpec, PkgType, Plan, PlanOptions, P
 use rayon::prelude::*;
 
 use super::control::{deb_control, debian_docs_for, install_prefix, rpm_spec};
+use super::log::{LOGS_DIR, PackageLog};
 use super::{BuildSettings, OnProgress, PackageError, Progress, StagedArtifacts, chain, pool};
 use crate::deb::{Compression, build_deb, debian_docs};
+use crate::rpath::{RpathPolicy, stage_items};
 use crate::rpm::{RpmCompression, build_rpm};
 use crate::tree::collect_items;
 
@@ -35,6 +37,8 @@ pub struct Built {
     /// The file name in the destination directory.
     pub file: String,
     pub size: u64,
+    /// The package's log (`{dest}/logs/{type}-{package}.log`).
+    pub log: PathBuf,
 }
 
 /// What a run built (by package name), skipped and failed (each with the reason), and for
@@ -45,13 +49,15 @@ pub struct Summary {
     pub built: Vec<Built>,
     pub skipped: Vec<(String, String)>,
     pub failed: Vec<(String, String)>,
+    /// Where every package's log is (`{dest}/logs`).
+    pub logs: Option<PathBuf>,
 }
 
 impl std::fmt::Display for Summary {
     /// One line per package built, skipped and failed, then the counts and the targets.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         for b in &self.built {
-            writeln!(f, "built   {} ({} bytes)", b.file, b.size)?;
+            writeln!(f, "built   {} ({} bytes; log {})", b.file, b.size, b.log.display())?;
         }
         for (name, reason) in &self.skipped {
             writeln!(f, "skipped {name}: {reason}")?;
@@ -60,7 +66,11 @@ impl std::fmt::Display for Summary {
             writeln!(f, "failed  {name}: {reason}")?;
         }
         let (built, skipped, failed) = (self.built.len(), self.skipped.len(), self.failed.len());
-        writeln!(f, "{built} built, {skipped} skipped, {failed} failed; targets {}", self.targets.join(","))
+        writeln!(f, "{built} built, {skipped} skipped, {failed} failed; targets {}", self.targets.join(","))?;
+        match &self.logs {
+            Some(logs) => writeln!(f, "logs in {}", logs.display()),
+            None => Ok(()),
+        }
     }
 }
 
@@ -109,7 +119,9 @@ pub fn package_native(
             })
             .collect()
     });
-    let mut summary = Summary { targets: plan.targets.clone(), skipped: plan.skipped.clone(), ..Summary::default() };
+    let logs = Some(settings.dest_dir.join(LOGS_DIR));
+    let mut summary =
+        Summary { targets: plan.targets.clone(), skipped: plan.skipped.clone(), logs, ..Summary::default() };
     for (package, result) in results {
         match result {
             Ok(built) => summary.built.push(built),
@@ -122,18 +134,36 @@ pub fn package_native(
 }
 
 impl Run<'_> {
-    /// Builds one package into the destination.
+    /// Builds one package into the destination, and writes its log (failed or not).
     fn build(&self, package: &PlannedPackage) -> Result<Built, PackageError> {
-        let (path, size) = self.build_file(package)?;
-        let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Built { package: package.name.clone(), file, size })
+        let kind = match self.opts.plan.pkg_type {
+            PkgType::Deb => "deb",
+            PkgType::Rpm => "rpm",
+        };
+        let mut log = PackageLog::start(kind, &package.name);
+        let result = self.build_file(package, &mut log);
+        let dest = &self.settings.dest_dir;
+        let file = |path: &PathBuf| path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let outcome = match &result {
+            Ok((path, size)) => Ok((file(path), *size)),
+            Err(e) => Err(chain(e)),
+        };
+        let log = log.finish(dest, outcome.as_ref().map(|(f, s)| (f.as_str(), *s)).map_err(String::as_str))?;
+        let (path, size) = result?;
+        Ok(Built { package: package.name.clone(), file: file(&path), size, log })
     }
 
-    /// Builds one package file: its path and size.
-    fn build_file(&self, package: &PlannedPackage) -> Result<(PathBuf, u64), PackageError> {
+    /// Builds one package file (its ELF files' RUNPATH made RPATH on staged copies unless
+    /// RUNPATH is kept): its path and size.
+    fn build_file(&self, package: &PlannedPackage, log: &mut PackageLog) -> Result<(PathBuf, u64), PackageError> {
         let spec = self.specs[package.source.as_str()];
         let mut items = collect_items(self.staged.dir(), &package.contents, &self.prefix)?;
         let dest = &self.settings.dest_dir;
+        log.step("collect");
+        let edits = stage_items(&mut items, self.settings.rpath, dest)?;
+        log.step("rpath");
+        log.edits(&edits, self.settings.rpath == RpathPolicy::KeepRunpath);
+        log.items(&items);
         match self.opts.plan.pkg_type {
             PkgType::Deb => {
                 let docs_dir = tempfile::tempdir()?;
@@ -141,6 +171,7 @@ impl Run<'_> {
                 items.extend(debian_docs(&docs, docs_dir.path())?);
                 let control = deb_control(self.plan, spec, package);
                 let report = build_deb(&control, items, dest, self.opts.deb_compression, self.settings.epoch)?;
+                log.step("build");
                 Ok((report.path, report.size))
             }
             PkgType::Rpm => {
@@ -148,6 +179,7 @@ impl Run<'_> {
                 let date = u32::try_from(self.settings.epoch).unwrap_or(u32::MAX);
                 let key = self.opts.rpm_signing_key.as_deref();
                 let report = build_rpm(&spec, items, dest, self.opts.rpm_compression, date, key)?;
+                log.step("build");
                 Ok((report.path, report.size))
             }
         }
