@@ -270,7 +270,7 @@ fn unzip(path: &Path, root: &Path) -> Vec<String> {
     let mut names = Vec::new();
     for i in 0..zip.len() {
         let mut member = zip.by_index(i).unwrap();
-        let name = member.name().to_owned();
+        let name = member.name().unwrap().into_owned();
         let out = root.join(&name);
         std::fs::create_dir_all(out.parent().unwrap()).unwrap();
         let mut file = std::fs::File::create(&out).unwrap();

@@ -41,7 +41,7 @@ pub(crate) enum DebCompression {
 }
 
 #[derive(Debug, clap::Args)]
-#[command(group = clap::ArgGroup::new("version").required(true).args(["rocm_version_arg", "release_type"]))]
+#[command(group = clap::ArgGroup::new("rocm_versions").required(true).args(["rocm_version_arg", "release_type"]))]
 pub(crate) struct PackageArgs {
     /// Which packages: deb, rpm, or python (the rocm-sdk wheels and the `rocm` sdist).
     #[arg(value_enum)]
