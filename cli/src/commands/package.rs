@@ -62,10 +62,10 @@ pub(crate) struct PackageArgs {
     #[arg(long, value_enum)]
     release_type: Option<super::version::ReleaseTypeArg>,
     /// With --release-type prerelease: the release candidate number.
-    #[arg(long, requires = "release_type")]
+    #[arg(long)]
     prerelease_version: Option<String>,
     /// With --release-type: the version.json to read.
-    #[arg(long, requires = "release_type")]
+    #[arg(long)]
     version_file: Option<PathBuf>,
     /// The version the packages get: --rocm-version, or the one --release-type computes.
     #[arg(skip)]
@@ -135,6 +135,10 @@ impl PackageArgs {
     /// --release-type.
     fn resolve_versions(&mut self) -> anyhow::Result<()> {
         let Some(release_type) = self.release_type else {
+            if self.prerelease_version.is_some() || self.version_file.is_some() {
+                let message = "--prerelease-version and --version-file go with --release-type";
+                return Err(super::UsageError::new(message).into());
+            }
             self.rocm_version = self.rocm_version_arg.clone().unwrap_or_default();
             return Ok(());
         };
