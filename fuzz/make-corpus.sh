@@ -9,7 +9,7 @@ out=fuzz/corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rm -rf "$out"
-mkdir -p "$out"/{wheel,core_metadata,deb,rpm,sdist,artifact_manifest,artifact_extract,names_versions,lambda_event,package_json,topology,token}
+mkdir -p "$out"/{wheel,core_metadata,deb,rpm,sdist,artifact_manifest,artifact_extract,names_versions,lambda_event,package_json,topology,token,elf_rpath}
 
 # Wheels and zip sdists (Python's zipfile, as pip's tools write them).
 python3 - "$out" <<'PY'
@@ -73,5 +73,8 @@ json.dump(packages[:4] if isinstance(packages, list) else packages, open(sys.arg
 PY
 cp tests/fixtures/pipeline/BUILD_TOPOLOGY.toml "$out/topology/pipeline.toml"
 cp topology/data/BUILD_TOPOLOGY.toml "$out/topology/therock.toml"
+# A tiny shared library with a RUNPATH (cc -Wl,--enable-new-dtags), stripped.
+printf 'int f(void) { return 1; }\n' > "$work/f.c"
+cc -shared -fPIC -nostdlib -s -o "$out/elf_rpath/runpath.so" "$work/f.c" -Wl,--enable-new-dtags -Wl,-rpath,'$ORIGIN/../lib'
 printf '# tokens\ns3cret 123-linux /124-linux/ # ci\nadmin\n\n' > "$out/token/tokens"
 du -sh "$out"

@@ -27,6 +27,7 @@ mod publish_clients;
 mod quarry_wheel;
 mod races;
 mod replicas;
+mod rpath;
 mod rpm_builder;
 mod runs;
 mod s3_events;

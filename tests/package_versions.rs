@@ -361,3 +361,72 @@ fn bad_input_exits_2() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// `quarry package deb|rpm --release-type T`: the packages carry the versions `quarry version`
+/// computes (version.json found from the working directory, the sha from git, the date from
+/// SOURCE_DATE_EPOCH), read back by dpkg-deb and rpm.
+#[test]
+fn package_takes_a_release_type() {
+    let c = release_branch();
+    let artifacts = c.dir.path().join("artifacts");
+    quarry_tests::native::artifact(
+        &artifacts,
+        "core-hip_lib_generic",
+        "core/clr/stage",
+        &[("lib/libamdhip64.so.7", "runtime")],
+    );
+    let short = &c.sha[..8];
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("deb", &["--release-type", "nightly"], "10.1.0~20251203"),
+        ("deb", &["--release-type", "dev", "--version-suffix", "77"], "10.1.0~dev20251203-77"),
+        ("rpm", &["--release-type", "dev"], &format!("10.1.0~20251203g{short}-1")),
+        ("rpm", &["--release-type", "prerelease", "--prerelease-version", "3"], "10.1.0~rc3-1"),
+    ];
+    for (i, (kind, args, expected)) in cases.iter().enumerate() {
+        let dest = c.dir.path().join(format!("out{i}"));
+        let out = Command::new(quarry_bin())
+            .current_dir(c.dir.path().join("sub"))
+            .args(["package", kind, "--json", "--pkg-names", "amdrocm-runtime", "--artifacts-dir"])
+            .arg(&artifacts)
+            .arg("--dest-dir")
+            .arg(&dest)
+            .args(*args)
+            .env("SOURCE_DATE_EPOCH", "1764806399")
+            .env_remove("GITHUB_SHA")
+            .env_remove("GITHUB_OUTPUT")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for built in summary["built"].as_array().unwrap() {
+            let file = dest.join(built["file"].as_str().unwrap());
+            let version = if *kind == "deb" {
+                Command::new("dpkg-deb").arg("--field").arg(&file).arg("Version").output().unwrap()
+            } else {
+                Command::new("rpm").args(["-qp", "--qf", "%{VERSION}-%{RELEASE}"]).arg(&file).output().unwrap()
+            };
+            assert_eq!(String::from_utf8_lossy(&version.stdout).trim(), *expected, "{args:?} {}", file.display());
+        }
+    }
+    // Bad input: both kinds of version, or a prerelease without its number.
+    let bad: &[(&[&str], &str)] = &[
+        (&["--release-type", "nightly", "--rocm-version", "7.1.0"], "cannot be used with"),
+        (&["--release-type", "prerelease"], "prerelease version is required"),
+        (&["--prerelease-version", "2", "--rocm-version", "7.1.0"], "--release-type"),
+    ];
+    for (args, message) in bad {
+        let out = Command::new(quarry_bin())
+            .current_dir(c.dir.path())
+            .args(["package", "deb", "--artifacts-dir"])
+            .arg(&artifacts)
+            .args(["--dest-dir", "never"])
+            .args(*args)
+            .env_remove("GITHUB_SHA")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(!c.dir.path().join("never").exists());
+    }
+}

@@ -9,6 +9,8 @@
 //!   on the thread count) and a hashing writer.
 //! - [`wheel`]: wheels and sdists (RECORD, reproducible zip and tar); [`python`]: the rocm-sdk
 //!   distributions built from artifacts ([`elf`] tells shared libraries and their sonames).
+//! - [`rpath`]: `DT_RUNPATH` turned into `DT_RPATH` in place, on staged copies of a package's
+//!   ELF files (TheRock's default; `--runpath-pkg` keeps RUNPATH).
 //! - [`tree`]: an artifacts directory read into an index, and a planned package's content
 //!   walked into items under the install prefix (hostile manifests and links refused).
 //! - [`therock`]: `quarry package` as a library: artifact archives unpacked into a scratch
@@ -18,6 +20,7 @@ pub mod compress;
 pub mod deb;
 pub mod elf;
 pub mod python;
+pub mod rpath;
 pub mod rpm;
 pub mod therock;
 pub mod tree;

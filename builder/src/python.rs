@@ -10,7 +10,8 @@
 //! wheel already installs is a relative symlink into that wheel's package and every alias a
 //! symlink to the soname; `rocm-sdk init` unpacks it into site-packages.
 //!
-//! Not done here (TheRock does it with patchelf and a C compiler): RPATH rewriting of ELF files
+//! Not done here (TheRock does it with patchelf and a C compiler): adding `$ORIGIN/…` entries to
+//! ELF search paths (`therock::wheels` does turn DT_RUNPATH into DT_RPATH, see [`crate::rpath`])
 //! and compiled launchers for executable symlinks (a copy is shipped instead). Libraries find
 //! each other through `rocm_sdk.preload_libraries`.
 

@@ -33,7 +33,8 @@ pub async fn build_fixtures(dir: &Path, many: Option<usize>) {
 
 /// The files in `dir`, sorted.
 pub fn files_in(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).expect("read dir").map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(dir).expect("read dir").map(|e| e.unwrap().path()).filter(|p| p.is_file()).collect();
     files.sort();
     files
 }

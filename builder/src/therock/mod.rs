@@ -5,6 +5,7 @@
 //! [`package_wheels`]). Reading flags and the environment, and printing, are the caller's.
 
 mod control;
+mod log;
 mod native;
 mod stage;
 mod wheels;
@@ -15,12 +16,14 @@ use quarry_packaging::therock::wheels::{WheelPlan, WheelPlanError};
 use quarry_packaging::therock::{Plan, PlanError};
 
 pub use control::{DEFAULT_INSTALL_PREFIX, deb_control, debian_docs_for, install_prefix, rpm_spec};
+pub use log::LOGS_DIR;
 pub use native::{Built, NativeOptions, Summary, package_native};
-pub use stage::StagedArtifacts;
+pub use stage::{StagedArtifacts, clean_build};
 pub use wheels::{WheelSummary, package_wheels};
 
 use crate::deb::DebBuildError;
 use crate::python::PythonBuildError;
+use crate::rpath::{RpathError, RpathPolicy};
 use crate::rpm::RpmBuildError;
 use crate::tree::TreeError;
 
@@ -33,6 +36,8 @@ pub struct BuildSettings {
     pub epoch: u64,
     /// Archives unpacked and packages built at once (at least one).
     pub jobs: usize,
+    /// RUNPATH made RPATH in packaged ELF files (TheRock's default), or kept (`--runpath-pkg`).
+    pub rpath: RpathPolicy,
 }
 
 /// What the driver is doing, for logs and progress bars. Called from worker threads.
@@ -77,6 +82,8 @@ pub enum PackageError {
     Plan(#[from] PlanError),
     #[error(transparent)]
     WheelPlan(#[from] WheelPlanError),
+    #[error(transparent)]
+    Rpath(#[from] RpathError),
     #[error(transparent)]
     Pool(#[from] rayon::ThreadPoolBuildError),
     #[error("building {file}")]

@@ -8,8 +8,10 @@ use quarry_packaging::therock::{self, PackageSpec, PkgType, Plan, PlanOptions, P
 use rayon::prelude::*;
 
 use super::control::{deb_control, debian_docs_for, install_prefix, rpm_spec};
+use super::log::{LOGS_DIR, PackageLog};
 use super::{BuildSettings, OnProgress, PackageError, Progress, StagedArtifacts, chain, pool};
 use crate::deb::{Compression, Item, build_deb_threads, debian_docs};
+use crate::rpath::{RpathPolicy, stage_items};
 use crate::rpm::{RpmCompression, build_rpm_threads};
 use crate::tree::collect_items;
 
@@ -35,6 +37,8 @@ pub struct Built {
     /// The file name in the destination directory.
     pub file: String,
     pub size: u64,
+    /// The package's log (`{dest}/logs/{type}-{package}.log`).
+    pub log: PathBuf,
 }
 
 /// What a run built (by package name), skipped and failed (each with the reason), and for
@@ -45,13 +49,15 @@ pub struct Summary {
     pub built: Vec<Built>,
     pub skipped: Vec<(String, String)>,
     pub failed: Vec<(String, String)>,
+    /// Where every package's log is (`{dest}/logs`).
+    pub logs: Option<PathBuf>,
 }
 
 impl std::fmt::Display for Summary {
     /// One line per package built, skipped and failed, then the counts and the targets.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         for b in &self.built {
-            writeln!(f, "built   {} ({} bytes)", b.file, b.size)?;
+            writeln!(f, "built   {} ({} bytes; log {})", b.file, b.size, b.log.display())?;
         }
         for (name, reason) in &self.skipped {
             writeln!(f, "skipped {name}: {reason}")?;
@@ -60,7 +66,11 @@ impl std::fmt::Display for Summary {
             writeln!(f, "failed  {name}: {reason}")?;
         }
         let (built, skipped, failed) = (self.built.len(), self.skipped.len(), self.failed.len());
-        writeln!(f, "{built} built, {skipped} skipped, {failed} failed; targets {}", self.targets.join(","))
+        writeln!(f, "{built} built, {skipped} skipped, {failed} failed; targets {}", self.targets.join(","))?;
+        match &self.logs {
+            Some(logs) => writeln!(f, "logs in {}", logs.display()),
+            None => Ok(()),
+        }
     }
 }
 
@@ -98,21 +108,31 @@ pub fn package_native(
     let pool = pool(settings.jobs)?;
     // Every package's content first (a walk of the staged tree), so that each build gets
     // compression threads in proportion to its bytes.
-    let contents: Vec<_> = pool.install(|| {
-        plan.packages.par_iter().map(|p| collect_items(run.staged.dir(), &p.contents, &run.prefix)).collect()
+    let kind = match opts.plan.pkg_type {
+        PkgType::Deb => "deb",
+        PkgType::Rpm => "rpm",
+    };
+    let (logs, contents): (Vec<_>, Vec<_>) = pool.install(|| {
+        plan.packages
+            .par_iter()
+            .map(|p| {
+                let mut log = PackageLog::start(kind, &p.name);
+                let items = collect_items(run.staged.dir(), &p.contents, &run.prefix);
+                log.step("collect");
+                (log, items)
+            })
+            .unzip()
     });
     let threads = compression_threads(&contents, settings.jobs);
     let results: Vec<(&PlannedPackage, Result<Built, String>)> = pool.install(|| {
         plan.packages
             .par_iter()
+            .zip(logs)
             .zip(contents)
             .zip(threads)
-            .map(|((package, items), threads)| {
+            .map(|(((package, log), items), threads)| {
                 progress(Progress::Started { package: &package.name });
-                let result = items
-                    .map_err(PackageError::from)
-                    .and_then(|items| run.build(package, items, threads))
-                    .map_err(|e| chain(&e));
+                let result = run.build(package, log, items.map_err(PackageError::from), threads).map_err(|e| chain(&e));
                 if let Err(e) = &result {
                     tracing::error!(package = %package.name, "{e}");
                 }
@@ -121,7 +141,9 @@ pub fn package_native(
             })
             .collect()
     });
-    let mut summary = Summary { targets: plan.targets.clone(), skipped: plan.skipped.clone(), ..Summary::default() };
+    let logs = Some(settings.dest_dir.join(LOGS_DIR));
+    let mut summary =
+        Summary { targets: plan.targets.clone(), skipped: plan.skipped.clone(), logs, ..Summary::default() };
     for (package, result) in results {
         match result {
             Ok(built) => summary.built.push(built),
@@ -134,22 +156,42 @@ pub fn package_native(
 }
 
 impl Run<'_> {
-    /// Builds one package of `items` into the destination, compressing on `threads` threads.
-    fn build(&self, package: &PlannedPackage, items: Vec<(String, Item)>, threads: u32) -> Result<Built, PackageError> {
-        let (path, size) = self.build_file(package, items, threads)?;
-        let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Built { package: package.name.clone(), file, size })
+    /// Builds one package of `items` (its collected content) into the destination, compressing
+    /// on `threads` threads, and writes its log (failed or not).
+    fn build(
+        &self,
+        package: &PlannedPackage,
+        mut log: PackageLog,
+        items: Result<Vec<(String, Item)>, PackageError>,
+        threads: u32,
+    ) -> Result<Built, PackageError> {
+        let result = items.and_then(|items| self.build_file(package, items, threads, &mut log));
+        let dest = &self.settings.dest_dir;
+        let file = |path: &PathBuf| path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let outcome = match &result {
+            Ok((path, size)) => Ok((file(path), *size)),
+            Err(e) => Err(chain(e)),
+        };
+        let log = log.finish(dest, outcome.as_ref().map(|(f, s)| (f.as_str(), *s)).map_err(String::as_str))?;
+        let (path, size) = result?;
+        Ok(Built { package: package.name.clone(), file: file(&path), size, log })
     }
 
-    /// Builds one package file: its path and size.
+    /// Builds one package file (its ELF files' RUNPATH made RPATH on staged copies unless
+    /// RUNPATH is kept): its path and size.
     fn build_file(
         &self,
         package: &PlannedPackage,
         mut items: Vec<(String, Item)>,
         threads: u32,
+        log: &mut PackageLog,
     ) -> Result<(PathBuf, u64), PackageError> {
         let spec = self.specs[package.source.as_str()];
         let dest = &self.settings.dest_dir;
+        let edits = stage_items(&mut items, self.settings.rpath, dest)?;
+        log.step("rpath");
+        log.edits(&edits, self.settings.rpath == RpathPolicy::KeepRunpath);
+        log.items(&items);
         match self.opts.plan.pkg_type {
             PkgType::Deb => {
                 let docs_dir = tempfile::tempdir()?;
@@ -158,6 +200,7 @@ impl Run<'_> {
                 let control = deb_control(self.plan, spec, package);
                 let report =
                     build_deb_threads(&control, items, dest, self.opts.deb_compression, self.settings.epoch, threads)?;
+                log.step("build");
                 Ok((report.path, report.size))
             }
             PkgType::Rpm => {
@@ -166,6 +209,7 @@ impl Run<'_> {
                 let key = self.opts.rpm_signing_key.as_deref();
                 let compression = self.opts.rpm_compression;
                 let report = build_rpm_threads(&spec, items, dest, compression, date, key, threads)?;
+                log.step("build");
                 Ok((report.path, report.size))
             }
         }

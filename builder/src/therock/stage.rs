@@ -163,3 +163,73 @@ fn kpack_requested(dir: &Path, depth: u32) -> bool {
     }
     false
 }
+
+/// What `--clean-build` removes from the destination before a run of `kind` (`deb`, `rpm` or
+/// `python`), as TheRock's `build_package.py` clears its build directory: the packages of that
+/// kind directly in `dest` (`*.deb`; `*.rpm`; `*.whl` and `*.tar.gz`), their logs
+/// (`logs/{kind}-*.log`) and scratch directories a killed run left (`.quarry-*`). Anything
+/// else in `dest` stays. The paths removed, sorted.
+pub fn clean_build(dest: &Path, kind: &str) -> Result<Vec<PathBuf>, PackageError> {
+    let suffixes: &[&str] = match kind {
+        "deb" => &[".deb"],
+        "rpm" => &[".rpm"],
+        _ => &[".whl", ".tar.gz"],
+    };
+    let mut removed = Vec::new();
+    let read = |dir: &Path| match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(PackageError::ReadDir { path: dir.to_path_buf(), source }),
+    };
+    let Some(entries) = read(dest)? else { return Ok(removed) };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_dir = entry.file_type()?.is_dir();
+        if is_dir && name.starts_with(".quarry-") {
+            std::fs::remove_dir_all(entry.path())?;
+        } else if !is_dir && suffixes.iter().any(|s| name.ends_with(s)) {
+            std::fs::remove_file(entry.path())?;
+        } else {
+            continue;
+        }
+        removed.push(entry.path());
+    }
+    if let Some(entries) = read(&dest.join(super::LOGS_DIR))? {
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&format!("{kind}-")) && name.ends_with(".log") && entry.file_type()?.is_file() {
+                std::fs::remove_file(entry.path())?;
+                removed.push(entry.path());
+            }
+        }
+    }
+    removed.sort();
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean_build_removes_only_that_kinds_outputs() {
+        let dest = tempfile::tempdir().unwrap();
+        let d = dest.path();
+        std::fs::create_dir_all(d.join("logs")).unwrap();
+        std::fs::create_dir_all(d.join(".quarry-elf-x/sub")).unwrap();
+        std::fs::create_dir_all(d.join("keep.deb.d")).unwrap();
+        for f in ["a_1_amd64.deb", "b.rpm", "notes.txt", "logs/deb-a.log", "logs/rpm-b.log", "logs/deb-a.txt"] {
+            std::fs::write(d.join(f), "x").unwrap();
+        }
+        let removed = clean_build(d, "deb").unwrap();
+        let names: Vec<String> =
+            removed.iter().map(|p| p.strip_prefix(d).unwrap().to_string_lossy().replace('\\', "/")).collect();
+        assert_eq!(names, [".quarry-elf-x", "a_1_amd64.deb", "logs/deb-a.log"]);
+        for kept in ["b.rpm", "notes.txt", "logs/rpm-b.log", "logs/deb-a.txt", "keep.deb.d"] {
+            assert!(d.join(kept).exists(), "{kept}");
+        }
+        assert!(clean_build(&d.join("missing"), "rpm").unwrap().is_empty());
+    }
+}

@@ -3,13 +3,14 @@
 //! the devel wheel (its tarball links to what the runtime wheels install) and the `rocm`
 //! sdist.
 
-use quarry_packaging::therock::wheels::{DistKind, WheelOptions, plan_wheels};
+use quarry_packaging::therock::wheels::{DistKind, PlannedWheel, WheelOptions, plan_wheels};
 use rayon::prelude::*;
 
 use super::{BuildSettings, OnProgress, PackageError, Progress, StagedArtifacts, pool};
 use crate::python::{
     BuiltDist, Populated, WheelContext, build_devel_wheel, build_runtime_wheel, build_sdist, populate,
 };
+use crate::rpath::stage_files;
 
 /// What a run built, and for which targets (kpack: base targets; else families).
 #[derive(Debug)]
@@ -27,6 +28,24 @@ impl std::fmt::Display for WheelSummary {
         }
         writeln!(f, "{} built; targets {}", self.built.len(), self.targets.join(","))
     }
+}
+
+/// One runtime wheel: its files populated, its ELF files' RUNPATH made RPATH on staged copies
+/// (as TheRock's `_normalize_rpath` does, unless RUNPATH is kept), the wheel written.
+fn runtime_wheel(
+    ctx: &WheelContext<'_>,
+    wheel: &PlannedWheel,
+    settings: &BuildSettings,
+) -> Result<(Populated, BuiltDist), PackageError> {
+    let failed = |source| PackageError::Wheel { file: wheel.file_name.clone(), source };
+    let mut populated = populate(ctx, wheel).map_err(failed)?;
+    let files = populated.files.iter_mut().map(|(path, file)| (path.as_str(), &mut file.source));
+    let edits = stage_files(files, settings.rpath, false, &settings.dest_dir)?;
+    if !edits.converted.is_empty() {
+        tracing::info!(wheel = %wheel.file_name, files = edits.converted.len(), "DT_RUNPATH -> DT_RPATH");
+    }
+    let built = build_runtime_wheel(ctx, wheel, &populated).map_err(failed)?;
+    Ok((populated, built))
 }
 
 /// Plans the rocm-sdk distributions over the staged artifacts and builds every one into the
@@ -54,10 +73,7 @@ pub fn package_wheels(
             .par_iter()
             .map(|wheel| {
                 progress(Progress::Started { package: &wheel.dist });
-                let result = populate(&ctx, wheel).and_then(|populated| {
-                    let built = build_runtime_wheel(&ctx, wheel, &populated)?;
-                    Ok((populated, built))
-                });
+                let result = runtime_wheel(&ctx, wheel, settings);
                 progress(Progress::Finished { package: &wheel.dist });
                 result
             })
@@ -66,7 +82,7 @@ pub fn package_wheels(
     let mut built = Vec::new();
     let mut populated: Vec<(String, Populated)> = Vec::new();
     for (result, wheel) in results.into_iter().zip(&runtime) {
-        let (files, dist) = result.map_err(|source| PackageError::Wheel { file: wheel.file_name.clone(), source })?;
+        let (files, dist) = result?;
         if !matches!(wheel.kind, DistKind::Device(_)) {
             populated.push((wheel.platform_package.clone(), files));
         }

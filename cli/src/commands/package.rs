@@ -6,9 +6,12 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use anyhow::{Context, bail};
+use clap::ValueEnum as _;
 use indicatif::{ProgressBar, ProgressStyle};
+use quarry_builder::rpath::RpathPolicy;
 use quarry_builder::therock::{
-    BuildSettings, DEFAULT_INSTALL_PREFIX, NativeOptions, Progress, StagedArtifacts, Summary, package_native,
+    BuildSettings, DEFAULT_INSTALL_PREFIX, NativeOptions, Progress, StagedArtifacts, Summary, clean_build,
+    package_native,
 };
 use quarry_builder::{Compression, RpmCompression};
 use quarry_packaging::therock::{self, PkgType, PlanOptions, base_target};
@@ -45,6 +48,7 @@ pub(crate) enum DebCompression {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("rocm_versions").required(true).args(["rocm_version_arg", "release_type"]))]
 pub(crate) struct PackageArgs {
     /// Which packages: deb, rpm, or python (the rocm-sdk wheels and the `rocm` sdist).
     #[arg(value_enum)]
@@ -57,7 +61,21 @@ pub(crate) struct PackageArgs {
     #[arg(long)]
     pub(crate) dest_dir: PathBuf,
     /// The ROCm version, e.g. 7.1.0 or 7.15.0~dev20260820.
+    #[arg(long = "rocm-version", id = "rocm_version_arg")]
+    rocm_version_arg: Option<String>,
+    /// Instead of --rocm-version: TheRock's versions of this release type (`quarry version`):
+    /// version.json at the git work tree's root (or --version-file), the sha from GITHUB_SHA or
+    /// git, the date from SOURCE_DATE_EPOCH or today.
+    #[arg(long, value_enum)]
+    release_type: Option<super::version::ReleaseTypeArg>,
+    /// With --release-type prerelease: the release candidate number.
     #[arg(long)]
+    prerelease_version: Option<String>,
+    /// With --release-type: the version.json to read.
+    #[arg(long)]
+    version_file: Option<PathBuf>,
+    /// The version the packages get: --rocm-version, or the one --release-type computes.
+    #[arg(skip)]
     pub(crate) rocm_version: String,
     /// deb `{version}-{suffix}`, rpm `Release: {suffix}` (CI: the run id); python: the suffix
     /// of every import package name (TheRock's nonce).
@@ -101,6 +119,14 @@ pub(crate) struct PackageArgs {
     /// `rpm -K` verifies them once the public key is imported.
     #[arg(long, env = "QUARRY_RPM_SIGNING_KEY_FILE")]
     sign_key: Option<PathBuf>,
+    /// Keep DT_RUNPATH in packaged ELF files (by default it becomes DT_RPATH, as TheRock's
+    /// build_package.py does, on staged copies: the artifacts are not written).
+    #[arg(long)]
+    runpath_pkg: bool,
+    /// First remove this type's previous outputs from the destination (its packages, their
+    /// logs under logs/, scratch directories a killed run left).
+    #[arg(long)]
+    clean_build: bool,
     /// Threads in all (default: the number of CPUs): packages built at once, and each
     /// package's compression threads in proportion to its bytes. The packages' bytes do not
     /// depend on it.
@@ -117,6 +143,40 @@ pub(crate) fn split_targets(raw: &[String]) -> Vec<String> {
 }
 
 impl PackageArgs {
+    /// Fills `rocm_version` (and, for wheels, `python_version`) from --rocm-version or
+    /// --release-type.
+    fn resolve_versions(&mut self) -> anyhow::Result<()> {
+        let Some(release_type) = self.release_type else {
+            if self.prerelease_version.is_some() || self.version_file.is_some() {
+                let message = "--prerelease-version and --version-file go with --release-type";
+                return Err(super::UsageError::new(message).into());
+            }
+            self.rocm_version = self.rocm_version_arg.clone().unwrap_or_default();
+            return Ok(());
+        };
+        let request = quarry_stage::checkout::VersionRequest {
+            suffix: therock::version::Suffix::Release(release_type.release_type()?),
+            repo: PathBuf::from("."),
+            version_file: self.version_file.clone(),
+            override_base_version: None,
+            git_sha: std::env::var("GITHUB_SHA").ok(),
+            date: None,
+            source_date_epoch: std::env::var("SOURCE_DATE_EPOCH").ok(),
+            prerelease_version: self.prerelease_version.clone(),
+        };
+        let resolved = quarry_stage::checkout::package_versions(&request)
+            .map_err(|e| super::UsageError::new(format!("--release-type: {e}")))?;
+        let v = resolved.versions;
+        self.rocm_version = match self.pkg_type {
+            PackageKind::Deb => v.rocm_deb_package_version,
+            PackageKind::Rpm => v.rocm_rpm_package_version,
+            PackageKind::Python => v.base_version,
+        };
+        self.python_version.get_or_insert(v.rocm_package_version);
+        tracing::info!(version = %self.rocm_version, release_type = %release_type.release_type()?, "versions");
+        Ok(())
+    }
+
     fn deb_compression(&self) -> Compression {
         match (self.deb_compression, self.compression_level) {
             (DebCompression::Zstd, level) => Compression::Zstd { level: level.unwrap_or(19) },
@@ -148,7 +208,8 @@ impl PackageArgs {
     }
 }
 
-pub(crate) async fn run(args: PackageArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(mut args: PackageArgs) -> anyhow::Result<()> {
+    args.resolve_versions()?;
     tokio::task::spawn_blocking(move || run_blocking(&args)).await?
 }
 
@@ -160,7 +221,13 @@ fn run_blocking(args: &PackageArgs) -> anyhow::Result<()> {
     let specs = therock::parse_package_json(&text)?;
     let epoch = super::source_date_epoch()?.unwrap_or_else(|| jiff::Timestamp::now().as_second().unsigned_abs());
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
-    let settings = BuildSettings { dest_dir: args.dest_dir.clone(), epoch, jobs };
+    let rpath = if args.runpath_pkg { RpathPolicy::KeepRunpath } else { RpathPolicy::ForceRpath };
+    let settings = BuildSettings { dest_dir: args.dest_dir.clone(), epoch, jobs, rpath };
+    if args.clean_build {
+        let kind = args.pkg_type.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default();
+        let removed = clean_build(&args.dest_dir, &kind)?;
+        tracing::info!(removed = removed.len(), dest = %args.dest_dir.display(), "--clean-build");
+    }
     let bar = OnceLock::new();
     let progress = |event: Progress<'_>| on_progress(&bar, event);
     let staged = StagedArtifacts::open(&args.artifacts_dir, &settings, &progress)?;

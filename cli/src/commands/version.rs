@@ -42,7 +42,7 @@ Examples:
   quarry version --release-type dev --github-output";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum ReleaseTypeArg {
+pub(crate) enum ReleaseTypeArg {
     /// CI builds: the dev versions.
     Ci,
     /// Development builds: `.dev0+SHA`, `~devYYYYMMDD`, `~YYYYMMDDgSHA8`.
@@ -61,7 +61,7 @@ enum ReleaseTypeArg {
 
 impl ReleaseTypeArg {
     /// TheRock's release type: the flag value is its spelling.
-    fn release_type(self) -> anyhow::Result<ReleaseType> {
+    pub(crate) fn release_type(self) -> anyhow::Result<ReleaseType> {
         let name = self.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default();
         Ok(name.parse()?)
     }
