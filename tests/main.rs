@@ -32,3 +32,4 @@ mod squatting;
 mod upload_resets;
 mod versions;
 mod wheels;
+mod windows;

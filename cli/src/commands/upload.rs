@@ -21,8 +21,8 @@ pub(crate) struct UploadArgs {
     /// Run id for the computed destination (`{run}-{platform}/…`).
     #[arg(long, env = "GITHUB_RUN_ID")]
     pub(super) run_id: Option<String>,
-    /// Platform for the computed destination.
-    #[arg(long, default_value = "linux")]
+    /// Platform for the computed destination (default: this machine's, linux or windows).
+    #[arg(long, default_value = if cfg!(windows) { "windows" } else { "linux" })]
     pub(super) platform: String,
     /// What is uploaded: python, deb, rpm or artifacts (decides the key prefix under the run,
     /// and which index URL is reported). Default: from the --to prefix (`…/python/…`,
