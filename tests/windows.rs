@@ -272,10 +272,10 @@ fn windows_build_tree(build: &Path) -> Vec<u8> {
     artifact(&artifacts, "sysdeps_lib_generic", "third-party/sysdeps/stage", &files);
     artifact(&artifacts, "sysdeps_dev_generic", "third-party/sysdeps/stage", &[("include/zlib.h", "/* zlib */")]);
     artifact(&artifacts, "amd-llvm_lib_generic", "compiler/amd-llvm/stage", &[("lib/llvm/bin/clang.exe", "MZ clang")]);
-    // 24 MiB that zstd cannot shrink much: a large member streamed through both ends.
-    let mut big = Vec::with_capacity(24 << 20);
+    // 12 MiB that zstd cannot shrink: a large member streamed through both ends.
+    let mut big = Vec::with_capacity(12 << 20);
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    while big.len() < 24 << 20 {
+    while big.len() < 12 << 20 {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -321,6 +321,7 @@ async fn artifacts_push_and_fetch_with_windows_paths() {
     // Backslashes for some flags, forward slashes for others: Windows takes both.
     let (topology, staging_flag) = (win(&topology, false), win(&staging, true));
     let common = ["--topology", &topology, "--local-staging-dir", &staging_flag, "--run-id", "42"];
+    let common_without_run = &common[..4];
     for (stage, build_flag) in
         [("foundation", win(&build, false)), ("compiler", win(&build, true)), ("math-libs", win(&build, false))]
     {
@@ -371,34 +372,35 @@ async fn artifacts_push_and_fetch_with_windows_paths() {
     assert_success(&wine.output(&args).await, "quarry.exe artifacts push again");
     assert_eq!(std::fs::read(staging.join("42-windows/sysdeps_lib_generic.tar.zst")).unwrap(), before);
 
-    links_from_a_linux_archive(&wine, &staging, &common).await;
-    hostile_names_are_refused(&wine, &staging, &common).await;
+    links_from_a_linux_archive(&wine, &staging, common_without_run).await;
+    hostile_names_are_refused(&wine, &staging, common_without_run).await;
 }
 
-/// Stages `archive` as run 42's `amd-llvm_lib_generic.tar.zst` with a matching sidecar and
-/// fetches math-libs' inputs for gfx1100 (bootstrap) into a fresh directory.
+/// Run `run` in the staging directory: run 42's archives, with `archive` (and a matching
+/// sidecar) as `amd-llvm_lib_generic.tar.zst`; then math-libs' inputs for gfx1100 fetched
+/// (bootstrap) from it into a fresh directory.
 async fn fetch_staged(
     wine: &Wine,
     staging: &Path,
     common: &[&str],
+    run: &str,
     archive: &[u8],
 ) -> (std::process::Output, tempfile::TempDir) {
-    let path = staging.join("42-windows/amd-llvm_lib_generic.tar.zst");
+    let dir = staging.join(format!("{run}-windows"));
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(staging.join("42-windows")).unwrap() {
+        let entry = entry.unwrap();
+        if !dir.join(entry.file_name()).exists() {
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+        }
+    }
+    let path = dir.join("amd-llvm_lib_generic.tar.zst");
     std::fs::write(&path, archive).unwrap();
     std::fs::write(path.with_extension("zst.sha256sum"), format!("{}\n", quarry_tests::sha256_hex(archive))).unwrap();
     let out_dir = tempfile::tempdir().unwrap();
     let out_flag = win(out_dir.path(), false);
-    let mut args = vec![
-        "artifacts",
-        "fetch",
-        "--stage",
-        "math-libs",
-        "--amdgpu-families",
-        "gfx1100",
-        "--bootstrap",
-        "--output-dir",
-    ];
-    args.push(&out_flag);
+    let mut args = vec!["artifacts", "fetch", "--stage", "math-libs", "--amdgpu-families", "gfx1100", "--bootstrap"];
+    args.extend(["--run-id", run, "--output-dir", &out_flag]);
     args.extend(common);
     (wine.output(&args).await, out_dir)
 }
@@ -419,7 +421,7 @@ async fn links_from_a_linux_archive(wine: &Wine, staging: &Path, common: &[&str]
         let opts = quarry_artifacts::ArchiveOptions::new(quarry_artifacts::ArchiveFormat::Zstd);
         quarry_artifacts::write_archive(dir, Vec::new(), &opts).unwrap().0
     };
-    let (out, fetched) = fetch_staged(wine, staging, common, &pack(&dir)).await;
+    let (out, fetched) = fetch_staged(wine, staging, common, "l1", &pack(&dir)).await;
     assert_success(&out, "quarry.exe artifacts fetch of a Linux archive with a hard link");
     let got = fetched.path().join("compiler/amd-llvm/stage/bin");
     let (a, b) =
@@ -428,7 +430,7 @@ async fn links_from_a_linux_archive(wine: &Wine, staging: &Path, common: &[&str]
     assert_eq!(std::fs::read(got.join("amdhip64.dll")).unwrap(), b"MZ hip");
 
     std::os::unix::fs::symlink("amdhip64_7.dll", bin.join("hip.dll")).unwrap();
-    let (out, fetched) = fetch_staged(wine, staging, common, &pack(&dir)).await;
+    let (out, fetched) = fetch_staged(wine, staging, common, "l2", &pack(&dir)).await;
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains("member \"compiler/amd-llvm/stage/bin/hip.dll\": creating the symlink to \"amdhip64_7.dll\"")
@@ -441,7 +443,7 @@ async fn links_from_a_linux_archive(wine: &Wine, staging: &Path, common: &[&str]
 /// Archives in the staging directory, with matching sidecars, that Windows cannot unpack: each
 /// refused naming the member, which is never written.
 async fn hostile_names_are_refused(wine: &Wine, staging: &Path, common: &[&str]) {
-    for member in [
+    let members = [
         "compiler/amd-llvm/stage/bin/aux.txt",
         "compiler/amd-llvm/stage/CON",
         "compiler/amd-llvm/stage/lib/NUL.tar",
@@ -451,13 +453,14 @@ async fn hostile_names_are_refused(wine: &Wine, staging: &Path, common: &[&str])
         "compiler/amd-llvm/stage/a:b",
         "compiler/amd-llvm/stage/why?",
         "compiler/amd-llvm/stage/Clang.exe",
-    ] {
+    ];
+    let checks = members.iter().enumerate().map(|(i, member)| async move {
         let hostile = raw_tar_zst(&[
             ("artifact_manifest.txt", b"compiler/amd-llvm/stage\n"),
             ("compiler/amd-llvm/stage/clang.exe", b"MZ"),
-            (member, b"x"),
+            (*member, b"x"),
         ]);
-        let (out, fetched) = fetch_staged(wine, staging, common, &hostile).await;
+        let (out, fetched) = fetch_staged(wine, staging, common, &format!("h{i}"), &hostile).await;
         let stderr = text(&out.stderr);
         assert!(stderr.contains(&format!("member {member:?} cannot exist on Windows")), "{member:?}: {stderr}");
         assert!(!out.status.success(), "{member:?} was accepted");
@@ -467,6 +470,12 @@ async fn hostile_names_are_refused(wine: &Wine, staging: &Path, common: &[&str])
         let stray: Vec<_> =
             placed.iter().filter(|(p, _)| p.contains("amd-llvm") && p != "compiler/amd-llvm/stage/clang.exe").collect();
         assert!(stray.is_empty(), "{member:?}: {stray:?}");
+    });
+    // Three Windows processes at a time.
+    let mut pending: Vec<_> = checks.collect();
+    while !pending.is_empty() {
+        let batch: Vec<_> = pending.drain(..pending.len().min(3)).collect();
+        futures_util::future::join_all(batch).await;
     }
 }
 
@@ -484,13 +493,13 @@ async fn upload_from_windows_into_a_linux_server_then_pip_installs() {
     let dist = tmp.path().join("dist");
     std::fs::create_dir_all(&dist).unwrap();
     let specs = [WheelSpec::new("win-demo", "1.0"), WheelSpec::new("win-demo", "1.1")];
-    for spec in &specs {
-        spec.write_to(&dist);
-    }
+    // One file spelled with `\`, the other with `/`.
+    let wheels: Vec<String> = specs.iter().enumerate().map(|(i, spec)| win(&spec.write_to(&dist), i == 1)).collect();
     let to = format!("{}4242-windows/python/", served.url);
     let token_flag = win(&token_file, false);
-    let dist_flag = win(&dist, false);
-    let out = wine.output(&["upload", "--json", "--to", &to, "--token-file", &token_flag, &dist_flag]).await;
+    let mut args = vec!["upload", "--json", "--to", &to, "--token-file", &token_flag];
+    args.extend(wheels.iter().map(String::as_str));
+    let out = wine.output(&args).await;
     assert_success(&out, "quarry.exe upload");
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
     assert_eq!(summary["files"].as_array().map(Vec::len), Some(2), "{summary}");
