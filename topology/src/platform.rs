@@ -42,9 +42,8 @@ pub fn windows_name_problem(segment: &str) -> Option<&'static str> {
     }
     let stem = segment.split('.').next().unwrap_or(segment).trim_end_matches(' ');
     let upper = stem.to_ascii_uppercase();
-    let numbered = |prefix: &str| {
-        upper.strip_prefix(prefix).is_some_and(|n| n.len() == 1 && matches!(n.as_bytes()[0], b'0'..=b'9'))
-    };
+    let numbered =
+        |prefix: &str| upper.strip_prefix(prefix).is_some_and(|n| n.len() == 1 && n.as_bytes()[0].is_ascii_digit());
     if RESERVED.contains(&upper.as_str()) || numbered("COM") || numbered("LPT") {
         return Some("a device name Windows reserves (CON, PRN, AUX, NUL, COM0-9, LPT0-9)");
     }
