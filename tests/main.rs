@@ -42,3 +42,4 @@ mod upload_step;
 mod variants;
 mod versions;
 mod wheels;
+mod windows;

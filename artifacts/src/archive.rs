@@ -8,7 +8,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -166,7 +165,7 @@ impl Walker<'_> {
             let mut h = self.header(tar::EntryType::Symlink, 0o777, 0);
             tar.append_link(&mut h, name, &target).map_err(io_at)?;
         } else if kind.is_dir() {
-            let mut h = self.header(tar::EntryType::Directory, meta.mode(), 0);
+            let mut h = self.header(tar::EntryType::Directory, mode_of(&meta, path) & 0o7777, 0);
             tar.append_data(&mut h, format!("{name}/"), io::empty()).map_err(io_at)?;
             let mut children: Vec<_> = fs::read_dir(path)
                 .map_err(io_at)?
@@ -179,15 +178,16 @@ impl Walker<'_> {
                 self.walk(tar, &path.join(&child), &format!("{name}/{child_name}"))?;
             }
         } else if kind.is_file() {
-            if meta.nlink() > 1 {
-                if let Some(first) = self.inodes.get(&(meta.dev(), meta.ino())) {
-                    let mut h = self.header(tar::EntryType::Link, meta.mode(), 0);
+            let mode = mode_of(&meta, path) & 0o7777;
+            if let Some(inode) = shared_inode(&meta) {
+                if let Some(first) = self.inodes.get(&inode) {
+                    let mut h = self.header(tar::EntryType::Link, mode, 0);
                     tar.append_link(&mut h, name, first).map_err(io_at)?;
                     return Ok(());
                 }
-                self.inodes.insert((meta.dev(), meta.ino()), name.to_owned());
+                self.inodes.insert(inode, name.to_owned());
             }
-            let mut h = self.header(tar::EntryType::Regular, meta.mode(), meta.len());
+            let mut h = self.header(tar::EntryType::Regular, mode, meta.len());
             let file = fs::File::open(path).map_err(io_at)?;
             tar.append_data(&mut h, name, file).map_err(io_at)?;
             self.content_bytes += meta.len();
@@ -196,4 +196,42 @@ impl Walker<'_> {
         }
         Ok(())
     }
+}
+
+/// A file's permission bits as archived.
+#[cfg(unix)]
+pub fn mode_of(meta: &fs::Metadata, _path: &Path) -> u32 {
+    std::os::unix::fs::MetadataExt::mode(meta)
+}
+
+/// Windows has no mode bits: the bits Python's `os.stat` reports there (what TheRock's
+/// `fileset_tool.py` archives on Windows), owner-writable only: directories 0755, files 0644 or
+/// 0444 when read-only, plus the execute bits for `.exe`, `.bat`, `.cmd` and `.com`.
+#[cfg(not(unix))]
+pub fn mode_of(meta: &fs::Metadata, path: &Path) -> u32 {
+    if meta.is_dir() {
+        return 0o755;
+    }
+    let write = if meta.permissions().readonly() { 0 } else { 0o200 };
+    let exec = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| ["exe", "bat", "cmd", "com"].iter().any(|x| x.eq_ignore_ascii_case(e)));
+    0o444 | write | if exec { 0o111 } else { 0 }
+}
+
+/// (device, inode) of a file with more than one name: its later names are archived as hard
+/// links to the first.
+#[cfg(unix)]
+fn shared_inode(meta: &fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    (meta.nlink() > 1).then(|| (meta.dev(), meta.ino()))
+}
+
+/// Windows: every name is archived as a regular file. Stable Rust has no file index on
+/// Windows, and TheRock's own Windows populate copies files without hard-link groups
+/// (`_plain_copy`: "st_dev/st_ino unreliable"), so Windows artifact directories hold none.
+#[cfg(not(unix))]
+fn shared_inode(_meta: &fs::Metadata) -> Option<(u64, u64)> {
+    None
 }

@@ -11,7 +11,11 @@
 //!   such as `r/a/up -> ..`, `r/a/up/up2 -> ..`, … therefore cannot climb out, even across
 //!   several archives unpacked into one directory (their links wait for [`PendingLinks::create`]);
 //! - devices, FIFOs and other special members are refused;
-//! - member count and total size are bounded by [`Limits`].
+//! - member count and total size are bounded by [`Limits`];
+//! - with [`Limits::portable_names`] (always on Windows), every member must be a name Windows
+//!   can hold: no reserved device name (`CON`, `aux.txt`, `COM1`…), no trailing dot or space,
+//!   none of `<>:"|?*`, no two members differing only in case
+//!   ([`quarry_topology::platform::PortableNames`]).
 //!
 //! Modes: [`ExtractMode::Tree`] rebuilds the artifact directory (manifest + `<root>/…`) in a
 //! sibling scratch directory and renames it into place only when the whole archive was good;
@@ -25,6 +29,8 @@ use std::io::{self, Read};
 #[cfg(unix)]
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use quarry_topology::platform::PortableNames;
 
 use crate::archive::manifest_roots;
 use crate::{ArchiveFormat, ArtifactError, MANIFEST, io_at, relative_ok};
@@ -43,12 +49,15 @@ pub enum ExtractMode {
 pub struct Limits {
     pub max_members: u64,
     pub max_bytes: u64,
+    /// Refuse members Windows cannot hold (on by default on Windows; callers turn it on for
+    /// Windows artifacts on other hosts).
+    pub portable_names: bool,
 }
 
 impl Default for Limits {
     /// 4 million members, 512 GiB: well above TheRock's largest artifacts, below a full disk.
     fn default() -> Self {
-        Limits { max_members: 4_000_000, max_bytes: 512 << 30 }
+        Limits { max_members: 4_000_000, max_bytes: 512 << 30, portable_names: cfg!(windows) }
     }
 }
 
@@ -185,7 +194,11 @@ impl PendingLinks {
         for link in self.links {
             no_symlink_between(&self.dest, &link.path, false, &link.member, &mut checked)?;
             prepare(&link.path, &link.member)?;
-            make_symlink(&link.target, &link.path).map_err(io_at(&link.path))?;
+            make_symlink(&link.target, &link.path).map_err(|source| ArtifactError::Symlink {
+                member: link.member.clone(),
+                target: link.target.clone(),
+                source,
+            })?;
         }
         Ok(())
     }
@@ -204,15 +217,29 @@ fn make_symlink(target: &str, path: &Path) -> io::Result<()> {
     std::os::unix::fs::symlink(target, path)
 }
 
-/// Windows: a file or directory symlink by what the target is once every member is placed
-/// (creating one needs Developer Mode or the privilege; the error says so).
+/// Windows: a file or directory symlink by what the target is once every member is placed,
+/// as TheRock's `Path.symlink_to`. Creating one needs Developer Mode or the
+/// `SeCreateSymbolicLinkPrivilege`; without it the error says so. A link that is reported
+/// made but is not there (Wine's `CreateSymbolicLinkW` is such a stub) is an error too: a
+/// symlink is never dropped silently.
 #[cfg(windows)]
 fn make_symlink(target: &str, path: &Path) -> io::Result<()> {
     let resolved = path.parent().unwrap_or(Path::new(".")).join(target);
-    if resolved.is_dir() {
+    let made = if resolved.is_dir() {
         std::os::windows::fs::symlink_dir(target, path)
     } else {
         std::os::windows::fs::symlink_file(target, path)
+    };
+    let hint = "Windows creates symlinks only with Developer Mode on or the SeCreateSymbolicLinkPrivilege";
+    match made {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied || e.raw_os_error() == Some(1314) => {
+            Err(io::Error::new(e.kind(), format!("{e} ({hint})")))
+        }
+        Err(e) => Err(e),
+        Ok(()) if fs::symlink_metadata(path).is_err() => {
+            Err(io::Error::other(format!("the system reported the link made, but it is not there ({hint})")))
+        }
+        Ok(()) => Ok(()),
     }
 }
 
@@ -353,9 +380,13 @@ fn unpack<R: Read>(
         checked: HashSet::new(),
         links: PendingLinks { dest: dest.to_path_buf(), links: Vec::new() },
     };
+    let mut portable = limits.portable_names.then(PortableNames::default);
     for entry in entries {
         let mut entry = entry.map_err(ArtifactError::Read)?;
         let member = member_name(&entry)?;
+        if let Some(names) = portable.as_mut() {
+            names.check(&member).map_err(|reason| ArtifactError::NotPortable { member: member.clone(), reason })?;
+        }
         report.count(entry.header(), limits)?;
         unpacker.member(&mut entry, member)?;
     }

@@ -15,7 +15,8 @@ pub mod extract;
 pub mod name;
 pub mod sidecar;
 
-#[cfg(test)]
+// The round trips build their fixtures with Unix symlinks and modes.
+#[cfg(all(test, unix))]
 mod tests;
 
 pub use archive::{ArchiveOptions, ArchiveReport, write_archive};
@@ -49,6 +50,10 @@ pub enum ArtifactError {
     HostileMember { member: String, reason: &'static str },
     #[error("member {0:?} is outside every root the manifest names")]
     OutsideRoots(String),
+    #[error("member {member:?}: creating the symlink to {target:?}")]
+    Symlink { member: String, target: String, source: std::io::Error },
+    #[error("member {member:?} cannot exist on Windows: {reason}")]
+    NotPortable { member: String, reason: String },
     #[error("member {member:?}: link to {target:?} leaves its root")]
     EscapingLink { member: String, target: String },
     #[error("member {0:?}: not a regular file, directory, symlink or hard link")]

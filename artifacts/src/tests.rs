@@ -158,10 +158,10 @@ fn limits_bound_members_and_bytes() {
     let src = tmp.path().join("blas_lib_gfx942");
     artifact(&src);
     let (bytes, _) = pack(&src, ArchiveFormat::Xz, 1);
-    let few = Limits { max_members: 3, max_bytes: u64::MAX };
+    let few = Limits { max_members: 3, max_bytes: u64::MAX, ..Limits::default() };
     let err = extract(bytes.as_slice(), ArchiveFormat::Xz, &tmp.path().join("x"), ExtractMode::Tree, few).unwrap_err();
     assert!(err.to_string().contains("3 members"), "{err}");
-    let small = Limits { max_members: 100, max_bytes: 4 };
+    let small = Limits { max_members: 100, max_bytes: 4, ..Limits::default() };
     let err =
         extract(bytes.as_slice(), ArchiveFormat::Xz, &tmp.path().join("x"), ExtractMode::Tree, small).unwrap_err();
     assert!(err.to_string().contains("4 bytes"), "{err}");
@@ -294,4 +294,45 @@ fn links_from_one_archive_are_never_followed_by_the_next() {
     b.create().unwrap();
     let placed: Vec<String> = listing(tmp.path()).into_iter().filter(|p| p.contains("escaped")).collect();
     assert_eq!(placed, ["p/q/fresh/a/u1/escaped 644 pwned"]);
+}
+
+#[test]
+fn members_windows_cannot_hold_are_refused_by_name() {
+    use tar::EntryType::{Directory, Regular};
+    let manifest: Member<'_> = (MANIFEST, Regular, "", b"bin\n");
+    let portable = Limits { portable_names: true, ..Limits::default() };
+    for (bad, why) in [
+        ("bin/CON", "device name"),
+        ("bin/aux.txt", "device name"),
+        ("bin/NUL.tar", "device name"),
+        ("bin/com7.dll", "device name"),
+        ("bin/lpt1", "device name"),
+        ("bin/trailing.", "dot or a space"),
+        ("bin/trailing ", "dot or a space"),
+        ("bin/a:b", "forbids"),
+        ("bin/what?", "forbids"),
+        ("bin/pipe|d", "forbids"),
+        ("bin/AMDHIP64.DLL", "only in case"),
+    ] {
+        let members: Vec<Member<'_>> = vec![
+            manifest,
+            ("bin", Directory, "", b""),
+            ("bin/amdhip64.dll", Regular, "", b"MZ"),
+            (bad, Regular, "", b"x"),
+        ];
+        let bytes = hostile(&members);
+        for mode in [ExtractMode::Tree, ExtractMode::Bootstrap, ExtractMode::Flatten] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dest = tmp.path().join("out");
+            let err = extract(bytes.as_slice(), ArchiveFormat::Zstd, &dest, mode, portable).unwrap_err();
+            let text = err.to_string();
+            assert!(text.contains(&format!("member {bad:?}")) && text.contains(why), "{bad:?} {mode:?}: {text}");
+            assert!(text.contains("cannot exist on Windows"), "{text}");
+        }
+        // Off (a Linux extraction of a Linux artifact), Linux holds them all.
+        let tmp = tempfile::tempdir().unwrap();
+        let relaxed = Limits { portable_names: false, ..Limits::default() };
+        extract(bytes.as_slice(), ArchiveFormat::Zstd, &tmp.path().join("out"), ExtractMode::Tree, relaxed).unwrap();
+    }
+    assert_eq!(Limits::default().portable_names, cfg!(windows), "on by default exactly on Windows");
 }

@@ -9,9 +9,9 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use quarry_artifacts::archive::mode_of;
 use quarry_artifacts::{MANIFEST, link_stays_inside};
 use quarry_packaging::therock::{ArtifactIndex, ContentPath};
 
@@ -102,15 +102,17 @@ fn walk(dir: &Path, at: &str, items: &mut BTreeMap<String, Item>) -> Result<(), 
         let kind = meta.file_type();
         if kind.is_symlink() {
             let target = std::fs::read_link(&path).map_err(io_err(&path))?.to_string_lossy().into_owned();
+            // Windows spells a relative target with `\`; packages always use `/`.
+            let target = if cfg!(windows) { target.replace('\\', "/") } else { target };
             if !link_stays_inside(&dest, &target) {
                 return Err(TreeError::EscapingLink { path: dest, target });
             }
             items.insert(dest, Item::Symlink { target });
         } else if kind.is_dir() {
-            items.insert(dest.clone(), Item::Dir { mode: meta.permissions().mode() & 0o7777 });
+            items.insert(dest.clone(), Item::Dir { mode: mode_of(&meta, &path) & 0o7777 });
             walk(&path, &dest, items)?;
         } else if kind.is_file() {
-            items.insert(dest, Item::File { source: path, mode: meta.permissions().mode() & 0o7777 });
+            items.insert(dest, Item::File { mode: mode_of(&meta, &path) & 0o7777, source: path });
         } else {
             return Err(TreeError::Special(path.display().to_string()));
         }
@@ -131,6 +133,7 @@ mod tests {
         assert!(link_stays_inside("opt/x", "../etc/y"));
     }
 
+    #[cfg(unix)]
     #[test]
     fn content_is_merged_under_the_prefix_and_hostile_trees_are_refused() {
         let tmp = tempfile::tempdir().unwrap();

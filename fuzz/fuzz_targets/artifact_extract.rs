@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let scratch = tempfile::tempdir().expect("temp dir");
     let dest = scratch.path().join("out");
-    let limits = Limits { max_members: 256, max_bytes: 4 << 20 };
+    let limits = Limits { max_members: 256, max_bytes: 4 << 20, ..Limits::default() };
     let _ = extract(body, format, &dest, mode, limits);
     // Nothing may appear next to the destination (a member or link that escaped).
     for entry in std::fs::read_dir(scratch.path()).expect("read scratch") {

@@ -19,7 +19,6 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -109,13 +108,41 @@ fn pid_alive(_pid: u32) -> bool {
 /// Temporary files older than this are swept whoever wrote them.
 const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
+/// (identity, modification time in ns, size): every put renames a fresh file into place, so
+/// any replacement changes the identity.
 fn fingerprint(meta: &fs::Metadata) -> String {
-    let mtime_ns = (meta.mtime() as i128) * 1_000_000_000 + i128::from(meta.mtime_nsec());
-    format!("{:x}-{:x}-{:x}", meta.ino(), mtime_ns, meta.size())
+    let mtime_ns = nanos(meta.modified());
+    format!("{:x}-{:x}-{:x}", identity(meta), mtime_ns, meta.len())
+}
+
+/// Nanoseconds since the epoch (negative before it; 0 when the filesystem has no such time).
+fn nanos(time: io::Result<std::time::SystemTime>) -> i128 {
+    match time {
+        Ok(t) => match t.duration_since(std::time::UNIX_EPOCH) {
+            Ok(d) => d.as_nanos() as i128,
+            Err(e) => -(e.duration().as_nanos() as i128),
+        },
+        Err(_) => 0,
+    }
+}
+
+/// The file's inode.
+#[cfg(unix)]
+fn identity(meta: &fs::Metadata) -> i128 {
+    i128::from(std::os::unix::fs::MetadataExt::ino(meta))
+}
+
+/// Windows: stable Rust exposes no file index, so the creation time (100 ns resolution) stands
+/// in. A put writes a new temporary file and renames it over the old one, and a rename keeps
+/// the moved file's creation time, so a replacement still changes it.
+#[cfg(not(unix))]
+fn identity(meta: &fs::Metadata) -> i128 {
+    nanos(meta.created())
 }
 
 fn timestamp(meta: &fs::Metadata) -> jiff::Timestamp {
-    jiff::Timestamp::new(meta.mtime(), meta.mtime_nsec() as i32).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+    let ns = nanos(meta.modified());
+    jiff::Timestamp::from_nanosecond(ns).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
@@ -182,6 +209,13 @@ impl LocalStore {
     /// found.
     fn check_parents(&self, key: &Key, write: bool) -> Result<()> {
         let k = key.as_str();
+        if let Some(reason) = not_portable(k) {
+            return Err(if write {
+                StoreError::Collision { key: k.to_owned(), reason }
+            } else {
+                StoreError::NotFound(k.to_owned())
+            });
+        }
         let segments: Vec<&str> = k.split('/').collect();
         match self.first_non_dir(&segments[..segments.len() - 1]).map_err(io_err(k))? {
             None => Ok(()),
@@ -237,7 +271,7 @@ impl LocalStore {
         };
         ObjectMeta {
             key: key.clone(),
-            size: meta.size(),
+            size: meta.len(),
             etag,
             last_modified: timestamp(meta),
             sha256: sidecar.as_ref().map(|s| s.sha256.clone()),
@@ -285,7 +319,7 @@ impl LocalStore {
             _ => {}
         }
         ensure_parent(&target).map_err(io_err(k))?;
-        fs::rename(tmp, &target).map_err(io_err(k))?;
+        replace(tmp, &target).map_err(io_err(k))?;
         let etag = fingerprint(&fs::symlink_metadata(&target).map_err(io_err(k))?);
         let Some((sha256, content_type)) = record else { return Ok(etag) };
         // The rename is durable once its directory is.
@@ -296,7 +330,7 @@ impl LocalStore {
         let sidecar_tmp = self.temp_path();
         let body = serde_json::to_vec(&sidecar).map_err(|e| StoreError::Backend(e.to_string()))?;
         fs::write(&sidecar_tmp, body).map_err(io_err(k))?;
-        fs::rename(&sidecar_tmp, &sidecar_path).map_err(io_err(k))?;
+        replace(&sidecar_tmp, &sidecar_path).map_err(io_err(k))?;
         Ok(etag)
     }
 
@@ -523,6 +557,44 @@ impl LocalStore {
         }
         Ok(page)
     }
+}
+
+/// Windows: a key segment Windows cannot hold as a file name (`CON` would open the console,
+/// `x.` would land as `x`): never stored there, read as not found.
+#[cfg(windows)]
+fn not_portable(key: &str) -> Option<String> {
+    key.split('/').find_map(|segment| {
+        quarry_topology::platform::windows_name_problem(segment).map(|p| format!("{segment:?} {p}"))
+    })
+}
+
+#[cfg(not(windows))]
+fn not_portable(_key: &str) -> Option<String> {
+    None
+}
+
+/// Renames `from` over `to`, replacing it atomically.
+#[cfg(unix)]
+fn replace(from: &Path, to: &Path) -> io::Result<()> {
+    fs::rename(from, to)
+}
+
+/// Windows: `fs::rename` replaces an existing file (POSIX semantics where the filesystem has
+/// them, `MoveFileExW(MOVEFILE_REPLACE_EXISTING)` otherwise). Without POSIX semantics the
+/// replace fails with "access denied" while another process holds the old file open without
+/// delete sharing (a reader outside Quarry, a virus scanner); Quarry's own readers share
+/// delete, so a few short retries cover the rest before the error is reported.
+#[cfg(not(unix))]
+fn replace(from: &Path, to: &Path) -> io::Result<()> {
+    let mut delay = std::time::Duration::from_millis(5);
+    for _ in 0..6 {
+        match fs::rename(from, to) {
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => std::thread::sleep(delay),
+            other => return other,
+        }
+        delay *= 2;
+    }
+    fs::rename(from, to)
 }
 
 /// Makes a rename in `dir` durable.

@@ -105,9 +105,31 @@ fn link_dir(target: &Path, link: &Path) -> std::io::Result<()> {
     std::os::unix::fs::symlink(target, link)
 }
 
+/// Windows: a directory symlink where the privilege allows it; otherwise (no Developer Mode,
+/// or Wine, whose `CreateSymbolicLinkW` is a stub) the tree is mirrored with hard links,
+/// copying where a hard link fails, as TheRock's `fileset_tool.py` populates on Windows.
 #[cfg(windows)]
 fn link_dir(target: &Path, link: &Path) -> std::io::Result<()> {
-    std::os::windows::fs::symlink_dir(target, link)
+    if std::os::windows::fs::symlink_dir(target, link).is_ok() && link.is_dir() {
+        return Ok(());
+    }
+    let _ = std::fs::remove_dir(link);
+    mirror_dir(target, link)
+}
+
+#[cfg(windows)]
+fn mirror_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (source, dest) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type()?.is_dir() {
+            mirror_dir(&source, &dest)?;
+        } else if std::fs::hard_link(&source, &dest).is_err() {
+            std::fs::copy(&source, &dest)?;
+        }
+    }
+    Ok(())
 }
 
 /// A scratch directory under `dest` with links to the artifact directories of `dir` and every

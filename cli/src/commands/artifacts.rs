@@ -219,9 +219,9 @@ impl Backend {
         RunLocation::with_defaults(flags, |name| std::env::var(name).ok())
     }
 
-    /// The platform CMake is configured for: `--platform`, else Linux.
+    /// The platform CMake is configured for: `--platform`, else this machine's.
     pub(crate) fn cmake_platform(&self) -> Platform {
-        self.platform.map_or(Platform::Linux, Platform::from)
+        self.platform.map_or_else(Platform::host, Platform::from)
     }
 }
 

@@ -90,7 +90,8 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Ctrl-C everywhere; SIGTERM too on Unix.
+/// Ctrl-C everywhere; SIGTERM too on Unix; on Windows also Ctrl-Break, the console window
+/// closing, and logoff/shutdown (the console events a service manager or `taskkill` sends).
 async fn shutdown() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -104,7 +105,21 @@ async fn shutdown() {
             Err(_) => std::future::pending::<()>().await,
         }
     };
-    #[cfg(not(unix))]
+    #[cfg(windows)]
+    let term = async {
+        use tokio::signal::windows;
+        let (Ok(mut brk), Ok(mut close), Ok(mut shutdown)) =
+            (windows::ctrl_break(), windows::ctrl_close(), windows::ctrl_shutdown())
+        else {
+            return std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            _ = brk.recv() => {},
+            _ = close.recv() => {},
+            _ = shutdown.recv() => {},
+        }
+    };
+    #[cfg(not(any(unix, windows)))]
     let term = std::future::pending::<()>();
     tokio::select! {
         () = ctrl_c => {},

@@ -98,8 +98,7 @@ pub(crate) async fn run(args: StageArgs) -> anyhow::Result<()> {
         }
         StageCommand::Build(_) => {}
         StageCommand::Configure(c) => {
-            let host = if cfg!(windows) { Platform::Windows } else { Platform::Linux };
-            let platform = c.platform.map_or(host, Platform::from);
+            let platform = c.platform.map_or_else(Platform::host, Platform::from);
             let oneline = c.oneline || c.gha_output;
             let options = ConfigureOptions {
                 amdgpu_families: c.amdgpu_families,

@@ -113,7 +113,12 @@ pub async fn fetch(run: &Run, opts: &FetchOptions) -> Result<FetchReport, Transf
         let out = opts.output_dir.clone();
         let jobs =
             opts.extract_concurrency.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from));
-        failures.extend(tokio::task::spawn_blocking(move || unpack_all(&downloaded, &out, mode, jobs)).await??);
+        // A Windows run's archives must hold only names Windows can: refused on every host.
+        let limits = quarry_artifacts::Limits {
+            portable_names: run.platform() == quarry_topology::Platform::Windows,
+            ..Default::default()
+        };
+        failures.extend(tokio::task::spawn_blocking(move || unpack_all(&downloaded, &out, mode, jobs, limits)).await??);
     }
     if !keep_cache {
         let _ = std::fs::remove_dir_all(&cache);

@@ -24,12 +24,14 @@ fn open(path: &Path) -> Result<std::io::BufReader<std::fs::File>, TransferError>
 /// Unpacks every archive into `out` (tree mode: `out/artifacts/<artifact dir>`) on `jobs`
 /// threads: one line per archive that failed. Bootstrap wipes every root of every archive
 /// first, so two artifacts sharing a root (lib and dev of one project) both land; an
-/// unreadable manifest stops everything before anything is wiped.
+/// unreadable manifest stops everything before anything is wiped. `limits` bound each archive
+/// (and say whether its names must be portable to Windows).
 pub fn unpack_all(
     archives: &[(ArtifactName, ArchiveFormat, PathBuf)],
     out: &Path,
     mode: ExtractMode,
     jobs: usize,
+    limits: Limits,
 ) -> Result<Vec<String>, TransferError> {
     if mode == ExtractMode::Bootstrap {
         let mut roots = BTreeSet::new();
@@ -52,7 +54,7 @@ pub fn unpack_all(
                     _ => out.to_path_buf(),
                 };
                 let reader = open(path).map_err(|e| format!("{file}: {}", error_chain(&e)))?;
-                match extract_deferred(reader, *format, &dest, mode, Limits::default()) {
+                match extract_deferred(reader, *format, &dest, mode, limits) {
                     Ok((_, links)) => Ok((file, links)),
                     Err(e) => Err(format!("{file}: {}", error_chain(&e))),
                 }
@@ -112,7 +114,7 @@ mod tests {
 
         let out = tmp.path().join("boot");
         std::fs::create_dir_all(out.join("proj/stage/stale")).unwrap();
-        assert!(unpack_all(&archives, &out, ExtractMode::Bootstrap, 2).unwrap().is_empty());
+        assert!(unpack_all(&archives, &out, ExtractMode::Bootstrap, 2, Limits::default()).unwrap().is_empty());
         let stage = out.join("proj/stage");
         assert!(!stage.join("stale").exists(), "bootstrap wipes the root first");
         assert_eq!(std::fs::read_to_string(stage.join("include/a.h")).unwrap(), "int a;");
@@ -122,7 +124,7 @@ mod tests {
         let tree = tmp.path().join("tree");
         let mut with_broken = archives.clone();
         with_broken.push((name("b_lib_generic"), ArchiveFormat::Zstd, broken));
-        let errors = unpack_all(&with_broken, &tree, ExtractMode::Tree, 1).unwrap();
+        let errors = unpack_all(&with_broken, &tree, ExtractMode::Tree, 1, Limits::default()).unwrap();
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].starts_with("b_lib_generic.tar.zst: "), "{errors:?}");
         assert!(tree.join("artifacts/a_lib_generic/proj/stage/lib/liba.so.1").is_file());
