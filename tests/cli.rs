@@ -169,18 +169,7 @@ async fn stage_configure_prints_what_configure_stage_py_prints() {
         cmd.args(["stage", "configure", "--topology"]).arg(data.join("BUILD_TOPOLOGY.toml")).args(extra);
         cmd
     };
-    let cmd = configure(&[
-        "--stage",
-        "math-libs",
-        "--platform",
-        "windows",
-        "--amdgpu-families",
-        "gfx94X-dcgpu",
-        "--dist-amdgpu-families",
-        "gfx94X-dcgpu;gfx110X-all",
-        "--manylinux",
-        "--comments",
-    ]);
+    let cmd = configure(&[&["--stage", "math-libs"][..], &quarry_tests::CONFIGURE_WINDOWS_FAMILIES].concat());
     let out = run(cmd, Duration::from_secs(30)).await;
     assert_success(&out, "quarry stage configure");
     assert_eq!(String::from_utf8_lossy(&out.stdout), expected["math-libs|windows|families"].as_str().unwrap());

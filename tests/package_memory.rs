@@ -105,8 +105,11 @@ async fn peak_rss_is_bounded_and_flat_and_jobs_do_not_change_the_bytes() {
             assert_success(&run(check, Duration::from_secs(120)).await, "rpm -K");
         }
         assert!(rss_big < 256 * 1024, "{kind}: peak RSS {} MiB at 1 GiB", rss_big / 1024);
+        // Flat, not identical: zstd's multi-threaded encoder holds a fixed number of jobs, and
+        // how many are in flight at the peak depends on scheduling (seen: 38 → 49 MiB on a
+        // loaded 2-core machine). A payload held in memory would grow by hundreds of MiB here.
         assert!(
-            rss_big < rss_small + 8 * 1024,
+            rss_big < rss_small + 16 * 1024,
             "{kind}: peak RSS grew from {} MiB (256 MiB tree) to {} MiB (1 GiB tree)",
             rss_small / 1024,
             rss_big / 1024

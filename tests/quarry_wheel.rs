@@ -55,18 +55,10 @@ async fn the_built_wheel_installs_with_pip_and_runs() {
     let expected: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(data.join("configure-from-therock.json")).unwrap()).unwrap();
     let mut cmd = tokio::process::Command::new(&quarry);
-    cmd.args(["stage", "configure", "--topology"]).arg(data.join("BUILD_TOPOLOGY.toml")).args([
-        "--stage",
-        "math-libs",
-        "--platform",
-        "windows",
-        "--amdgpu-families",
-        "gfx94X-dcgpu",
-        "--dist-amdgpu-families",
-        "gfx94X-dcgpu;gfx110X-all",
-        "--manylinux",
-        "--comments",
-    ]);
+    cmd.args(["stage", "configure", "--topology"])
+        .arg(data.join("BUILD_TOPOLOGY.toml"))
+        .args(["--stage", "math-libs"])
+        .args(quarry_tests::CONFIGURE_WINDOWS_FAMILIES);
     let out = run(cmd, Duration::from_secs(30)).await;
     assert_success(&out, "quarry stage configure from the virtualenv");
     assert_eq!(String::from_utf8_lossy(&out.stdout), expected["math-libs|windows|families"].as_str().unwrap());

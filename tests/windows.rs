@@ -237,16 +237,7 @@ async fn version_and_stage_configure_match_configure_stage_py() {
         let mut args = vec!["stage", "configure", "--topology", &topology, "--stage", parts[0]];
         // The plain variant leaves --platform out: on Windows it defaults to windows.
         match parts[2] {
-            "families" => args.extend([
-                "--platform",
-                "windows",
-                "--amdgpu-families",
-                "gfx94X-dcgpu",
-                "--dist-amdgpu-families",
-                "gfx94X-dcgpu;gfx110X-all",
-                "--manylinux",
-                "--comments",
-            ]),
+            "families" => args.extend(quarry_tests::CONFIGURE_WINDOWS_FAMILIES),
             "oneline" => args.extend(["--platform", "windows", "--oneline", "--amdgpu-families", "gfx1201"]),
             _ => {}
         }

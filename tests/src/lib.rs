@@ -296,6 +296,19 @@ pub fn quarry_bin() -> PathBuf {
     bin
 }
 
+/// The flags (after `--stage math-libs`) of the recorded `configure_stage.py` case
+/// `math-libs|windows|families` in `configure-from-therock.json`.
+pub const CONFIGURE_WINDOWS_FAMILIES: [&str; 8] = [
+    "--platform",
+    "windows",
+    "--amdgpu-families",
+    "gfx94X-dcgpu",
+    "--dist-amdgpu-families",
+    "gfx94X-dcgpu;gfx110X-all",
+    "--manylinux",
+    "--comments",
+];
+
 /// Write `bytes` at `key` of a local store directory (behind the server's back, as CI or a
 /// broken client would).
 pub fn plant(store: &Path, key: &str, bytes: &[u8]) {
