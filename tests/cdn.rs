@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quarry_store::{Key, PutOptions, S3Store, StoreExt};
-use quarry_tests::s3::{S3Server, s3_client};
+use quarry_tests::s3::{S3Server, create_public_bucket, s3_client};
 use quarry_tests::{WheelSpec, assert_success, installed, pip_install, quarry_bin, run, uv_pip, workspace_root};
 use serde_json::Value;
 
@@ -96,25 +96,17 @@ impl Edge {
 async fn pip_and_uv_install_through_the_cloudfront_function() {
     let server = S3Server::start_moto().await;
     let client = s3_client(&server);
-    client.create_bucket().bucket("artifacts").send().await.expect("create bucket");
     // The edge reads the bucket without signing (CloudFront's origin access control signs in
     // production; anonymous reads stand in for it here).
-    let policy = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::artifacts/*"}]}"#;
-    client.put_bucket_policy().bucket("artifacts").policy(policy).send().await.expect("bucket policy");
+    create_public_bucket(&client, "artifacts").await;
     let store = Arc::new(S3Store::from_client(client.clone(), "artifacts", "ci/"));
     let specs = [WheelSpec::new("cdn-demo", "1.0"), WheelSpec::new("cdn-demo", "2.0").requires_python(">=3.99")];
     for spec in &specs {
         let key = Key::new(format!("555-linux/python/{}", spec.filename())).unwrap();
         store.put_bytes(&key, spec.build().into(), PutOptions::default()).await.unwrap();
     }
-    let keys = server.clone_credentials();
     let mut cmd = tokio::process::Command::new(quarry_bin());
-    cmd.args(["index", "s3://artifacts/ci/"])
-        .env("AWS_ENDPOINT_URL", &server.endpoint)
-        .env("AWS_ACCESS_KEY_ID", &keys.access_key)
-        .env("AWS_SECRET_ACCESS_KEY", &keys.secret_key)
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_EC2_METADATA_DISABLED", "true");
+    cmd.args(["index", "s3://artifacts/ci/"]).envs(server.client_env());
     assert_success(&run(cmd, Duration::from_secs(120)).await, "quarry index s3://");
 
     let edge = Edge::start(&format!("{}/artifacts", server.endpoint)).await;

@@ -470,9 +470,7 @@ async fn gc_deletes_runs_in_a_bucket_on_a_real_s3_server() {
 
     let server = S3Server::start_moto().await;
     let client = s3_client(&server);
-    client.create_bucket().bucket("artifacts").send().await.expect("create bucket");
-    let policy = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::artifacts/*"}]}"#;
-    client.put_bucket_policy().bucket("artifacts").policy(policy).send().await.expect("bucket policy");
+    quarry_tests::s3::create_public_bucket(&client, "artifacts").await;
     let bucket = S3Store::from_client(client.clone(), "artifacts", "");
     // Three runs under the store's prefix `ci/`, uploaded in order (the newest last), and
     // objects beside and outside that prefix.

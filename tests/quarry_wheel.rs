@@ -4,14 +4,7 @@
 
 use std::time::Duration;
 
-use std::path::PathBuf;
-
-use quarry_tests::{assert_success, quarry_bin, run, venv};
-
-/// This checkout's root (the test binary's own, whichever checkout built the helper library).
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_owned()
-}
+use quarry_tests::{assert_success, quarry_bin, run, venv, workspace_root};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_built_wheel_installs_with_pip_and_runs() {

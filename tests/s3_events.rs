@@ -51,11 +51,7 @@ const PACKAGE_SUFFIXES: &[&str] = &[".whl", ".tar.gz", ".zip", ".yanked"];
 async fn setup(suffixes: &[&str]) -> Setup {
     let server = S3Server::start_moto().await;
     let client = s3_client(&server);
-    client.create_bucket().bucket(BUCKET).send().await.expect("create bucket");
-    let policy = format!(
-        r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::{BUCKET}/*"}}]}}"#
-    );
-    client.put_bucket_policy().bucket(BUCKET).policy(policy).send().await.expect("bucket policy");
+    quarry_tests::s3::create_public_bucket(&client, BUCKET).await;
     let queue = SqsQueue::create(&server, "quarry-index-events").await;
     notify_queue(&client, BUCKET, &queue, suffixes).await;
     let handler = Arc::new(Handler::new(Moto::new(client.clone())));

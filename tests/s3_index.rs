@@ -6,17 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quarry_store::{Key, PutOptions, S3Store, Store, StoreExt};
-use quarry_tests::s3::{S3Server, s3_client};
+use quarry_tests::s3::{S3Server, create_public_bucket, s3_client};
 use quarry_tests::{WheelSpec, assert_success, installed, pip_install, quarry_bin, run};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn quarry_index_publishes_into_a_bucket_that_pip_installs_from() {
     let server = S3Server::start_moto().await;
     let client = s3_client(&server);
-    client.create_bucket().bucket("artifacts").send().await.expect("create bucket");
     // Readable by anyone, like TheRock's artifact buckets: pip reads it without credentials.
-    let policy = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::artifacts/*"}]}"#;
-    client.put_bucket_policy().bucket("artifacts").policy(policy).send().await.expect("bucket policy");
+    create_public_bucket(&client, "artifacts").await;
     let store = Arc::new(S3Store::from_client(client.clone(), "artifacts", "ci/"));
     let specs = [
         WheelSpec::new("s3-demo", "1.0"),

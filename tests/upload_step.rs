@@ -11,12 +11,7 @@ use std::time::Duration;
 
 use quarry_store::{Key, S3Store, Store, StoreExt};
 use quarry_tests::s3::{S3Server, s3_client};
-use quarry_tests::{TOKEN, TestServer, WheelSpec, assert_success, quarry_bin, run, sha256_hex};
-
-/// This checkout's root (the test binary's own, whichever checkout built the helper library).
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_owned()
-}
+use quarry_tests::{TOKEN, TestServer, WheelSpec, assert_success, quarry_bin, run, sha256_hex, workspace_root};
 
 fn write(path: &Path, bytes: &[u8]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -101,6 +101,16 @@ impl S3Server {
     }
 }
 
+/// Creates `bucket`, readable by anyone, as TheRock's artifact buckets are: pip, a CDN's edge
+/// and browsers read it without credentials.
+pub async fn create_public_bucket(client: &aws_sdk_s3::Client, bucket: &str) {
+    client.create_bucket().bucket(bucket).send().await.expect("create bucket");
+    let policy = format!(
+        r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::{bucket}/*"}}]}}"#
+    );
+    client.put_bucket_policy().bucket(bucket).policy(policy).send().await.expect("bucket policy");
+}
+
 /// A client for `server` with path-style addressing and its credentials.
 pub fn s3_client(server: &S3Server) -> aws_sdk_s3::Client {
     client_with(&server.endpoint, &server.keys)

@@ -12,9 +12,6 @@ use quarry_upload::{
 
 use super::UsageError;
 
-/// The platform of the computed destination when `--platform` is not given: this machine's.
-const HOST_PLATFORM: &str = if cfg!(windows) { "windows" } else { "linux" };
-
 #[derive(Debug, Args)]
 pub(crate) struct UploadArgs {
     /// Files or directories to upload (a directory's files keep their relative paths). As
@@ -158,7 +155,7 @@ fn computed_destination(args: &UploadArgs) -> anyhow::Result<quarry_upload::Stor
     let release_type = std::env::var("RELEASE_TYPE").unwrap_or_default();
     let target = RunTarget {
         run_id: args.run_id.as_deref(),
-        platform: args.platform.as_deref().unwrap_or(HOST_PLATFORM),
+        platform: args.platform.as_deref().unwrap_or(quarry_topology::Platform::host().as_str()),
         kind: kind(args),
         bucket: args.bucket.as_deref(),
         release_type: &release_type,
