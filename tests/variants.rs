@@ -102,10 +102,15 @@ print(json.dumps({"labels": labels, "wheel": by_label.get(labels[0]) if labels e
 "#;
 
 async fn select(server: &TestServer, dir: &Path, gfx: &str) -> serde_json::Value {
+    select_in(server, NAME, dir, gfx).await
+}
+
+/// [`select`] over project `name`'s page.
+async fn select_in(server: &TestServer, name: &str, dir: &Path, gfx: &str) -> serde_json::Value {
     let venv = venv();
     let mut cmd = tokio::process::Command::new(venv.join("bin/python"));
     cmd.arg(dir.join("pick_variant.py"))
-        .arg(format!("{}simple/{NAME}/", server.root_url()))
+        .arg(format!("{}simple/{name}/", server.root_url()))
         .env("PYTHONPATH", dir)
         .env("QUARRY_TEST_GFX", gfx);
     let out = run(cmd, Duration::from_secs(60)).await;
@@ -214,4 +219,175 @@ async fn a_variant_wheel_that_disagrees_with_its_release_is_refused() {
     assert_eq!(server.get_text(&variants_json).await.1, json_before, "and so does variants.json");
     assert!(!server.store_dir().join(ROOT).join(&other).exists(), "the refused upload is discarded");
     server.stop().await;
+}
+
+/// Checks every wheel given as PEP 427 and PEP 825 ask: the zip is sound, RECORD lists every
+/// member (RECORD itself without a hash) with its sha256 and size, and nothing else; a variant
+/// wheel's `variant.json` is read by `variantlib` as the one variant its filename's label names.
+const CHECK_WHEELS: &str = r#"
+import base64, csv, hashlib, io, sys, zipfile
+from variantlib.variant_dist_info import VariantDistInfo
+
+for path in sys.argv[1:]:
+    with zipfile.ZipFile(path) as z:
+        assert z.testzip() is None, path
+        names = z.namelist()
+        record_name = next(n for n in names if n.endswith(".dist-info/RECORD"))
+        rows = list(csv.reader(io.TextIOWrapper(z.open(record_name), "utf-8")))
+        listed = {row[0]: row for row in rows}
+        assert sorted(listed) == sorted(names), (path, sorted(set(listed) ^ set(names)))
+        assert listed[record_name][1:] == ["", ""], listed[record_name]
+        for name in names:
+            if name == record_name:
+                continue
+            data = z.read(name)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            assert listed[name][1:] == ["sha256=" + digest, str(len(data))], (path, name)
+        stem = path.rsplit("/", 1)[-1][:-4]
+        if stem.count("-") == 5:
+            label = stem.rsplit("-", 1)[1]
+            info = VariantDistInfo(z.read(record_name[:-6] + "variant.json"), expected_label=label)
+            print(label, [p.to_str() for p in info.variant_desc.properties])
+"#;
+
+const VARIANT_VERSION: &str = "7.1.0";
+const PLATFORM: &str = "linux_x86_64";
+
+fn variant_file(target: &str) -> String {
+    format!("rocm_sdk_device-{VARIANT_VERSION}-py3-none-{PLATFORM}-{target}.whl")
+}
+
+/// Installs `requirement` from the server's index with pip or uv (no variants) into a fresh
+/// target; the output and the target.
+async fn plain_install(
+    server: &TestServer,
+    client: &str,
+    requirement: &str,
+) -> (std::process::Output, tempfile::TempDir) {
+    let target = tempfile::tempdir().expect("tempdir");
+    let simple = format!("{}simple/", server.root_url());
+    let args = ["--index-url", simple.as_str(), requirement];
+    let out = match client {
+        "pip" => quarry_tests::pip_install(&args, target.path()).await,
+        _ => uv_pip("install", &args, Some(target.path())).await,
+    };
+    (out, target)
+}
+
+/// `quarry package python --variants` over the rocm-sdk fixtures of `tests/wheels.rs`: the
+/// device wheels come out a second time as variants of `rocm-sdk-device` (same bytes on a second
+/// run), sound wheels whose `variant.json` `variantlib` reads; uploaded into a run beside the
+/// extras-based wheels, the index takes them, publishes `-variants.json`, `variantlib` with a
+/// provider that reports gfx942 selects the gfx942 wheel, and pip and uv without variants still
+/// install the extras-based device wheel and never a variant one.
+#[tokio::test(flavor = "multi_thread")]
+async fn package_python_variants_are_indexed_and_selected() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let artifacts = tmp.path().join("artifacts");
+    crate::wheels::tree(&artifacts).await;
+    let dist = tmp.path().join("dist");
+    let out = crate::wheels::package(&artifacts, &dist, &["--variants"]).await;
+    assert_success(&out, "quarry package python --variants");
+    let built = crate::wheels::files(&dist);
+    let names: Vec<&str> = built.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in [
+        variant_file("gfx1100"),
+        variant_file("gfx942"),
+        format!("rocm_sdk_device_gfx942-{VARIANT_VERSION}-py3-none-{PLATFORM}.whl"),
+        format!("rocm_sdk_libraries-{VARIANT_VERSION}-py3-none-{PLATFORM}.whl"),
+    ] {
+        assert!(names.contains(&expected.as_str()), "{expected} missing from {names:?}");
+    }
+    assert_eq!(names.len(), 8, "the six distributions of tests/wheels.rs and two variants: {names:?}");
+    let again = tmp.path().join("again");
+    assert_success(&crate::wheels::package(&artifacts, &again, &["--variants=gfx942"]).await, "--variants=gfx942");
+    let again = crate::wheels::files(&again);
+    let gfx942 = |files: &[(String, Vec<u8>)]| files.iter().find(|(n, _)| *n == variant_file("gfx942")).cloned();
+    assert_eq!(gfx942(&again), gfx942(&built), "the same bytes on a second run");
+    assert!(!again.iter().any(|(n, _)| *n == variant_file("gfx1100")), "only the targets asked for");
+
+    // The variant wheel holds the device wheel's files under the variant's dist-info.
+    let wheel = dist.join(variant_file("gfx942"));
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(&wheel).expect("wheel")).expect("zip");
+    let mut json = String::new();
+    std::io::Read::read_to_string(
+        &mut zip.by_name(&format!("rocm_sdk_device-{VARIANT_VERSION}.dist-info/variant.json")).expect("variant.json"),
+        &mut json,
+    )
+    .expect("utf-8");
+    // Its bytes are the ones `builder/src/therock/variants.rs` snapshots.
+    assert_eq!(json.as_bytes(), quarry_builder::therock::variant_json("gfx942"));
+    assert!(zip.by_name("_rocm_sdk_libraries/lib/rocfft/gfx942.kpack").is_ok());
+    assert!(zip.by_name("_rocm_sdk_libraries/.devel_links/gfx942.json").is_ok());
+
+    let mut cmd = tokio::process::Command::new(venv().join("bin/python"));
+    cmd.arg("-c").arg(CHECK_WHEELS).args(built.iter().filter(|(n, _)| n.ends_with(".whl")).map(|(n, _)| dist.join(n)));
+    let out = run(cmd, Duration::from_secs(60)).await;
+    assert_success(&out, "RECORD and variant.json check");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "gfx1100 ['amd :: gfx_arch :: gfx1100']\ngfx942 ['amd :: gfx_arch :: gfx942']\n"
+    );
+
+    let server = TestServer::start().await;
+    for (filename, body) in built {
+        let (status, text) = server.upload_bytes(&format!("{ROOT}{filename}"), body).await;
+        assert_eq!(status, 201, "{filename}: {text}");
+    }
+    let variants_json = format!("rocm_sdk_device-{VARIANT_VERSION}-variants.json");
+    let (status, page) = server.get_text(&format!("{ROOT}simple/rocm-sdk-device/")).await;
+    assert!(status == 200 && page.contains(&variants_json), "{status} {page}");
+
+    // variantlib, with a provider plugin reporting gfx942 where the wheels' plugin-api points.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let provider = dir.path().join("amd_variant_provider");
+    std::fs::create_dir_all(&provider).expect("provider dir");
+    std::fs::write(provider.join("__init__.py"), "").expect("provider");
+    std::fs::write(provider.join("plugin.py"), format!("{PLUGIN}\nAMDVariantPlugin = Plugin\n")).expect("provider");
+    std::fs::write(dir.path().join("pick_variant.py"), SELECT).expect("script");
+    let chosen = select_in(&server, "rocm-sdk-device", dir.path(), "gfx942").await;
+    assert_eq!(chosen["linked"], variants_json.as_str());
+    // variantlib always ends with the null variant (no wheel of this release is one).
+    assert_eq!(chosen["labels"], serde_json::json!(["gfx942", "null"]), "gfx1100 is not supported here");
+    assert_eq!(chosen["wheel"], variant_file("gfx942").as_str());
+
+    // Without variants: the extras-based device wheel installs, a variant wheel never does.
+    for client in ["pip", "uv"] {
+        let (out, target) = plain_install(&server, client, "rocm-sdk-device-gfx942").await;
+        assert_success(&out, &format!("{client} install rocm-sdk-device-gfx942"));
+        assert!(target.path().join("_rocm_sdk_libraries/lib/rocfft/gfx942.kpack").is_file());
+        let (out, _) = plain_install(&server, client, "rocm-sdk-device").await;
+        assert!(
+            !out.status.success(),
+            "{client} must not take a variant wheel:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    server.stop().await;
+}
+
+/// `--variants` naming a target the artifacts have no device wheel for, or something that is
+/// not a GPU target, fails with the reason and the targets there are.
+#[tokio::test(flavor = "multi_thread")]
+async fn package_python_refuses_unknown_variant_targets() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let artifacts = tmp.path().join("artifacts");
+    crate::wheels::tree(&artifacts).await;
+    for (request, expected) in [
+        (
+            "--variants=gfx942,gfx90a",
+            "--variants gfx90a: no device wheel for gfx90a, the artifacts (and --target) give device wheels for gfx1100, gfx942",
+        ),
+        (
+            "--variants=mi300x",
+            "--variants \"mi300x\": not a GPU target (gfx and its number in lower case, e.g. gfx942, gfx90a or gfx1100)",
+        ),
+    ] {
+        let dist = tmp.path().join(request.replace([',', '='], "_"));
+        let out = crate::wheels::package(&artifacts, &dist, &[request]).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(expected), "{request}: {stderr}");
+        let written: Vec<String> = crate::wheels::files(&dist).into_iter().map(|(n, _)| n).collect();
+        assert!(written.iter().all(|n| !n.ends_with(".whl")), "{request}: no wheel is written: {written:?}");
+    }
 }

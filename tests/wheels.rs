@@ -29,7 +29,7 @@ async fn shared_object(dir: &Path, file: &str, soname: &str, code: &str, needs: 
     std::fs::remove_file(src).unwrap();
 }
 
-async fn tree(root: &Path) {
+pub(crate) async fn tree(root: &Path) {
     let hip = root.join("core-hip_lib_generic/core/clr/stage/lib");
     artifact(root, "core-hip_lib_generic", "core/clr/stage", &[]);
     shared_object(&hip, "libamdhip64.so.7.1.0", "libamdhip64.so.7", "int hipGetVersion(void) { return 70100; }\n", &[])
@@ -86,7 +86,7 @@ async fn tree(root: &Path) {
     }
 }
 
-async fn package(artifacts: &Path, dest: &Path, extra: &[&str]) -> std::process::Output {
+pub(crate) async fn package(artifacts: &Path, dest: &Path, extra: &[&str]) -> std::process::Output {
     let mut cmd = tokio::process::Command::new(quarry_bin());
     cmd.args(["package", "python", "--json", "--artifact-dir"])
         .arg(artifacts)
@@ -99,7 +99,7 @@ async fn package(artifacts: &Path, dest: &Path, extra: &[&str]) -> std::process:
     run(cmd, Duration::from_secs(300)).await
 }
 
-fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -328,6 +328,16 @@ pub fn build_runtime_wheel(
     wheel: &PlannedWheel,
     populated: &Populated,
 ) -> Result<BuiltDist, PythonBuildError> {
+    build_runtime_wheel_with(ctx, wheel, populated, Vec::new())
+}
+
+/// [`build_runtime_wheel`] with more `.dist-info` members (a variant wheel's `variant.json`).
+pub fn build_runtime_wheel_with(
+    ctx: &WheelContext<'_>,
+    wheel: &PlannedWheel,
+    populated: &Populated,
+    extra_info: Vec<Member>,
+) -> Result<BuiltDist, PythonBuildError> {
     let WheelContext { plan, opts, dest_dir, mtime, .. } = *ctx;
     let mut extra = Vec::new();
     if let DistKind::Device(target) = &wheel.kind {
@@ -350,7 +360,9 @@ pub fn build_runtime_wheel(
     }
     let members = wheel_members(wheel, plan, opts, populated, extra);
     let file = dest_dir.join(&wheel.file_name);
-    let report = write_wheel(&file, members, &wheel.dist_info, dist_info_members(wheel, opts), mtime, true)?;
+    let mut info = dist_info_members(wheel, opts);
+    info.extend(extra_info);
+    let report = write_wheel(&file, members, &wheel.dist_info, info, mtime, true)?;
     Ok(BuiltDist { dist: wheel.dist.clone(), file, report })
 }
 

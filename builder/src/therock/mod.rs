@@ -8,6 +8,7 @@ mod control;
 mod log;
 mod native;
 mod stage;
+pub mod variants;
 mod wheels;
 
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ pub use control::{DEFAULT_INSTALL_PREFIX, deb_control, debian_docs_for, install_
 pub use log::LOGS_DIR;
 pub use native::{Built, NativeOptions, Summary, package_native};
 pub use stage::{StagedArtifacts, clean_build};
+pub use variants::{VariantRequest, VariantsError, variant_json};
 pub use wheels::{WheelSummary, package_wheels};
 
 use crate::deb::DebBuildError;
@@ -84,6 +86,8 @@ pub enum PackageError {
     WheelPlan(#[from] WheelPlanError),
     #[error(transparent)]
     Rpath(#[from] RpathError),
+    #[error(transparent)]
+    Variants(#[from] variants::VariantsError),
     #[error(transparent)]
     Pool(#[from] rayon::ThreadPoolBuildError),
     #[error("building {file}")]

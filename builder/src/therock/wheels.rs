@@ -6,6 +6,7 @@
 use quarry_packaging::therock::wheels::{DistKind, PlannedWheel, WheelOptions, plan_wheels};
 use rayon::prelude::*;
 
+use super::variants::{VariantRequest, build_variant};
 use super::{BuildSettings, OnProgress, PackageError, Progress, StagedArtifacts, pool};
 use crate::python::{
     BuiltDist, Populated, WheelContext, build_devel_wheel, build_runtime_wheel, build_sdist, populate,
@@ -49,14 +50,17 @@ fn runtime_wheel(
 }
 
 /// Plans the rocm-sdk distributions over the staged artifacts and builds every one into the
-/// destination; the first that fails ends the run.
+/// destination; the first that fails ends the run. `variants`: which device wheels are also
+/// built as wheel variants (`--variants`, see [`super::variants`]).
 pub fn package_wheels(
     staged: &StagedArtifacts,
     opts: &WheelOptions,
+    variants: &VariantRequest,
     settings: &BuildSettings,
     progress: OnProgress<'_>,
 ) -> Result<WheelSummary, PackageError> {
     let plan = plan_wheels(staged.index(), opts)?;
+    let variant_targets = variants.resolve(&plan, opts.kpack)?;
     progress(Progress::PlannedWheels { plan: &plan, kpack: opts.kpack });
     let ctx = WheelContext {
         artifacts: staged.dir(),
@@ -73,7 +77,10 @@ pub fn package_wheels(
             .par_iter()
             .map(|wheel| {
                 progress(Progress::Started { package: &wheel.dist });
-                let result = runtime_wheel(&ctx, wheel, settings);
+                let result = runtime_wheel(&ctx, wheel, settings).and_then(|(files, dist)| {
+                    let variant = build_variant(&ctx, wheel, &files, &variant_targets)?;
+                    Ok((files, dist, variant))
+                });
                 progress(Progress::Finished { package: &wheel.dist });
                 result
             })
@@ -82,11 +89,12 @@ pub fn package_wheels(
     let mut built = Vec::new();
     let mut populated: Vec<(String, Populated)> = Vec::new();
     for (result, wheel) in results.into_iter().zip(&runtime) {
-        let (files, dist) = result?;
+        let (files, dist, variant) = result?;
         if !matches!(wheel.kind, DistKind::Device(_)) {
             populated.push((wheel.platform_package.clone(), files));
         }
         built.push(dist);
+        built.extend(variant);
     }
     if let Some(devel) = plan.wheels.iter().find(|w| w.kind == DistKind::Devel) {
         let runtime: Vec<(&str, &Populated)> = populated.iter().map(|(p, f)| (p.as_str(), f)).collect();

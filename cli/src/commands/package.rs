@@ -135,6 +135,8 @@ pub(crate) struct PackageArgs {
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) variants: package_python::VariantsArg,
 }
 
 /// `--target` values split as TheRock splits them, `:xnack…` stripped.

@@ -4,10 +4,32 @@
 use std::io::Write as _;
 
 use anyhow::bail;
-use quarry_builder::therock::{BuildSettings, OnProgress, StagedArtifacts, WheelSummary, package_wheels};
+use quarry_builder::therock::{
+    BuildSettings, OnProgress, StagedArtifacts, VariantRequest, WheelSummary, package_wheels,
+};
 use quarry_packaging::therock::wheels::{WheelOptions, platform_tag};
 
 use super::package::{PackageArgs, split_targets};
+
+/// `--variants`, flattened into `quarry package`'s arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct VariantsArg {
+    /// python (kpack): also build each GPU target's device wheel as a wheel variant (PEP 825)
+    /// of `rocm-sdk-device`, labelled with the target and holding `amd :: gfx_arch :: {target}`,
+    /// beside the extras-based `rocm-sdk-device-{target}` wheels. Alone or `all`: every target;
+    /// else the targets (comma, `;` or space separated).
+    #[arg(long, num_args = 0..=1, default_missing_value = "all", value_name = "TARGETS")]
+    pub(crate) variants: Option<String>,
+}
+
+impl VariantsArg {
+    fn request(&self) -> anyhow::Result<VariantRequest> {
+        Ok(match &self.variants {
+            None => VariantRequest::Off,
+            Some(raw) => VariantRequest::parse(raw)?,
+        })
+    }
+}
 
 /// Builds the distributions of the staged artifacts and prints the summary.
 pub(crate) fn run(
@@ -29,7 +51,8 @@ pub(crate) fn run(
         platform: platform_from_env(),
         targets: split_targets(&args.target),
     };
-    report(&package_wheels(staged, &opts, settings, progress)?, args.json)
+    let variants = args.variants.request()?;
+    report(&package_wheels(staged, &opts, &variants, settings, progress)?, args.json)
 }
 
 /// The wheel platform tag: `ROCM_SDK_WHEEL_PLATFORM_TAG`, else this machine's
