@@ -352,17 +352,32 @@ async fn package_python_variants_are_indexed_and_selected() {
     assert_eq!(chosen["wheel"], variant_file("gfx942").as_str());
 
     // Without variants: the extras-based device wheel installs, a variant wheel never does.
-    for client in ["pip", "uv"] {
+    for (client, refusal) in [
+        ("pip", "No matching distribution found for rocm-sdk-device"),
+        ("uv", "rocm-sdk-device==7.1.0 has only unsupported wheel variants"),
+    ] {
         let (out, target) = plain_install(&server, client, "rocm-sdk-device-gfx942").await;
         assert_success(&out, &format!("{client} install rocm-sdk-device-gfx942"));
         assert!(target.path().join("_rocm_sdk_libraries/lib/rocfft/gfx942.kpack").is_file());
         let (out, _) = plain_install(&server, client, "rocm-sdk-device").await;
-        assert!(
-            !out.status.success(),
-            "{client} must not take a variant wheel:\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(refusal), "{client} must not take a variant wheel:\n{stderr}");
     }
+    // uv's variant preview reads the published variants.json but runs no provider plugin (only
+    // the ones built into it), so it cannot learn the GPU and installs no device variant: the
+    // install through uv is covered with the null variant in
+    // `variant_wheels_are_indexed_selected_and_installed`.
+    let simple = format!("{}simple/", server.root_url());
+    let target = tempfile::tempdir().expect("tempdir");
+    let args = ["-v", "--preview-features", "wheel-variants", "--index-url", simple.as_str(), "rocm-sdk-device"];
+    let out = uv_pip("install", &args, Some(target.path())).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains(&variants_json)
+            && stderr.contains("rocm-sdk-device==7.1.0 has only unsupported wheel variants"),
+        "{stderr}"
+    );
     server.stop().await;
 }
 

@@ -215,6 +215,66 @@ mod tests {
         }
     }
 
+    fn plan(targets: &[&str]) -> WheelPlan {
+        let wheel = |kind: DistKind| PlannedWheel {
+            dist: kind.dist_name(),
+            file_name: String::new(),
+            dist_info: String::new(),
+            pure_package: None,
+            platform_package: "_rocm_sdk_libraries".into(),
+            selection: quarry_packaging::therock::wheels::Selection { dirs: vec![], include: &[], exclude: &[] },
+            metadata: String::new(),
+            entry_points: None,
+            kind,
+        };
+        let mut wheels = vec![wheel(DistKind::Core)];
+        wheels.extend(targets.iter().map(|t| wheel(DistKind::Device((*t).into()))));
+        let sdist = quarry_packaging::therock::wheels::PlannedSdist {
+            file_name: String::new(),
+            root: String::new(),
+            pkg_info: String::new(),
+            dist_info_py: String::new(),
+        };
+        WheelPlan { wheels, targets: targets.iter().map(|t| (*t).into()).collect(), sdist }
+    }
+
+    #[test]
+    fn requests_resolve_against_the_plan() {
+        let two = plan(&["gfx1100", "gfx942"]);
+        assert!(VariantRequest::Off.resolve(&two, false).unwrap().is_empty());
+        assert_eq!(
+            VariantRequest::All.resolve(&two, true).unwrap(),
+            BTreeSet::from(["gfx1100".into(), "gfx942".into()])
+        );
+        let one = VariantRequest::parse("gfx942").unwrap();
+        assert_eq!(one.resolve(&two, true).unwrap(), BTreeSet::from(["gfx942".into()]));
+        let err =
+            |request: &VariantRequest, plan: &WheelPlan, kpack| request.resolve(plan, kpack).unwrap_err().to_string();
+        insta::assert_snapshot!(err(&VariantRequest::parse("gfx90a").unwrap(), &two, true), @"--variants gfx90a: no device wheel for gfx90a, the artifacts (and --target) give device wheels for gfx1100, gfx942");
+        insta::assert_snapshot!(err(&VariantRequest::All, &two, false), @"--variants builds the per-target device wheels, which only the kpack layout has (--enable-kpack, or flags.KPACK_SPLIT_ARTIFACTS in therock_manifest.json); these artifacts are packaged per family");
+        insta::assert_snapshot!(err(&VariantRequest::All, &plan(&[]), true), @"--variants: the artifacts hold no GPU target, so there is no device wheel to build as a variant");
+    }
+
+    #[test]
+    fn variant_wheels_keep_the_device_files_under_their_own_name() {
+        let opts = WheelOptions {
+            version: "7.1.0".into(),
+            nonce: String::new(),
+            kpack: true,
+            platform: "linux_x86_64".into(),
+            targets: vec![],
+        };
+        let device = &plan(&["gfx942"]).wheels[1];
+        let (wheel, json) = variant_wheel(device, &opts).unwrap();
+        assert_eq!(wheel.file_name, "rocm_sdk_device-7.1.0-py3-none-linux_x86_64-gfx942.whl");
+        assert_eq!(wheel.dist_info, "rocm_sdk_device-7.1.0.dist-info");
+        assert_eq!((wheel.kind, wheel.platform_package), (device.kind.clone(), device.platform_package.clone()));
+        assert!(wheel.metadata.starts_with("Metadata-Version: 2.1\nName: rocm-sdk-device\nVersion: 7.1.0\n"));
+        assert!(wheel.metadata.ends_with("Requires-Dist: rocm-sdk-libraries==7.1.0\n"));
+        assert_eq!(json.path, "rocm_sdk_device-7.1.0.dist-info/variant.json");
+        assert!(variant_wheel(&plan(&[]).wheels[0], &opts).is_none(), "only device wheels have variants");
+    }
+
     #[test]
     fn variant_json_is_what_the_index_accepts() {
         let json = variant_json("gfx942");
