@@ -1,7 +1,8 @@
 //! "Which GPU do I have?" in headless Chromium: three known GPUs (by marketing name, PCI id
 //! and name again) get their gfx target, TheRock family and the run's install lines; an unknown
-//! one gets a clear "not known" with how to find out (`rocminfo`, `offload-arch`). The JSON
-//! endpoint answers the same, and the run page links the page.
+//! one gets a clear "not known" with how to find out (`rocminfo`, `offload-arch`). A target
+//! the run has a `rocm-sdk-device` variant wheel for also gets uv's variant-aware install. The
+//! JSON endpoint answers the same, and the run page links the page.
 
 use std::time::Duration;
 
@@ -65,6 +66,10 @@ async fn the_gpu_page_shows_family_and_install_lines_in_chromium() {
     let key = format!("{RUN}/packages/deb/pool/main/a/amdrocm7.1-gfx942_7.1.0-1_amd64.deb");
     let (status, body) = server.upload_bytes(&key, deb(dir.path(), "amdrocm7.1-gfx942").await).await;
     assert_eq!(status, 201, "{body}");
+    // A gfx942 variant wheel of rocm-sdk-device (as `quarry package python --variants` builds).
+    let (filename, body) =
+        crate::variants::wheel(Some("gfx942"), Some(crate::variants::variant_json("gfx942", &["gfx942"])));
+    assert_eq!(server.upload_bytes(&format!("{ROOT}{filename}"), body).await.0, 201, "{filename}");
 
     let page = |q: &str| format!("{}-/gpu/{RUN}/?q={}", server.url, q.replace(' ', "+").replace(':', "%3A"));
     let pip = format!("{}{ROOT}", server.url);
@@ -83,6 +88,10 @@ async fn the_gpu_page_shows_family_and_install_lines_in_chromium() {
         format!("uv pip install --find-links {pip} 'rocm[libraries,device-gfx942]'")
     );
     assert_eq!(by_id(&dom, "install-apt-gfx942"), "sudo apt-get install amdrocm7.1-gfx942");
+    assert_eq!(
+        by_id(&dom, "install-uv-variants-gfx942"),
+        format!("uv pip install --preview-features wheel-variants --index-url {pip}simple/ rocm-sdk-device")
+    );
 
     // A Radeon RX 7900 XTX by its PCI id: gfx1100, gfx110X-dgpu.
     let dom = chromium_dom(&page("1002:744c")).await;
@@ -92,6 +101,7 @@ async fn the_gpu_page_shows_family_and_install_lines_in_chromium() {
         format!("pip install --find-links {pip} 'rocm[libraries,device-gfx1100]'")
     );
     assert!(!dom.contains("install-apt-gfx1100"), "this run has no gfx1100 deb");
+    assert!(!dom.contains("install-uv-variants-gfx1100"), "nor a gfx1100 variant wheel");
 
     // A Radeon 780M is gfx1103 (gfx110X-igpu), not gfx1150; this run has nothing for it.
     let dom = chromium_dom(&page("Radeon 780M")).await;
@@ -110,6 +120,11 @@ async fn the_gpu_page_shows_family_and_install_lines_in_chromium() {
     assert_eq!(json["known"], true);
     assert_eq!(json["matches"][0]["gfx"], "gfx1100");
     assert_eq!(json["matches"][0]["family"], "gfx110X-dgpu");
+    let mi300x = get_json(&server, &format!("{}-/gpu/{RUN}.json?gfx=gfx942", server.url)).await;
+    assert_eq!(
+        mi300x["matches"][0]["install"]["uv_variants"],
+        format!("uv pip install --preview-features wheel-variants --index-url {pip}simple/ rocm-sdk-device").as_str()
+    );
     let unknown = get_json(&server, &format!("{}-/gpu/{RUN}.json?name=GeForce", server.url)).await;
     assert_eq!((unknown["known"].clone(), unknown["matches"].as_array().map(Vec::len)), (false.into(), Some(0)));
     assert!(unknown["how_to_find_out"].to_string().contains("offload-arch"));

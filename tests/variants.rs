@@ -18,7 +18,7 @@ const SCHEMA: &str = "https://variants-schema.wheelnext.dev/v0.2.0.json";
 /// The `variant.json` of a wheel labelled `label` whose `amd :: gfx_arch` values are `arch`
 /// (none: the null variant), in the providers format `variantlib` 0.2.2 reads. The provider is
 /// optional: installers without it (uv) skip the AMD variants and take the null one.
-fn variant_json(label: &str, arch: &[&str]) -> String {
+pub(crate) fn variant_json(label: &str, arch: &[&str]) -> String {
     let properties =
         if arch.is_empty() { serde_json::json!({}) } else { serde_json::json!({ "amd": { "gfx_arch": arch } }) };
     serde_json::json!({
@@ -36,7 +36,7 @@ fn variant_json(label: &str, arch: &[&str]) -> String {
 
 /// A wheel of rocm-sdk-device whose module says which variant it is (`VARIANT`), with
 /// `variant_json` in its `.dist-info` when given.
-fn wheel(label: Option<&str>, variant_json: Option<String>) -> (String, Vec<u8>) {
+pub(crate) fn wheel(label: Option<&str>, variant_json: Option<String>) -> (String, Vec<u8>) {
     let dist_info = format!("{DIST}-{VERSION}.dist-info");
     let mut members = vec![
         (format!("{DIST}/__init__.py"), format!("VARIANT = {:?}\n", label.unwrap_or("none"))),

@@ -108,6 +108,10 @@ pub(crate) struct InstallLines {
     pub(crate) uv: Option<String>,
     pub(crate) apt: Option<String>,
     pub(crate) dnf: Option<String>,
+    /// When the run has a `rocm-sdk-device` variant wheel (PEP 825) for the target: uv's
+    /// variant-aware install, which picks the wheel for the machine's GPU itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) uv_variants: Option<String>,
 }
 
 /// What the page and the JSON say about one gfx target.
@@ -131,6 +135,8 @@ pub(crate) struct GpuAnswer {
 struct RunPackages {
     pip_url: Option<String>,
     pip_projects: BTreeSet<String>,
+    /// The variant labels of the run's `rocm-sdk-device` wheels (`quarry package python --variants`).
+    device_variants: BTreeSet<String>,
     apt: BTreeSet<String>,
     dnf: BTreeSet<String>,
 }
@@ -149,6 +155,12 @@ async fn run_packages(state: &AppState, run: RunSegment<'_>, base: &str) -> Resu
         for name in pip.entries.keys() {
             if let Ok(dist) = name.parse::<quarry_packaging::DistFilename>() {
                 out.pip_projects.insert(dist.name().as_str().to_owned());
+                if let quarry_packaging::DistFilename::Wheel(w) = &dist
+                    && w.name.as_str() == DEVICE_VARIANTS_PROJECT
+                    && let Some(label) = &w.variant_label
+                {
+                    out.device_variants.insert(label.clone());
+                }
             }
         }
     }
@@ -160,6 +172,9 @@ async fn run_packages(state: &AppState, run: RunSegment<'_>, base: &str) -> Resu
     }
     Ok(out)
 }
+
+/// The project `quarry package python --variants` builds the device wheels as variants of.
+const DEVICE_VARIANTS_PROJECT: &str = "rocm-sdk-device";
 
 /// The shortest package name ending in `-{gfx}`: the target's metapackage.
 fn native_for<'a>(names: &'a BTreeSet<String>, gfx: &str) -> Option<&'a String> {
@@ -181,6 +196,19 @@ impl RunPackages {
             if let Some(spec) = spec {
                 lines.pip = Some(shell_line(&["pip", "install", "--find-links", url, &spec]));
                 lines.uv = Some(shell_line(&["uv", "pip", "install", "--find-links", url, &spec]));
+            }
+            if self.device_variants.contains(gfx) {
+                let index = format!("{url}simple/");
+                lines.uv_variants = Some(shell_line(&[
+                    "uv",
+                    "pip",
+                    "install",
+                    "--preview-features",
+                    "wheel-variants",
+                    "--index-url",
+                    &index,
+                    DEVICE_VARIANTS_PROJECT,
+                ]));
             }
         }
         lines.apt = native_for(&self.apt, gfx).map(|p| shell_line(&["sudo", "apt-get", "install", p]));
@@ -351,11 +379,30 @@ mod tests {
             pip_projects: ["rocm", "rocm-sdk-device-gfx942", "rocm-sdk-core"].into_iter().map(Into::into).collect(),
             apt: ["amdrocm7.1-gfx942", "amdrocm-fft7.1-gfx942", "amdrocm7.1"].into_iter().map(Into::into).collect(),
             dnf: BTreeSet::new(),
+            ..RunPackages::default()
         };
         let a = answer("gfx942", &packages);
         assert_eq!((a.family.as_str(), a.product.as_str()), ("gfx94X-dcgpu", "MI300A/MI300X CDNA"));
         insta::assert_snapshot!(serde_json::to_string_pretty(&a).unwrap());
         let none = answer("gfx1100", &packages);
         assert!(none.install.pip.is_none() && none.install.apt.is_none() && none.install.dnf.is_none());
+        assert!(a.install.uv_variants.is_none(), "no variant wheels in this run");
+    }
+
+    #[test]
+    fn a_run_with_device_variant_wheels_gets_the_variant_aware_install() {
+        let packages = RunPackages {
+            pip_url: Some("http://q/1-linux/python/".into()),
+            pip_projects: ["rocm", "rocm-sdk-device", "rocm-sdk-device-gfx942"].into_iter().map(Into::into).collect(),
+            device_variants: ["gfx942".to_owned()].into(),
+            ..RunPackages::default()
+        };
+        assert_eq!(
+            answer("gfx942", &packages).install.uv_variants.as_deref(),
+            Some(
+                "uv pip install --preview-features wheel-variants --index-url http://q/1-linux/python/simple/ rocm-sdk-device"
+            )
+        );
+        assert_eq!(answer("gfx1100", &packages).install.uv_variants, None, "no gfx1100 variant wheel");
     }
 }
