@@ -382,7 +382,7 @@ async fn package_python_variants_are_indexed_and_selected() {
 }
 
 /// `--variants` naming a target the artifacts have no device wheel for, or something that is
-/// not a GPU target, fails with the reason and the targets there are.
+/// not a GPU target, or given for debs, fails with the reason (and the targets there are).
 #[tokio::test(flavor = "multi_thread")]
 async fn package_python_refuses_unknown_variant_targets() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -402,7 +402,19 @@ async fn package_python_refuses_unknown_variant_targets() {
         let out = crate::wheels::package(&artifacts, &dist, &[request]).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && stderr.contains(expected), "{request}: {stderr}");
-        let written: Vec<String> = crate::wheels::files(&dist).into_iter().map(|(n, _)| n).collect();
+        let written: Vec<String> = match std::fs::read_dir(&dist) {
+            Ok(dir) => dir.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect(),
+            Err(_) => Vec::new(),
+        };
         assert!(written.iter().all(|n| !n.ends_with(".whl")), "{request}: no wheel is written: {written:?}");
     }
+    let mut cmd = tokio::process::Command::new(quarry_tests::quarry_bin());
+    cmd.args(["package", "deb", "--variants", "--rocm-version", "7.1.0", "--artifact-dir"])
+        .arg(&artifacts)
+        .arg("--dest-dir")
+        .arg(tmp.path().join("deb"));
+    let out = run(cmd, Duration::from_secs(60)).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("--variants builds rocm-sdk wheel variants"), "{stderr}");
+    assert!(!tmp.path().join("deb").exists(), "refused before anything is unpacked");
 }

@@ -216,6 +216,7 @@ pub(crate) async fn run(mut args: PackageArgs) -> anyhow::Result<()> {
 }
 
 fn run_blocking(args: &PackageArgs) -> anyhow::Result<()> {
+    args.variants.check(args.pkg_type)?;
     let text = match &args.package_json {
         Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
         None => therock::THEROCK_PACKAGE_JSON.to_owned(),

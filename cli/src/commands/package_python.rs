@@ -9,7 +9,7 @@ use quarry_builder::therock::{
 };
 use quarry_packaging::therock::wheels::{WheelOptions, platform_tag};
 
-use super::package::{PackageArgs, split_targets};
+use super::package::{PackageArgs, PackageKind, split_targets};
 
 /// `--variants`, flattened into `quarry package`'s arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -23,6 +23,15 @@ pub(crate) struct VariantsArg {
 }
 
 impl VariantsArg {
+    /// Refuses `--variants` for debs and rpms, and a value that is no target, before any
+    /// artifact is unpacked.
+    pub(crate) fn check(&self, kind: PackageKind) -> anyhow::Result<()> {
+        match (&self.variants, kind) {
+            (None, _) | (Some(_), PackageKind::Python) => self.request().map(drop),
+            (Some(_), _) => bail!("--variants builds rocm-sdk wheel variants: it is for `quarry package python` only"),
+        }
+    }
+
     fn request(&self) -> anyhow::Result<VariantRequest> {
         Ok(match &self.variants {
             None => VariantRequest::Off,
