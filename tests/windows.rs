@@ -12,6 +12,8 @@
 //! Outside CI (`CI` unset) every test skips, loudly, when Wine, mingw-w64 or `quarry.exe` is
 //! missing; in CI a missing piece fails the test.
 
+mod wheels;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;

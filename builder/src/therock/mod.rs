@@ -19,7 +19,7 @@ pub use control::{DEFAULT_INSTALL_PREFIX, deb_control, debian_docs_for, install_
 pub use log::LOGS_DIR;
 pub use native::{Built, NativeOptions, Summary, package_native};
 pub use stage::{StagedArtifacts, clean_build};
-pub use wheels::{WheelSummary, package_wheels};
+pub use wheels::{WheelSummary, artifacts_platform, package_wheels};
 
 use crate::deb::DebBuildError;
 use crate::python::PythonBuildError;
