@@ -12,6 +12,7 @@
 //! Outside CI (`CI` unset) every test skips, loudly, when Wine, mingw-w64 or `quarry.exe` is
 //! missing; in CI a missing piece fails the test.
 
+mod s3;
 mod wheels;
 
 use std::path::{Path, PathBuf};
