@@ -13,6 +13,7 @@
 //! missing; in CI a missing piece fails the test.
 
 mod s3;
+mod stage;
 mod wheels;
 
 use std::path::{Path, PathBuf};
