@@ -2,6 +2,9 @@
 //! test in a Wine prefix of its own: `--version`, `stage configure --platform windows` against
 //! TheRock's recorded `configure_stage.py` outputs, `artifacts push`/`fetch --bootstrap` with
 //! Windows paths, `upload` into a Linux `quarry serve`, and `quarry.exe serve` feeding Linux pip.
+//! Submodules: `wheels` (`win_amd64` rocm-sdk wheels from mingw-built DLLs), `s3` (`upload`
+//! into s3s-fs), `stage` (`ci matrix` against the Linux binary, `stage build` as far as Wine
+//! can run it).
 //!
 //! Wine maps `Z:\` to `/`, so a Linux temporary directory `/tmp/x` is `Z:\tmp\x` to the `.exe`.
 //! Known Wine limits, tested as near as Wine allows (and said where): Wine shows a symlink as
