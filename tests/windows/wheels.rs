@@ -19,14 +19,16 @@
 //!   an sdist by design (its `device` extra is decided on the installing machine), and pip
 //!   refuses sdists whenever `--platform` is given, so the download resolves what
 //!   `rocm[libraries]` requires in the kpack layout (`rocm-sdk-core`, `rocm-sdk-libraries`),
-//!   plus the device wheel of one target.
+//!   plus the device wheel of one target. uv resolves `rocm[libraries]` itself for Windows
+//!   (`uv pip install --python-platform x86_64-pc-windows-msvc --target`, the sdist's metadata
+//!   built here) from the same index and installs exactly the `win_amd64` wheels.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use quarry_artifacts::{ArchiveFormat, ArchiveOptions, ArtifactName, write_archive};
 use quarry_tests::native::artifact;
-use quarry_tests::{ServedBinary, assert_success, quarry_bin, run, venv_dir};
+use quarry_tests::{ServedBinary, assert_success, quarry_bin, run, uv_pip, venv_dir};
 
 use super::{Wine, text, win};
 
@@ -244,9 +246,9 @@ async fn upload_and_resolve(wine: &Wine, tmp: &Path, archives: &Path, windows_di
     for dist in [windows_dist, linux_tagged.as_path()] {
         let mut args = vec!["upload".to_owned(), "--json".to_owned(), "--to".to_owned(), to.clone()];
         args.extend(["--token-file".to_owned(), token_flag.clone()]);
-        args.extend(
-            files(dist).into_iter().filter(|(n, _)| n.ends_with(".whl")).map(|(n, _)| win(&dist.join(n), false)),
-        );
+        // The `rocm` sdist once (the same for both platforms), every wheel.
+        let wanted = |n: &str| n.ends_with(".whl") || (dist == windows_dist && n.ends_with(".tar.gz"));
+        args.extend(files(dist).into_iter().filter(|(n, _)| wanted(n)).map(|(n, _)| win(&dist.join(n), false)));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         assert_success(&wine.output(&args).await, "quarry.exe upload");
     }
@@ -267,4 +269,37 @@ async fn upload_and_resolve(wine: &Wine, tmp: &Path, archives: &Path, windows_di
     assert_success(&out, "pip download --platform win_amd64");
     let got: Vec<String> = files(&dest).into_iter().map(|(n, _)| n).collect();
     assert_eq!(got, [WINDOWS_FILES[1], WINDOWS_FILES[3], WINDOWS_FILES[4]], "{}", text(&out.stdout));
+
+    // uv resolves `rocm[libraries]` itself for Windows (`--python-platform`: it builds the sdist's
+    // metadata here, offline with the wheelhouse's setuptools) and installs the Windows wheels.
+    let site = tmp.join("site-uv");
+    let wheelhouse = venv_dir().join("wheelhouse").display().to_string();
+    let args = ["--python-platform", "x86_64-pc-windows-msvc", "--no-index", "--find-links"];
+    let index = format!("{to}index.html");
+    let requirement = format!("rocm[libraries]=={VERSION}");
+    let out =
+        uv_pip("install", &[&args[..], &[&index, "--find-links", &wheelhouse, &requirement]].concat(), Some(&site))
+            .await;
+    assert_success(&out, "uv pip install --python-platform windows rocm[libraries]");
+    let mut tags = Vec::new();
+    for entry in std::fs::read_dir(&site).unwrap() {
+        let path = entry.unwrap().path();
+        if let Ok(wheel) = std::fs::read_to_string(path.join("WHEEL")) {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let tag = wheel.lines().find_map(|l| l.strip_prefix("Tag: ")).unwrap_or("").to_owned();
+            tags.push((name, tag));
+        }
+    }
+    tags.sort();
+    let tags: Vec<(&str, &str)> = tags.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect();
+    assert_eq!(
+        tags,
+        [
+            ("rocm-7.1.0.dist-info", "py3-none-any"),
+            ("rocm_sdk_core-7.1.0.dist-info", "py3-none-win_amd64"),
+            ("rocm_sdk_libraries-7.1.0.dist-info", "py3-none-win_amd64"),
+        ],
+        "{}",
+        text(&out.stderr)
+    );
 }
