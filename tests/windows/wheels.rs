@@ -11,8 +11,9 @@
 //!   libraries package the way `rocm_sdk` does on Windows: `AddDllDirectory` of the core
 //!   package's `bin` (what `os.add_dll_directory` calls) then `LoadLibraryExW` with the default
 //!   search directories (what `ctypes.CDLL` does since Python 3.8). Without the directory the
-//!   load fails: the placement is what makes it work. (No Windows CPython runs here, so
-//!   `rocm_sdk` itself is not run under Wine; its Windows code path is these two calls.)
+//!   load fails: the placement is what makes it work. No Windows CPython runs here, so
+//!   `rocm_sdk`'s Windows path (which DLLs, which directories) is run by Linux Python over the
+//!   Windows install with `os.add_dll_directory` recorded; the call itself is the Wine load.
 //! - `quarry.exe upload` puts them, with Linux-tagged builds of the same artifacts, into a
 //!   Linux `quarry serve`; Linux `pip download --platform win_amd64 --only-binary=:all:`
 //!   resolves exactly the Windows wheels from the run's index. The `rocm` meta distribution is
@@ -301,5 +302,36 @@ async fn upload_and_resolve(wine: &Wine, tmp: &Path, archives: &Path, windows_di
         ],
         "{}",
         text(&out.stderr)
+    );
+    rocm_sdk_finds_the_dlls(&site).await;
+}
+
+/// `rocm_sdk`'s Windows path, run by Linux Python over what uv installed for Windows: with
+/// `_WINDOWS` set and `os.add_dll_directory` recorded (the call itself is what the Wine load
+/// above proves), `find_libraries` finds `bin/{name}*.dll` and `add_dll_directories` adds the
+/// `bin` of every installed package, once.
+async fn rocm_sdk_finds_the_dlls(site: &Path) {
+    let script = r#"
+import json, os, sys
+added = []
+os.add_dll_directory = lambda path: added.append(path) or path
+import rocm_sdk
+rocm_sdk._WINDOWS = True
+found = rocm_sdk.find_libraries("amdhip64", "rocfft")
+rocm_sdk.add_dll_directories()
+root = sys.argv[1]
+print(json.dumps({"found": [os.path.relpath(p, root) for p in found], "added": [os.path.relpath(p, root) for p in added]}))
+"#;
+    let mut cmd = tokio::process::Command::new(venv_dir().join("bin/python"));
+    cmd.arg("-c").arg(script).arg(site).env("PYTHONPATH", site);
+    let out = run(cmd, Duration::from_secs(60)).await;
+    assert_success(&out, "rocm_sdk's Windows path");
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        got,
+        serde_json::json!({
+            "found": ["_rocm_sdk_core/bin/amdhip64_7.dll", "_rocm_sdk_libraries/bin/rocfft.dll"],
+            "added": ["_rocm_sdk_core/bin", "_rocm_sdk_libraries/bin"],
+        })
     );
 }
