@@ -43,3 +43,4 @@ mod variants;
 mod versions;
 mod wheels;
 mod windows;
+mod workflows;

@@ -2,6 +2,9 @@
 //! test in a Wine prefix of its own: `--version`, `stage configure --platform windows` against
 //! TheRock's recorded `configure_stage.py` outputs, `artifacts push`/`fetch --bootstrap` with
 //! Windows paths, `upload` into a Linux `quarry serve`, and `quarry.exe serve` feeding Linux pip.
+//! Submodules: `wheels` (`win_amd64` rocm-sdk wheels from mingw-built DLLs), `s3` (`upload`
+//! into s3s-fs), `stage` (`ci matrix` against the Linux binary, `stage build` as far as Wine
+//! can run it).
 //!
 //! Wine maps `Z:\` to `/`, so a Linux temporary directory `/tmp/x` is `Z:\tmp\x` to the `.exe`.
 //! Known Wine limits, tested as near as Wine allows (and said where): Wine shows a symlink as
@@ -11,6 +14,10 @@
 //!
 //! Outside CI (`CI` unset) every test skips, loudly, when Wine, mingw-w64 or `quarry.exe` is
 //! missing; in CI a missing piece fails the test.
+
+mod s3;
+mod stage;
+mod wheels;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -1,6 +1,7 @@
 //! What a file is, as far as wheels care: not ELF, a shared library (with its `DT_SONAME`), or
 //! an executable. Read through `object` with a read cache, so only the headers and the dynamic
-//! section are read, whatever the file's size.
+//! section are read, whatever the file's size. [`binary_platform`] tells the wheel platform a
+//! shared library was built for (ELF `.so` or PE `.dll`), from its headers alone.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -54,4 +55,88 @@ pub fn probe(path: &Path) -> io::Result<ElfKind> {
         ET_DYN => ElfKind::SharedObject { soname },
         _ => ElfKind::NotElf,
     })
+}
+
+/// The wheel platform tag a shared library was built for: a PE DLL (`win_amd64`, `win_arm64`)
+/// or an ELF shared object (`linux_x86_64`, `linux_aarch64`); `None` for anything else (an
+/// executable, an import library, a text file, another machine).
+pub fn binary_platform(path: &Path) -> io::Result<Option<&'static str>> {
+    let mut head = Vec::with_capacity(64);
+    File::open(path)?.take(64).read_to_end(&mut head)?;
+    if head.starts_with(b"MZ") && head.len() >= 64 {
+        return pe_dll_platform(path, &head);
+    }
+    if !head.starts_with(b"\x7fELF") {
+        return Ok(None);
+    }
+    Ok(match probe(path)? {
+        ElfKind::SharedObject { .. } => match u16::from_le_bytes([head[18], head[19]]) {
+            m if m == object::elf::EM_X86_64.0 => Some("linux_x86_64"),
+            m if m == object::elf::EM_AARCH64.0 => Some("linux_aarch64"),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// PE/COFF header values (Microsoft's PE format specification; `object` reads PE only with
+/// its `pe` feature, which nothing else here needs).
+const IMAGE_FILE_DLL: u16 = 0x2000;
+const IMAGE_FILE_MACHINE_AMD64: u16 = 0x8664;
+const IMAGE_FILE_MACHINE_ARM64: u16 = 0xaa64;
+
+/// A PE image's platform when it is a DLL: the COFF header after `PE\0\0` at `e_lfanew`.
+fn pe_dll_platform(path: &Path, dos: &[u8]) -> io::Result<Option<&'static str>> {
+    use std::io::{Seek as _, SeekFrom};
+    let offset = u32::from_le_bytes([dos[0x3c], dos[0x3d], dos[0x3e], dos[0x3f]]);
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(u64::from(offset)))?;
+    let mut coff = [0u8; 24];
+    if file.read_exact(&mut coff).is_err() || &coff[..4] != b"PE\0\0" {
+        return Ok(None);
+    }
+    let machine = u16::from_le_bytes([coff[4], coff[5]]);
+    let characteristics = u16::from_le_bytes([coff[22], coff[23]]);
+    if characteristics & IMAGE_FILE_DLL == 0 {
+        return Ok(None);
+    }
+    Ok(match machine {
+        m if m == IMAGE_FILE_MACHINE_AMD64 => Some("win_amd64"),
+        m if m == IMAGE_FILE_MACHINE_ARM64 => Some("win_arm64"),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::binary_platform;
+
+    /// A PE header: `MZ`, `e_lfanew` = 64, `PE\0\0`, the machine, the characteristics.
+    fn pe(machine: u16, characteristics: u16) -> Vec<u8> {
+        let mut bytes = vec![0u8; 64];
+        bytes[..2].copy_from_slice(b"MZ");
+        bytes[0x3c] = 64;
+        bytes.extend_from_slice(b"PE\0\0");
+        bytes.extend_from_slice(&machine.to_le_bytes());
+        bytes.extend_from_slice(&[0; 16]);
+        bytes.extend_from_slice(&characteristics.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn pe_dlls_tell_their_platform() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases: [(&[u8], Option<&str>); 5] = [
+            (&pe(0x8664, 0x2022), Some("win_amd64")),
+            (&pe(0xaa64, 0x2022), Some("win_arm64")),
+            (&pe(0x8664, 0x0022), None),          // an .exe
+            (&pe(0x014c, 0x2102), None),          // 32-bit x86
+            (b"!<arch>\n/               ", None), // an import library
+        ];
+        for (i, (bytes, want)) in cases.iter().enumerate() {
+            let path = dir.path().join(format!("{i}.dll"));
+            std::fs::write(&path, bytes).unwrap();
+            assert_eq!(binary_platform(&path).unwrap(), *want, "case {i}");
+        }
+    }
 }

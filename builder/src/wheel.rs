@@ -136,6 +136,7 @@ pub fn write_wheel(
             .compression_level(compress.then_some(6))
             .last_modified_time(time)
             .unix_permissions(m.mode & 0o777)
+            .system(zip::System::Unix)
             .large_file(large);
         zip.start_file(m.path.as_str(), options).map_err(zip_err)?;
         io::copy(&mut reader, &mut zip).map_err(io_at(dest))?;
@@ -144,8 +145,13 @@ pub fn write_wheel(
     }
     let record_path = format!("{dist_info}/RECORD");
     record.push_str(&format!("{record_path},,\n"));
-    let options =
-        SimpleFileOptions::default().compression_method(method).last_modified_time(time).unix_permissions(0o644);
+    // Unix modes and a Unix "made by" whatever the host: a Windows host writes the same bytes
+    // (zip's default there is DOS, which drops the modes pip applies on Linux).
+    let options = SimpleFileOptions::default()
+        .compression_method(method)
+        .last_modified_time(time)
+        .unix_permissions(0o644)
+        .system(zip::System::Unix);
     zip.start_file(record_path.as_str(), options).map_err(zip_err)?;
     zip.write_all(record.as_bytes()).map_err(io_at(dest))?;
     let writer = zip.finish().map_err(zip_err)?;

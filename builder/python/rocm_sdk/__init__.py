@@ -3,6 +3,11 @@
 The wheels put each distribution's files in a platform package (``_rocm_sdk_core``,
 ``_rocm_sdk_libraries``, ...). Their shared libraries carry no RPATH to one another, so a
 process loads them through :func:`preload_libraries` (``RTLD_GLOBAL``) before using them.
+
+On Windows the DLLs are in each package's ``bin`` directory (``_rocm_sdk_core/bin/amdhip64_7.dll``,
+as TheRock's Windows artifacts hold them); :func:`add_dll_directories` registers every one of
+those directories with ``os.add_dll_directory`` before a DLL is loaded, so a DLL of one package
+finds the DLLs it imports from another.
 """
 
 import ctypes
@@ -20,6 +25,8 @@ from ._dist_info import (  # noqa: F401
 )
 
 _LOADED = {}
+_DLL_DIRECTORIES = {}
+_WINDOWS = os.name == "nt"
 
 
 def _package_root(import_name):
@@ -40,24 +47,46 @@ def installed_packages():
     return out
 
 
+def _library_globs(name):
+    """Where a library is, relative to a package: ``bin/{name}*.dll`` on Windows (``amdhip64_7.dll``),
+    else ``lib/lib{name}.so*``."""
+    if _WINDOWS:
+        return ("bin", f"{name}*.dll")
+    return ("lib", f"lib{name}.so*")
+
+
 def find_libraries(*shortnames):
-    """Paths of ``lib{name}.so*`` (one per name) in the installed packages, core first."""
+    """Paths of ``lib{name}.so*`` (Windows: ``{name}*.dll``), one per name, in the installed
+    packages, core first."""
     roots = list(dict.fromkeys(installed_packages().values()))
     found = []
     for name in shortnames:
+        subdir, pattern = _library_globs(name)
         matches = []
         for root in roots:
-            lib = root / "lib"
-            matches.extend(sorted(p for p in lib.glob(f"lib{name}.so*") if p.is_file()))
+            matches.extend(sorted(p for p in (root / subdir).glob(pattern) if p.is_file()))
         if not matches:
-            raise ModuleNotFoundError(f"lib{name}.so is not in any installed ROCm SDK package")
+            raise ModuleNotFoundError(f"{pattern} is not in any installed ROCm SDK package")
         found.append(matches[0])
     return found
 
 
+def add_dll_directories():
+    """Windows: every installed package's ``bin`` directory added to the DLL search path
+    (``os.add_dll_directory``), once per process; returns the directories. Elsewhere a no-op."""
+    if not _WINDOWS:
+        return []
+    for root in dict.fromkeys(installed_packages().values()):
+        bin_dir = root / "bin"
+        if bin_dir.is_dir() and str(bin_dir) not in _DLL_DIRECTORIES:
+            _DLL_DIRECTORIES[str(bin_dir)] = os.add_dll_directory(str(bin_dir))
+    return list(_DLL_DIRECTORIES)
+
+
 def preload_libraries(*shortnames, rtld_global=True):
-    """Loads ``lib{name}.so`` for each name, once per process."""
+    """Loads ``lib{name}.so`` (Windows: ``{name}*.dll``) for each name, once per process."""
     mode = ctypes.RTLD_GLOBAL if rtld_global else ctypes.RTLD_LOCAL
+    add_dll_directories()
     handles = []
     for path in find_libraries(*shortnames):
         key = str(path)

@@ -5,7 +5,7 @@ them)."""
 import ctypes
 import importlib.metadata
 
-from . import __version__, installed_packages
+from . import _WINDOWS, __version__, add_dll_directories, installed_packages
 from ._dist_info import PACKAGES
 
 
@@ -22,8 +22,10 @@ def run():
             failures.append(dist)
 
     libraries = []
+    add_dll_directories()
+    pattern = "*.dll" if _WINDOWS else "*.so*"
     for root in dict.fromkeys(installed_packages().values()):
-        libraries.extend(sorted(p for p in root.rglob("*.so*") if p.is_file() and not p.is_symlink()))
+        libraries.extend(sorted(p for p in root.rglob(pattern) if p.is_file() and not p.is_symlink()))
     pending = list(libraries)
     while pending:
         left = []

@@ -21,7 +21,7 @@ pub use log::LOGS_DIR;
 pub use native::{Built, NativeOptions, Summary, package_native};
 pub use stage::{StagedArtifacts, clean_build};
 pub use variants::{VariantRequest, VariantsError, variant_json};
-pub use wheels::{WheelSummary, package_wheels};
+pub use wheels::{WheelSummary, artifacts_platform, package_wheels};
 
 use crate::deb::DebBuildError;
 use crate::python::PythonBuildError;

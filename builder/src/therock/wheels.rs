@@ -6,8 +6,11 @@
 use quarry_packaging::therock::wheels::{DistKind, PlannedWheel, WheelOptions, plan_wheels};
 use rayon::prelude::*;
 
+use std::path::Path;
+
 use super::variants::{VariantRequest, build_variant};
 use super::{BuildSettings, OnProgress, PackageError, Progress, StagedArtifacts, pool};
+use crate::elf::binary_platform;
 use crate::python::{
     BuiltDist, Populated, WheelContext, build_devel_wheel, build_runtime_wheel, build_sdist, populate,
 };
@@ -40,6 +43,11 @@ fn runtime_wheel(
 ) -> Result<(Populated, BuiltDist), PackageError> {
     let failed = |source| PackageError::Wheel { file: wheel.file_name.clone(), source };
     let mut populated = populate(ctx, wheel).map_err(failed)?;
+    if ctx.opts.platform.starts_with("win") {
+        for (path, file) in &mut populated.files {
+            file.mode = windows_mode(path);
+        }
+    }
     let files = populated.files.iter_mut().map(|(path, file)| (path.as_str(), &mut file.source));
     let edits = stage_files(files, settings.rpath, false, &settings.dest_dir)?;
     if !edits.converted.is_empty() {
@@ -104,4 +112,54 @@ pub fn package_wheels(
     }
     built.push(build_sdist(&ctx).map_err(PackageError::Sdist)?);
     Ok(WheelSummary { targets: plan.targets, built })
+}
+
+/// A Windows wheel's file mode: what Python's `os.stat` reports on Windows (`644`, plus `111`
+/// for `.exe`, `.bat`, `.cmd`, `.com`), whatever the host that unpacked the artifacts said, so
+/// that a Linux and a Windows host build the same bytes (pip on Windows ignores modes).
+fn windows_mode(path: &str) -> u32 {
+    let lower = path.to_ascii_lowercase();
+    let executable = [".exe", ".bat", ".cmd", ".com"].iter().any(|ext| lower.ends_with(ext));
+    if executable { 0o755 } else { 0o644 }
+}
+
+/// The wheel platform the staged artifacts were built for, from their shared libraries: the
+/// first PE DLL (`*.dll`: `win_amd64`) or ELF shared object (`*.so*`: `linux_x86_64`) found,
+/// walking in name order; `None` when they hold neither (the caller falls back to the host's).
+/// Windows artifacts packaged on Linux (or the reverse) get their own platform's tag.
+pub fn artifacts_platform(staged: &StagedArtifacts) -> Result<Option<&'static str>, PackageError> {
+    fn walk(dir: &Path) -> Result<Option<&'static str>, PackageError> {
+        let read = |source| PackageError::ReadDir { path: dir.to_path_buf(), source };
+        let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(read)?.collect::<Result<_, _>>().map_err(read)?;
+        entries.sort_by_key(std::fs::DirEntry::file_name);
+        for entry in entries {
+            let kind = entry.file_type().map_err(read)?;
+            let name = entry.file_name().to_string_lossy().to_ascii_lowercase();
+            let found = if kind.is_dir() {
+                walk(&entry.path())?
+            } else if kind.is_file() && (name.ends_with(".dll") || name.contains(".so")) {
+                binary_platform(&entry.path())?
+            } else {
+                None
+            };
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        Ok(None)
+    }
+    walk(staged.dir())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::windows_mode;
+
+    #[test]
+    fn windows_modes_follow_the_extension() {
+        assert_eq!(windows_mode("bin/amdhip64_7.dll"), 0o644);
+        assert_eq!(windows_mode("bin/hipInfo.EXE"), 0o755);
+        assert_eq!(windows_mode("bin/hipcc.bat"), 0o755);
+        assert_eq!(windows_mode("lib/amdhip64.lib"), 0o644);
+    }
 }

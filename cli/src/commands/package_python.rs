@@ -5,7 +5,7 @@ use std::io::Write as _;
 
 use anyhow::bail;
 use quarry_builder::therock::{
-    BuildSettings, OnProgress, StagedArtifacts, VariantRequest, WheelSummary, package_wheels,
+    BuildSettings, OnProgress, StagedArtifacts, VariantRequest, WheelSummary, artifacts_platform, package_wheels,
 };
 use quarry_packaging::therock::wheels::{WheelOptions, platform_tag};
 
@@ -57,19 +57,36 @@ pub(crate) fn run(
         version,
         nonce: args.version_suffix.clone().unwrap_or_default(),
         kpack,
-        platform: platform_from_env(),
+        platform: platform_tag_for(staged)?,
         targets: split_targets(&args.target),
     };
     let variants = args.variants.request()?;
     report(&package_wheels(staged, &opts, &variants, settings, progress)?, args.json)
 }
 
-/// The wheel platform tag: `ROCM_SDK_WHEEL_PLATFORM_TAG`, else this machine's
-/// (`linux_x86_64`), as TheRock's `sysconfig.get_platform()` default.
-fn platform_from_env() -> String {
-    match std::env::var("ROCM_SDK_WHEEL_PLATFORM_TAG") {
-        Ok(tag) if !tag.trim().is_empty() => platform_tag(tag.trim()),
-        _ => platform_tag(&format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH)),
+/// The wheel platform tag: `ROCM_SDK_WHEEL_PLATFORM_TAG`, else the platform the artifacts'
+/// shared libraries were built for (PE DLLs: `win_amd64`, from a Linux host too), else this
+/// machine's, as TheRock's `sysconfig.get_platform()` default.
+fn platform_tag_for(staged: &StagedArtifacts) -> anyhow::Result<String> {
+    if let Ok(tag) = std::env::var("ROCM_SDK_WHEEL_PLATFORM_TAG")
+        && !tag.trim().is_empty()
+    {
+        return Ok(platform_tag(tag.trim()));
+    }
+    if let Some(tag) = artifacts_platform(staged)? {
+        return Ok(tag.to_owned());
+    }
+    Ok(host_platform(std::env::consts::OS, std::env::consts::ARCH))
+}
+
+/// Python's `sysconfig.get_platform()` of a host, as a wheel tag: `win_amd64` and `win_arm64`
+/// on Windows (never `windows_x86_64`), else `{os}_{arch}` (`linux_x86_64`).
+fn host_platform(os: &str, arch: &str) -> String {
+    match (os, arch) {
+        ("windows", "x86_64") => "win_amd64".to_owned(),
+        ("windows", "aarch64") => "win_arm64".to_owned(),
+        ("windows", "x86") => "win32".to_owned(),
+        _ => platform_tag(&format!("{os}-{arch}")),
     }
 }
 
@@ -97,4 +114,17 @@ fn report(summary: &WheelSummary, json: bool) -> anyhow::Result<()> {
         bail!("nothing was built");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_platform;
+
+    #[test]
+    fn host_platforms_are_python_s() {
+        assert_eq!(host_platform("windows", "x86_64"), "win_amd64");
+        assert_eq!(host_platform("windows", "aarch64"), "win_arm64");
+        assert_eq!(host_platform("linux", "x86_64"), "linux_x86_64");
+        assert_eq!(host_platform("linux", "aarch64"), "linux_aarch64");
+    }
 }
