@@ -67,6 +67,8 @@
 #   BENCH_KEEP=1  keep the scratch directory (default: removed at exit)
 #   THEROCK=1     also one round at TheRock's levels: XZ_LEVEL=6 (debs), RPM_LEVEL=9 (rpms)
 #   BIG=0         1: only Quarry's deb and rpm and `tar | zstd -T0` (no tree.tar, no dpkg/rpmbuild)
+#   UNIQUE_MB     distinct bytes on disk (default SIZE_MB); the rest of the tree hard-links them
+#                 (every tool still reads and compresses each link as a file of its own)
 #
 # Prints a markdown summary on stdout (ready for bench/RESULTS.md); progress goes to stderr.
 set -euo pipefail
@@ -80,8 +82,10 @@ rpm_level="${RPM_LEVEL:-9}"
 xz_level="${XZ_LEVEL:-6}"
 therock="${THEROCK:-1}"
 big="${BIG:-0}"
+unique_mb="${UNIQUE_MB:-$size_mb}"
 [[ "$size_mb" =~ ^[1-9][0-9]*$ ]] || { echo "SIZE_MB must be a positive integer" >&2; exit 2; }
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "RUNS must be a positive integer" >&2; exit 2; }
+[[ "$unique_mb" =~ ^[1-9][0-9]*$ ]] || { echo "UNIQUE_MB must be a positive integer" >&2; exit 2; }
 if ! [[ "$level" =~ ^[1-9][0-9]*$ ]] || ((level > 19)); then echo "LEVEL must be 1-19" >&2; exit 2; fi
 epoch=1795000000
 export SOURCE_DATE_EPOCH=$epoch
@@ -95,7 +99,7 @@ for tool in cargo python3 dpkg-deb rpmbuild rpm rpm2cpio cpio zstd tar md5sum ar
 done
 # Room for the tree, its tar and two debs and two rpms (hardlinked stages cost nothing).
 avail_mb=$(df -Pm "$work" | awk 'NR==2 {print $4}')
-need_mb=$((size_mb * (big == 1 ? 3 : 6)))
+need_mb=$((unique_mb < size_mb ? unique_mb + size_mb : size_mb * (big == 1 ? 3 : 6)))
 ((avail_mb > need_mb)) || die "$work has $avail_mb MB free; SIZE_MB=$size_mb needs about $need_mb"
 
 # --- quarry ----------------------------------------------------------------------------------
@@ -106,10 +110,10 @@ art="$work/artifacts"
 stage_rel=math-libs/rocFFT/stage
 log "generating $size_mb MiB of artifacts in $art"
 t0=$(date +%s.%N)
-python3 - "$art" "$size_mb" "$stage_rel" <<'EOF'
+python3 - "$art" "$size_mb" "$stage_rel" "$unique_mb" <<'EOF'
 import os, random, sys
 
-art, size_mb, stage_rel = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+art, size_mb, stage_rel, unique_mb = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 r = random.Random(42)
 MiB = 1 << 20
 
@@ -138,7 +142,7 @@ def patterned(n):
 
 stage = artifact("fft_lib_generic")
 lib = os.path.join(stage, "lib")
-budget = size_mb * MiB
+budget = min(size_mb, unique_mb) * MiB
 plan = []  # (relative path, size, kind, mode)
 for i in range(64):
     n = min(r.randrange(1024, 64 * 1024), budget // 128)
@@ -166,6 +170,16 @@ for name, n, kind, mode in plan:
     with open(path, "wb") as f:
         f.write(data)
     os.chmod(path, mode)
+# UNIQUE_MB < SIZE_MB: the rest of the tree is hard links to the files above, in turn (each
+# a file of its own to every packager: they read and compress it again).
+left, copy = (size_mb - min(size_mb, unique_mb)) * MiB, 0
+copies = os.path.join(lib, "rocfft/copies")
+while left > 0:
+    os.makedirs(copies, exist_ok=True)
+    name, n, _, _ = plan[64 + copy % (len(plan) - 64)]
+    os.link(os.path.join(lib, name), os.path.join(copies, f"{copy:05d}_{os.path.basename(name)}"))
+    left -= n
+    copy += 1
 os.symlink("librocfft.so.0.1.0", os.path.join(lib, "librocfft.so.0"))
 os.symlink("librocfft.so.0", os.path.join(lib, "librocfft.so"))
 
@@ -178,7 +192,7 @@ EOF
 src="$art/fft_lib_generic/$stage_rel"
 n_files=$(find "$src" -type f | wc -l)
 n_links=$(find "$src" -type l | wc -l)
-in_bytes=$(find "$src" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%d", s }')
+in_bytes=$(find "$src" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f", s }')
 log "tree: $n_files files, $n_links symlinks, $in_bytes bytes, generated in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 
 # The same tree as dpkg-deb and rpmbuild see it: hardlinks, so no copy of the bytes.
@@ -440,7 +454,7 @@ if ((big == 1)); then
     rpm -K --nosignature "$q" > "$work/logs/rpm.quarry.K" 2>&1 || die "rpm -K: $(cat "$work/logs/rpm.quarry.K")"
     rm -rf "$work/out/rpm.quarry"
     # shellcheck disable=SC2016  # $1 and $2 are bash -c's
-    run_timed tar.zstd /dev/null bash -c 'tar --sort=name --owner=0 --group=0 --numeric-owner -cf - -C "$1" opt | zstd -q -"$2" -T0 -c > /dev/null' _ "$root" "$level"
+    run_timed tar.zstd /dev/null bash -c 'tar --sort=name --owner=0 --group=0 --numeric-owner --hard-dereference -cf - -C "$1" opt | zstd -q -"$2" -T0 -c > /dev/null' _ "$root" "$level"
     record tar.zstd
     mbs() { awk -v b="$in_bytes" -v w="${best[$1]}" 'BEGIN { printf "%.0f", b / 1e6 / w }'; }
     echo '```'

@@ -2,7 +2,8 @@
 //! data, the peak RSS (`/usr/bin/time -f %M`) stays under 256 MiB at 1 GiB and does not grow
 //! from a 256 MiB tree to a 1 GiB one (the payload is streamed, never held); the packages are
 //! byte-identical whether built with `--jobs 1` (one compression thread) or `--jobs 4` (the
-//! 1 GiB host package compressed on four), and the big rpm passes `rpm -K`.
+//! 1 GiB host package compressed on four), and the big rpm passes `rpm -K`; a deb at xz -6
+//! (TheRock's `-Zxz`) on four jobs stays under the same bound.
 //!
 //! Linux only: it reads peak RSS through GNU time and checks with rpm.
 
@@ -43,8 +44,19 @@ fn tree(root: &Path, mib: u64, reuse: Option<&Path>) -> PathBuf {
 }
 
 /// Runs `quarry package {kind}` under GNU time: the host package's path and the peak RSS (KiB).
-#[allow(clippy::print_stderr, reason = "the figures, for `--no-capture`")]
 async fn package(kind: &str, artifacts: &Path, dest: &Path, jobs: u32) -> (PathBuf, u64) {
+    package_with(kind, artifacts, dest, jobs, ["zstd", "1"]).await
+}
+
+/// [`package`] with the deb compression and the level.
+#[allow(clippy::print_stderr, reason = "the figures, for `--no-capture`")]
+async fn package_with(
+    kind: &str,
+    artifacts: &Path,
+    dest: &Path,
+    jobs: u32,
+    [codec, level]: [&str; 2],
+) -> (PathBuf, u64) {
     let _ = std::fs::remove_dir_all(dest);
     let rss_file = dest.with_extension("rss");
     let mut cmd = tokio::process::Command::new("/usr/bin/time");
@@ -54,7 +66,7 @@ async fn package(kind: &str, artifacts: &Path, dest: &Path, jobs: u32) -> (PathB
         .arg("--dest-dir")
         .arg(dest)
         .args(["--rocm-version", "7.1.0", "--version-suffix", "mem", "--pkg-names", "amdrocm-fft"])
-        .args(["--enable-kpack", "--target", "gfx942", "--deb-compression", "zstd", "--compression-level", "1"])
+        .args(["--enable-kpack", "--target", "gfx942", "--deb-compression", codec, "--compression-level", level])
         .args(["--jobs", &jobs.to_string()])
         .env("SOURCE_DATE_EPOCH", "1795000000");
     let started = Instant::now();
@@ -66,7 +78,7 @@ async fn package(kind: &str, artifacts: &Path, dest: &Path, jobs: u32) -> (PathB
     } else {
         "amdrocm-fft-host7.1-7.1.0-mem.x86_64.rpm"
     };
-    eprintln!("{kind} --jobs {jobs}: peak RSS {} MiB in {:.1?}", rss / 1024, started.elapsed());
+    eprintln!("{kind} {codec} -{level} --jobs {jobs}: peak RSS {} MiB in {:.1?}", rss / 1024, started.elapsed());
     (dest.join(host), rss)
 }
 
@@ -118,4 +130,18 @@ async fn peak_rss_is_bounded_and_flat_and_jobs_do_not_change_the_bytes() {
             std::fs::remove_dir_all(out(dir)).unwrap();
         }
     }
+}
+
+/// xz at TheRock's level (`-Zxz`, xz -6): liblzma's multi-threaded encoder holds two blocks and a
+/// dictionary's match finder per thread (~150 MiB at -6 with its default 24 MiB blocks), so the
+/// thread count is capped by memory. 48 MiB of random data fills two threads' blocks several
+/// times over: the peak is reached without compressing a GiB at xz's pace.
+#[tokio::test(flavor = "multi_thread")]
+async fn xz_at_therock_level_stays_under_the_bound_on_many_threads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let small = tree(&tmp.path().join("tree"), 48, None);
+    let (host, rss) = package_with("deb", &small, &tmp.path().join("out"), 4, ["xz", "6"]).await;
+    let size = std::fs::metadata(&host).unwrap().len();
+    assert!(size > 48 * MIB, "{}: {size} bytes hold the 48 MiB of random data", host.display());
+    assert!(rss < 256 * 1024, "deb xz -6 --jobs 4: peak RSS {} MiB", rss / 1024);
 }
