@@ -17,6 +17,7 @@ mod hostile_archives;
 mod http;
 mod infra_template;
 mod lambda_emulator;
+mod mirror;
 mod package_memory;
 mod package_versions;
 mod packager;
