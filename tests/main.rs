@@ -24,6 +24,7 @@ mod packager;
 mod parsers;
 mod pip_clients;
 mod pipeline;
+mod prune;
 mod publish_clients;
 mod quarry_wheel;
 mod races;
