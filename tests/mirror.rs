@@ -138,7 +138,7 @@ async fn a_file_that_does_not_match_the_upstream_hash_is_refused_and_not_stored(
         quarry(&mirror_args(&store, DEPS, &upstream_url, &["--project", "foo==2.0", "--project", "nope==1"])).await;
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let report = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(report.contains("FAILED    foo-2.0-py3-none-any.whl: foo-2.0-py3-none-any.whl: sha256"), "{report}");
+    assert!(report.contains("FAILED    foo-2.0-py3-none-any.whl: the downloaded bytes: sha256"), "{report}");
     assert!(report.contains("but the upstream says"), "{report}");
     assert!(report.contains("FAILED    nope==1: GET "), "an unknown project is named: {report}");
     assert!(!dir.path().join(format!("{DEPS}foo-2.0-py3-none-any.whl")).exists(), "a mismatching file was stored");

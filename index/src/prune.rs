@@ -340,4 +340,28 @@ mod tests {
             Ordering::Less
         );
     }
+
+    #[test]
+    fn report_text_and_json_snapshots() {
+        let state = pip_state(&[
+            ("foo-1.0-py3-none-any.whl", "2026-01-01T00:00:00.000000Z"),
+            ("foo-2.0-py3-none-any.whl", "2026-03-01T00:00:00.000000Z"),
+        ]);
+        let now: Timestamp = "2026-03-05T00:00:00Z".parse().unwrap();
+        let policy = PrunePolicy { keep_days: Some(30), keep_versions: Some(1) };
+        let (kept, pruned) = select(RepoKind::Pip, &state, policy, now);
+        let report = PruneReport {
+            root: "v2/gfx94X-dcgpu/".into(),
+            kind: RepoKind::Pip,
+            dry_run: true,
+            policy,
+            now: now.to_string(),
+            kept,
+            pruned,
+            deleted: Vec::new(),
+            reindex: None,
+        };
+        insta::assert_snapshot!("prune_report_text", report.to_string());
+        insta::assert_snapshot!("prune_report_json", serde_json::to_string_pretty(&report).unwrap());
+    }
 }

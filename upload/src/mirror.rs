@@ -410,7 +410,7 @@ impl FileJob<'_> {
                 .map(drop)
                 .map_err(Into::into)
         } else {
-            Err(mismatch(file.filename.clone(), expected, &actual))
+            Err(mismatch("the downloaded bytes".to_owned(), expected, &actual))
         };
         let _ = tokio::fs::remove_file(&path).await;
         result
@@ -479,5 +479,26 @@ mod tests {
         assert!(!python_tag_matches("cp313", &abi3, 3, 12));
         assert_eq!(normalize_time("2026-01-02T03:04:05Z").as_deref(), Some("2026-01-02T03:04:05.000000Z"));
         assert_eq!(normalize_time("yesterday"), None);
+    }
+
+    #[test]
+    fn report_text_snapshot() {
+        let file = |filename: &str, status| MirroredFile {
+            filename: filename.into(),
+            sha256: "ab".repeat(32),
+            status,
+            upload_time: Some("2026-01-02T03:04:05.000000Z".into()),
+            upstream_metadata: true,
+        };
+        let report = MirrorReport {
+            root: "python-deps/".into(),
+            upstream: "http://127.0.0.1:8000/simple/".into(),
+            files: vec![file("foo-1.0-py3-none-any.whl", "mirrored"), file("bar-1.0.tar.gz", "present")],
+            failures: vec![
+                "baz-1.0.tar.gz: the downloaded bytes: sha256 00, but the upstream says ff; nothing stored".into(),
+            ],
+            reindex: Some(ReindexReport { root: "python-deps/".into(), ..ReindexReport::default() }),
+        };
+        insta::assert_snapshot!("mirror_report_text", report.to_string());
     }
 }
