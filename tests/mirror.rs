@@ -113,6 +113,19 @@ async fn mirrored_projects_keep_upstream_hashes_metadata_and_times_and_install()
         }
     }
 
+    // The mirror as an upstream in turn: `python-deps/` pages are served as stored HTML (no
+    // negotiation there), so this reads PEP 503 anchors and keeps the same hashes and times.
+    let html_upstream = format!("{}{DEPS}simple/", served.url);
+    let third = tempfile::tempdir().unwrap();
+    let third_store = third.path().display().to_string();
+    let chained = quarry(&mirror_args(&third_store, DEPS, &html_upstream, &["--project", "foo==1.0"])).await;
+    assert_success(&chained, "quarry mirror from an HTML-only upstream");
+    let read_page = |dir: &Path| -> serde_json::Value {
+        let page = std::fs::read(dir.join(format!("{DEPS}simple/foo/index.json"))).unwrap();
+        serde_json::from_slice(&page).unwrap()
+    };
+    assert_eq!(read_page(third.path())["files"], read_page(&served.store_dir())["files"]);
+
     let url = format!("{}{DEPS}simple/", served.url);
     let target = tempfile::tempdir().unwrap();
     let out = pip_install(&["--index-url", &url, "bar==1.0"], target.path()).await;
