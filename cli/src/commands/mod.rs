@@ -2,9 +2,11 @@ mod artifacts;
 mod ci;
 mod gc;
 mod index;
+mod mirror;
 mod package;
 mod package_python;
 mod pipeline;
+mod prune;
 mod runs;
 mod self_wheel;
 mod serve;
@@ -53,6 +55,12 @@ enum Command {
     Ci(Box<ci::CiArgs>),
     /// Delete whole CI runs by age or count; keep every remaining index consistent.
     Gc(gc::GcArgs),
+    /// Fill a pip root (e.g. `python-deps/`) with chosen projects from an upstream simple index.
+    Mirror(mirror::MirrorArgs),
+    /// Report projects that two composed roots both supply (exit code 1 when any).
+    CheckOrigins(mirror::CheckOriginsArgs),
+    /// Prune old versions inside one pip, apt or dnf root; reindex it.
+    Prune(prune::PruneArgs),
     /// TheRock's package versions (pip, deb, rpm) for a release type.
     Version(version::VersionArgs),
     /// Pack this binary as a wheel (`scripts/build-wheel` runs it).
@@ -172,6 +180,9 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Artifacts(args) => artifacts::run(args).await,
         Command::Ci(args) => ci::run(*args).await,
         Command::Gc(args) => gc::run(args).await,
+        Command::Mirror(args) => mirror::run(args).await,
+        Command::CheckOrigins(args) => mirror::check_origins(args).await,
+        Command::Prune(args) => prune::run(args).await,
         Command::Version(args) => version::run(args).await,
         Command::SelfWheel(args) => self_wheel::run(&args),
     }

@@ -1,0 +1,128 @@
+//! `quarry mirror`: fill a pip root (a base index such as `python-deps/`) with chosen projects
+//! from an upstream simple index; `quarry check-origins`: refuse composed roots that supply one
+//! project twice. The work is `quarry_upload::mirror` and `quarry_index::origin`.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use quarry_index::origin::find_conflicts;
+use quarry_index::{IndexConfig, Indexer, RepoKind, RepoRoot};
+use quarry_upload::mirror::{MirrorOptions, Wanted, parse_requirements};
+
+use super::UsageError;
+
+#[derive(Debug, Args)]
+pub(crate) struct MirrorArgs {
+    /// The store: a directory, file:// or s3://bucket/prefix URL.
+    #[arg(long)]
+    store: String,
+    /// The pip root to fill (e.g. `python-deps/`).
+    #[arg(long, value_name = "PREFIX")]
+    to: String,
+    /// The upstream's PEP 691/503 simple index (e.g. `https://pypi.org/simple/`).
+    #[arg(long, value_name = "URL")]
+    upstream: String,
+    /// A project and version to mirror (repeatable).
+    #[arg(long = "project", value_name = "NAME==VERSION")]
+    projects: Vec<Wanted>,
+    /// A requirements-style file: one NAME==VERSION a line, `#` comments.
+    #[arg(long, short = 'r', value_name = "FILE")]
+    requirements: Option<std::path::PathBuf>,
+    /// Keep only wheels with this platform tag (or `any`); repeatable. Sdists are always kept.
+    #[arg(long = "platform-tag", value_name = "TAG")]
+    platform_tags: Vec<String>,
+    /// Keep only wheels that install on this Python (`3.12`).
+    #[arg(long, value_name = "X.Y", value_parser = parse_python)]
+    python_version: Option<(u32, u32)>,
+    /// A root composed with this one (`[pip:|apt:|dnf:]PREFIX`, repeatable): a project it
+    /// supplies is refused (one origin per project).
+    #[arg(long = "compose-with", value_name = "PREFIX")]
+    compose_with: Vec<String>,
+    /// Seconds to wait to connect and between reads.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckOriginsArgs {
+    /// The store: a directory, file:// or s3://bucket/prefix URL.
+    #[arg(long)]
+    store: String,
+    /// The composed roots (`[pip:|apt:|dnf:]PREFIX`; without a kind, the layout's, else pip).
+    #[arg(required = true, num_args = 2.., value_name = "PREFIX")]
+    roots: Vec<String>,
+    /// Print the conflicts as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_python(text: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("{text:?} is not a Python version such as 3.12");
+    let (major, minor) = text.split_once('.').ok_or_else(bad)?;
+    Ok((major.parse().map_err(|_| bad())?, minor.parse().map_err(|_| bad())?))
+}
+
+/// A root from `[pip:|apt:|dnf:]PREFIX`: the kind given, else the layout's, else pip.
+pub(crate) fn parse_root(text: &str) -> anyhow::Result<RepoRoot> {
+    let kinds = [("pip:", RepoKind::Pip), ("apt:", RepoKind::Apt), ("dnf:", RepoKind::Dnf)];
+    let bad = |e: quarry_store::KeyError| UsageError::new(format!("root {text:?}: {e}"));
+    if let Some((prefix, kind)) = kinds.iter().find_map(|(p, k)| text.strip_prefix(p).map(|rest| (rest, *k))) {
+        return RepoRoot::with_kind(prefix, kind).map_err(|e| bad(e).into());
+    }
+    RepoRoot::new(text).or_else(|_| RepoRoot::with_kind(text, RepoKind::Pip)).map_err(|e| bad(e).into())
+}
+
+pub(crate) async fn run(args: MirrorArgs) -> anyhow::Result<()> {
+    let mut wanted = args.projects.clone();
+    if let Some(path) = &args.requirements {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        wanted.extend(parse_requirements(&text).map_err(|e| UsageError::new(format!("{}: {e}", path.display())))?);
+    }
+    if wanted.is_empty() {
+        return Err(UsageError::new("nothing to mirror: give --project NAME==VERSION or --requirements FILE").into());
+    }
+    let mut upstream = args.upstream.clone();
+    if !upstream.ends_with('/') {
+        upstream.push('/');
+    }
+    let upstream =
+        reqwest::Url::parse(&upstream).map_err(|e| UsageError::new(format!("--upstream {:?}: {e}", args.upstream)))?;
+    let root = RepoRoot::with_kind(&args.to, RepoKind::Pip)
+        .map_err(|e| UsageError::new(format!("--to {:?}: {e}", args.to)))?;
+    let compose_with = args.compose_with.iter().map(|r| parse_root(r)).collect::<anyhow::Result<Vec<_>>>()?;
+    let config = IndexConfig::from_env()
+        .map_err(|e| UsageError::new(format!("the index configuration from the environment: {e}")))?;
+    let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    let options = MirrorOptions {
+        upstream,
+        root,
+        wanted,
+        platform_tags: args.platform_tags,
+        python_version: args.python_version,
+        compose_with,
+        timeout: Duration::from_secs(args.timeout),
+    };
+    let indexer = Indexer::new(store).with_config(config);
+    let report = quarry_upload::mirror::mirror(&indexer, &options).await?;
+    super::print(args.json, &report, &report)?;
+    if !report.failures.is_empty() {
+        anyhow::bail!("{} files or projects failed; the rest is mirrored and indexed", report.failures.len());
+    }
+    Ok(())
+}
+
+pub(crate) async fn check_origins(args: CheckOriginsArgs) -> anyhow::Result<()> {
+    let roots = args.roots.iter().map(|r| parse_root(r)).collect::<anyhow::Result<Vec<_>>>()?;
+    let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    let conflicts = find_conflicts(store.as_ref(), &roots).await?;
+    let text: String = conflicts.iter().map(|c| format!("{c}\n")).collect();
+    super::print(args.json, &conflicts, text)?;
+    if !conflicts.is_empty() {
+        anyhow::bail!("{} projects have more than one origin", conflicts.len());
+    }
+    Ok(())
+}
