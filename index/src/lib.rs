@@ -28,6 +28,8 @@ pub mod render;
 pub mod retention;
 mod root;
 pub mod rpmhead;
+#[cfg(test)]
+mod scale_tests;
 mod scope;
 pub mod sign;
 mod source;
