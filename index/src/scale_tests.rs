@@ -66,8 +66,10 @@ async fn plus_one(root: &str, size: usize, make: fn(usize) -> (String, Vec<u8>))
 async fn assert_constant(root: &str, make: fn(usize) -> (String, Vec<u8>)) {
     let (small, small_bytes) = plus_one(root, 200, make).await;
     let (big, big_bytes) = plus_one(root, 2000, make).await;
-    eprintln!("+1 into 200: {small}, {small_bytes} bytes written; into 2,000: {big}, {big_bytes} bytes written");
-    assert_eq!(small, big, "store operations grow with the repo");
+    let costs =
+        format!("+1 into 200: {small}, {small_bytes} bytes written; into 2,000: {big}, {big_bytes} bytes written");
+    tracing::info!("{costs}");
+    assert_eq!(small, big, "store operations grow with the repo: {costs}");
     assert!(big.put <= 16, "{big}");
 }
 
