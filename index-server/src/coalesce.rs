@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use quarry_index::{Indexer, Inspections, RepoRoot};
+use quarry_index::{Indexer, Inspections, ReindexReport, RepoRoot};
 
 use crate::metrics::ReindexStats;
 use tokio::sync::watch;
@@ -22,11 +22,15 @@ struct Pending {
     inspections: Inspections,
 }
 
+/// What a finished run reports to the requests it covered: its report (what it added and
+/// rejected, so an upload learns its file's fate without reading the state again) or its error.
+pub(crate) type Outcome = Result<Arc<ReindexReport>, String>;
+
 #[derive(Debug)]
 struct Slot {
     pending: Mutex<Pending>,
-    /// The generation the last finished run covered, and its error if it failed.
-    done: watch::Sender<(u64, Option<String>)>,
+    /// The generation the last finished run covered, and what it did (or its error).
+    done: watch::Sender<(u64, Outcome)>,
 }
 
 #[derive(Debug)]
@@ -52,13 +56,15 @@ impl Coalescer {
 
     /// Ask for `root` to be reindexed and wait until a run covering this request has finished.
     /// `known` (files the caller inspected, each at the version it read) goes to that run, so
-    /// they are not read again while their versions still match.
-    pub async fn reindex(self: &Arc<Self>, root: RepoRoot, known: Inspections) -> Result<(), String> {
+    /// they are not read again while their versions still match. Returns the report of that run.
+    pub async fn reindex(self: &Arc<Self>, root: RepoRoot, known: Inspections) -> Outcome {
         let slot = {
             let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
             slots
                 .entry(root.clone())
-                .or_insert_with(|| Arc::new(Slot { pending: Mutex::default(), done: watch::Sender::new((0, None)) }))
+                .or_insert_with(|| {
+                    Arc::new(Slot { pending: Mutex::default(), done: watch::Sender::new((0, Err(String::new()))) })
+                })
                 .clone()
         };
         let mut done = slot.done.subscribe();
@@ -76,10 +82,7 @@ impl Coalescer {
             .wait_for(|(covered, _)| *covered >= generation)
             .await
             .map_err(|_| "the reindex task ended unexpectedly".to_owned())?;
-        match &finished.1 {
-            None => Ok(()),
-            Some(e) => Err(e.clone()),
-        }
+        finished.1.clone()
     }
 
     async fn run(indexer: Indexer, root: RepoRoot, slot: Arc<Slot>, stats: Arc<ReindexStats>) {
@@ -97,21 +100,21 @@ impl Coalescer {
                 _ => 0,
             };
             stats.record(kind, !matches!(outcome, Ok(Ok(_))), started.elapsed(), conflicts);
-            let error = match outcome {
+            let outcome = match outcome {
                 Err(_) => {
                     tracing::error!(root = %root, "reindex panicked");
-                    Some("the reindex panicked; see the server log".to_owned())
+                    Err("the reindex panicked; see the server log".to_owned())
                 }
                 Ok(Ok(report)) => {
                     tracing::info!(attempts = report.attempts, "reindexed {report}");
-                    None
+                    Ok(Arc::new(report))
                 }
                 Ok(Err(e)) => {
                     tracing::error!(root = %root, error = %e, "reindex failed");
-                    Some(e.to_string())
+                    Err(e.to_string())
                 }
             };
-            slot.done.send_replace((covers, error));
+            let _previous = slot.done.send_replace((covers, outcome));
             let mut pending = slot.pending.lock().unwrap_or_else(PoisonError::into_inner);
             if pending.generation == covers {
                 pending.running = false;

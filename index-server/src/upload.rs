@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::TryStreamExt;
-use quarry_index::{InspectError, Inspections, RepoKind, RepoRoot, inspect};
+use quarry_index::{InspectError, Inspections, ReindexReport, RepoKind, RepoRoot, inspect};
 use quarry_packaging::DistFilename;
 use quarry_store::{
     ByteStream, Condition, Key, ObjectMeta, PutOptions, StoreError, StoreExt as _, hash_stream, stored_sha256,
@@ -248,7 +248,7 @@ async fn store_and_index(
         }
         (UploadStatus::Created, put.size, put.sha256)
     };
-    state
+    let report = state
         .coalescer
         .reindex(root.clone(), known)
         .await
@@ -256,7 +256,7 @@ async fn store_and_index(
     // The reindex may refuse what inspection alone could not judge (a variant wheel that
     // disagrees with its release): the file goes again and the client gets the reason.
     if status == UploadStatus::Created
-        && let Some(reason) = refused_by_reindex(state, root, key).await?
+        && let Some(reason) = refused_by_reindex(state, root, key, &report).await?
     {
         store.delete(key).await?;
         return Err(AppError::BadRequest(format!("{reason}; the upload was discarded")));
@@ -264,9 +264,24 @@ async fn store_and_index(
     Ok((status, size, sha256))
 }
 
-/// The reason the root's committed state gives for refusing the file at `key`, if it does.
-async fn refused_by_reindex(state: &AppState, root: &RepoRoot, key: &Key) -> Result<Option<String>, AppError> {
+/// The reason the reindex that covered this upload gave for refusing the file at `key`, if it
+/// did. Its report names what it added and rejected; only when it names the file as neither
+/// (an earlier, overlapping run already judged it) is the root's committed state read.
+async fn refused_by_reindex(
+    state: &AppState,
+    root: &RepoRoot,
+    key: &Key,
+    report: &ReindexReport,
+) -> Result<Option<String>, AppError> {
     let name = key.as_str().strip_prefix(root.as_str()).unwrap_or(key.as_str());
+    // A run that retried may have rejected it in one pass and added it in another: then the
+    // committed state decides.
+    let added = report.added.binary_search_by(|a| a.as_str().cmp(name)).is_ok();
+    match (report.rejected.get(name), added) {
+        (Some(reason), false) => return Ok(Some(reason.clone())),
+        (None, true) => return Ok(None),
+        _ => {}
+    }
     let repo = quarry_index::read_state(state.store.as_ref(), root).await?;
     Ok(repo.and_then(|r| r.rejected.get(name).map(|r| r.reason.clone())))
 }

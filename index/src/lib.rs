@@ -30,6 +30,8 @@ pub mod render;
 pub mod retention;
 mod root;
 pub mod rpmhead;
+#[cfg(test)]
+mod scale_tests;
 mod scope;
 pub mod sign;
 mod source;

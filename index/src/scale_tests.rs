@@ -1,0 +1,229 @@
+//! Cost of one more package in a big apt or dnf repo: the store operations a `+1 .deb` or
+//! `+1 .rpm` reindex makes do not grow with the repo, and what it writes is the repo's indexes,
+//! not one object per package. (The memory store lists up to 100,000 keys a page; on S3 the
+//! listing is one page per 1,000 files, the O(root) term the scoped listing removes.)
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use quarry_store::{CountingStore, Key, MemoryStore, OpCounts, PutOptions, Store, StoreExt};
+
+use crate::{Indexer, RepoRoot};
+
+const DEB_ROOT: &str = "7-linux/packages/deb/";
+const RPM_ROOT: &str = "7-linux/packages/rpm/x86_64/";
+
+/// A minimal `.deb` for package `n` (gzip members: building thousands stays quick).
+fn deb(n: usize) -> (String, Vec<u8>) {
+    let control = format!(
+        "Package: pkg{n:05}\nVersion: 1.0-{n}\nArchitecture: amd64\nMaintainer: Q <q@example.com>\nDescription: package {n}\n"
+    );
+    (format!("pool/main/pkg{n:05}_1.0-{n}_amd64.deb"), crate::deb::tests::build_deb(&control, "gz"))
+}
+
+/// A minimal `.rpm` for package `n`: one small file (uncompressed payload).
+fn rpm(n: usize) -> (String, Vec<u8>) {
+    let name = format!("pkg{n:05}");
+    let config = rpm::BuildConfig::default().compression(rpm::CompressionType::None).source_date(1_700_000_000);
+    let package = rpm::PackageBuilder::new(&name, "1.0", "MIT", "x86_64", "a package")
+        .using_config(config)
+        .release(n.to_string())
+        .with_file_contents(format!("{n}\n"), rpm::FileOptions::new(format!("/usr/share/{name}/n")))
+        .expect("a valid file entry")
+        .build()
+        .expect("a valid package");
+    let mut out = Vec::new();
+    package.write(&mut out).expect("writing to memory");
+    (format!("{name}-1.0-{n}.x86_64.rpm"), out)
+}
+
+async fn put(store: &dyn Store, root: &str, (name, body): (String, Vec<u8>)) {
+    let key = Key::new(format!("{root}{name}")).unwrap();
+    store.put_bytes(&key, Bytes::from(body), PutOptions::default()).await.unwrap();
+}
+
+/// What indexing package `size` costs in a repo already holding `size` packages: the store
+/// operations (counted) and the bytes the reindex wrote.
+async fn plus_one(root: &str, size: usize, make: fn(usize) -> (String, Vec<u8>)) -> (OpCounts, u64) {
+    let memory: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let repo = RepoRoot::new(root).unwrap();
+    let packages: Vec<_> = (0..size).map(make).collect();
+    for package in packages {
+        put(memory.as_ref(), root, package).await;
+    }
+    Indexer::new(memory.clone()).reindex(&repo).await.unwrap();
+    put(memory.as_ref(), root, make(size)).await;
+    let counting = Arc::new(CountingStore::new(memory.clone()));
+    let report = Indexer::new(counting.clone()).reindex(&repo).await.unwrap();
+    assert_eq!(report.added.len(), 1, "{report}");
+    let mut written = 0;
+    for key in &report.written {
+        written += memory.head(&Key::new(key.clone()).unwrap()).await.unwrap().size;
+    }
+    (counting.counts(), written)
+}
+
+async fn assert_constant(root: &str, make: fn(usize) -> (String, Vec<u8>)) {
+    let (small, small_bytes) = plus_one(root, 200, make).await;
+    let (big, big_bytes) = plus_one(root, 2000, make).await;
+    let costs =
+        format!("+1 into 200: {small}, {small_bytes} bytes written; into 2,000: {big}, {big_bytes} bytes written");
+    tracing::info!("{costs}");
+    assert_eq!(small, big, "store operations grow with the repo: {costs}");
+    assert!(big.put <= 16, "{big}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_more_deb_costs_the_same_operations_at_200_and_2000() {
+    assert_constant(DEB_ROOT, deb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_more_rpm_costs_the_same_operations_at_200_and_2000() {
+    assert_constant(RPM_ROOT, rpm).await;
+}
+
+/// A minimal wheel of `name` `version`.
+fn wheel(name: &str, version: &str) -> (String, Vec<u8>) {
+    use std::io::Write as _;
+    let mut out = std::io::Cursor::new(Vec::new());
+    {
+        let mut zip = zip::ZipWriter::new(&mut out);
+        let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        zip.start_file(format!("{name}/__init__.py"), stored).unwrap();
+        zip.start_file(format!("{name}-{version}.dist-info/METADATA"), stored).unwrap();
+        write!(zip, "Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n").unwrap();
+        zip.finish().unwrap();
+    }
+    (format!("{name}-{version}-py3-none-any.whl"), out.into_inner())
+}
+
+/// xorshift: a seeded, dependency-free sequence.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// Package `i` of version `v` for a root of `kind`.
+fn package(kind: &str, i: usize, v: usize) -> (String, Vec<u8>) {
+    match kind {
+        "pip" => wheel(&format!("proj{}", i % 4), &format!("1.{i}.{v}")),
+        "apt" => {
+            let control = format!("Package: pkg{}\nVersion: 1.{i}.{v}\nArchitecture: amd64\nDescription: p\n", i % 4);
+            (format!("pool/main/pkg{}_1.{i}.{v}_amd64.deb", i % 4), crate::deb::tests::build_deb(&control, "gz"))
+        }
+        _ => rpm(i * 100 + v),
+    }
+}
+
+/// Every output page the state lists, as stored.
+async fn stored_outputs(store: &dyn Store, state: &crate::RepoState) -> std::collections::BTreeMap<String, Bytes> {
+    let mut pages = std::collections::BTreeMap::new();
+    for key in state.outputs.keys() {
+        let (_, body) = store.get_bytes(&Key::new(key.clone()).unwrap(), 1 << 26).await.unwrap();
+        pages.insert(key.clone(), body);
+    }
+    pages
+}
+
+/// A seeded random sequence of uploads, yanks, unyanks and deletes, each followed by an
+/// incremental reindex; then a reindex from scratch (state and outputs removed) must find the
+/// same entries, and rendering them must give every stored page byte for byte.
+async fn random_history_matches_a_full_reindex(kind: &str, root: &str, seed: u64) {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let repo = RepoRoot::new(root).unwrap();
+    let indexer = Indexer::new(store.clone());
+    let mut rng = Rng(seed);
+    let mut live: Vec<String> = Vec::new();
+    for step in 0..40 {
+        let key = |name: &str| Key::new(format!("{root}{name}")).unwrap();
+        let op = if live.is_empty() { 0 } else { rng.below(10) };
+        match op {
+            0..=5 => {
+                let (name, body) = package(kind, rng.below(12), step);
+                store.put_bytes(&key(&name), Bytes::from(body), PutOptions::default()).await.unwrap();
+                live.push(name);
+            }
+            6 | 7 if kind == "pip" => {
+                let target = &live[rng.below(live.len())];
+                let marker = key(&format!("{target}{}", crate::YANK_SUFFIX));
+                if rng.below(3) == 0 {
+                    store.delete(&marker).await.unwrap();
+                } else {
+                    let reason = Bytes::from(format!("bad build {step}"));
+                    store.put_bytes(&marker, reason, PutOptions::default()).await.unwrap();
+                }
+            }
+            _ => {
+                let gone = live.swap_remove(rng.below(live.len()));
+                store.delete(&key(&gone)).await.unwrap();
+            }
+        }
+        if rng.below(3) > 0 {
+            indexer.reindex(&repo).await.unwrap();
+        }
+    }
+    indexer.reindex(&repo).await.unwrap();
+    let incremental = crate::read_state(store.as_ref(), &repo).await.unwrap().unwrap();
+    assert!(!incremental.entries.is_empty(), "{kind}: seed {seed} leaves nothing to compare");
+    let pages = stored_outputs(store.as_ref(), &incremental).await;
+
+    // From scratch: the same files (same versions and times), no state, no outputs.
+    let mut outputs: Vec<String> = incremental.outputs.keys().cloned().collect();
+    outputs.extend(incremental.retired.keys().cloned());
+    outputs.push(repo.state_key().to_string());
+    for key in outputs {
+        store.delete(&Key::new(key).unwrap()).await.unwrap();
+    }
+    let report = Indexer::new(store.clone()).reindex(&repo).await.unwrap();
+    assert!(report.committed, "{kind}: {report}; {} live, {} indexed", live.len(), incremental.entries.len());
+    let mut scratch = crate::read_state(store.as_ref(), &repo).await.unwrap().unwrap();
+    assert_eq!(scratch.entries, incremental.entries, "{kind}: entries differ after seed {seed}");
+    assert_eq!(scratch.rejected, incremental.rejected, "{kind}: rejections differ after seed {seed}");
+    assert_eq!(
+        scratch.outputs.keys().collect::<Vec<_>>(),
+        incremental.outputs.keys().collect::<Vec<_>>(),
+        "{kind}: outputs differ"
+    );
+    // Release `Date` and repomd `revision` come from the generation time: the same one.
+    scratch.generated = incremental.generated;
+    let config = crate::IndexConfig::default();
+    let rendered = match repo.kind() {
+        crate::RepoKind::Pip => crate::render(&repo, &scratch),
+        crate::RepoKind::Apt => crate::apt::render(&scratch, &config.apt, None).unwrap(),
+        crate::RepoKind::Dnf => crate::dnf::render(&scratch, None).unwrap(),
+    };
+    assert!(!rendered.is_empty());
+    for page in rendered {
+        let key = format!("{root}{}", page.path);
+        let stored = pages.get(&key).unwrap_or_else(|| panic!("{kind}: {key} is not stored"));
+        assert!(stored[..] == page.body[..], "{kind}: {key} differs from a full reindex's (seed {seed})");
+    }
+}
+
+#[tokio::test]
+async fn random_pip_histories_render_what_a_full_reindex_renders() {
+    for seed in [1, 7, 42] {
+        random_history_matches_a_full_reindex("pip", "7-linux/python/", seed).await;
+    }
+}
+
+#[tokio::test]
+async fn random_apt_histories_render_what_a_full_reindex_renders() {
+    for seed in [1, 7, 42] {
+        random_history_matches_a_full_reindex("apt", DEB_ROOT, seed).await;
+    }
+}
+
+#[tokio::test]
+async fn random_dnf_histories_render_what_a_full_reindex_renders() {
+    for seed in [1, 7, 42] {
+        random_history_matches_a_full_reindex("dnf", RPM_ROOT, seed).await;
+    }
+}
