@@ -179,3 +179,13 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// Upload tokens as a client sends them: the token file's plus `QUARRY_TOKEN`.
 pub(crate) use quarry_index_server::read_tokens;
+
+/// Reads the `[layout]` of `quarry.toml` (`path`, else `./quarry.toml` if present; else the
+/// default run layout) and makes it the process's layout.
+pub(crate) fn load_layout(path: Option<&std::path::Path>) -> anyhow::Result<()> {
+    if let Some(loaded) = quarry_store::layout::config::load(path)? {
+        let layout = quarry_store::layout::config::configured();
+        tracing::debug!(file = %loaded.display(), roots = layout.roots.len(), runs = layout.runs, "layout");
+    }
+    Ok(())
+}
