@@ -23,6 +23,7 @@ mod packager;
 mod parsers;
 mod pip_clients;
 mod pipeline;
+mod promote;
 mod publish_clients;
 mod quarry_wheel;
 mod races;

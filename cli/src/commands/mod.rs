@@ -5,6 +5,7 @@ mod index;
 mod package;
 mod package_python;
 mod pipeline;
+mod promote;
 mod runs;
 mod self_wheel;
 mod serve;
@@ -53,6 +54,8 @@ enum Command {
     Ci(Box<ci::CiArgs>),
     /// Delete whole CI runs by age or count; keep every remaining index consistent.
     Gc(gc::GcArgs),
+    /// Copy a run's wheels, debs and rpms into a channel's roots and reindex them.
+    Promote(promote::PromoteArgs),
     /// TheRock's package versions (pip, deb, rpm) for a release type.
     Version(version::VersionArgs),
     /// Pack this binary as a wheel (`scripts/build-wheel` runs it).
@@ -164,6 +167,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args).await,
         Command::Index(args) => index::run(args).await,
+        Command::Promote(args) => promote::run(args).await,
         Command::Upload(args) => upload::run(args).await,
         Command::Package(args) => package::run(args).await,
         Command::Stage(args) => stage::run(args).await,

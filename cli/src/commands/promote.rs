@@ -1,0 +1,316 @@
+//! `quarry promote --from RUN-PLATFORM --to CHANNEL`: copies a run's wheels, sdists, debs and
+//! rpms into a channel's roots, then reindexes them.
+//!
+//! A channel is a prefix laid out like a run's packages: a pip root per family
+//! (`{channel}/python/{family}/`, its family's wheels plus the generic ones; `{channel}/python/`
+//! when the run has no family wheels), `{channel}/packages/deb/` and
+//! `{channel}/packages/rpm/{arch}/`. Every file is checked before any is copied (same bytes:
+//! skipped; other bytes under the same name: refused, nothing changed); every copy lands before
+//! any root is reindexed, so no page names a file that is not there yet.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use quarry_index::{Indexer, RepoKind, RepoRoot, read_state};
+use quarry_packaging::DistFilename;
+use quarry_store::{Key, Store, StoreExt};
+
+#[derive(Debug, Args)]
+pub(crate) struct PromoteArgs {
+    /// The run to promote from: its prefix segment (`12345-linux`), optionally under a prefix.
+    #[arg(long)]
+    from: String,
+    /// The channel to promote into (`nightly`, `v2`, …): a key prefix.
+    #[arg(long)]
+    to: String,
+    /// Only these families' wheels (comma-separated); generic wheels go to every one. Default:
+    /// every family the run has wheels for.
+    #[arg(long, value_delimiter = ',')]
+    families: Vec<String>,
+    /// Which packages: pip, deb, rpm (comma-separated) [default: all].
+    #[arg(long, value_delimiter = ',', default_values_t = ["pip".to_owned(), "deb".to_owned(), "rpm".to_owned()])]
+    kinds: Vec<String>,
+    /// The store: a directory, file:// or s3://bucket/prefix URL.
+    #[arg(long, env = "QUARRY_STORE")]
+    store: String,
+    /// Print what would be copied; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// `quarry.toml` whose `[layout]` names the roots [default: ./quarry.toml if present].
+    #[arg(long, env = "QUARRY_CONFIG")]
+    config: Option<std::path::PathBuf>,
+}
+
+/// One file of the run and where it goes in the channel.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+struct Copy {
+    from: String,
+    to: String,
+    size: u64,
+    sha256: String,
+    /// `copy` (new), `same` (already there with these bytes).
+    status: &'static str,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Report {
+    from: String,
+    to: String,
+    dry_run: bool,
+    files: Vec<Copy>,
+    roots: Vec<String>,
+    install: Vec<String>,
+}
+
+/// The family a wheel belongs to by TheRock's names: `rocm-sdk-libraries-{family}`,
+/// `rocm-sdk-device-{target}` (every family holding the target), a legacy `python/{family}/`
+/// directory; `None` for generic wheels.
+fn families_of(name: &str, dir_family: Option<&str>, map: &BTreeMap<&str, Vec<&str>>) -> Option<Vec<String>> {
+    // Normalized project names are lowercase; families keep TheRock's spelling (`gfx94X`).
+    let spelled = |lower: &str| map.keys().find(|f| f.eq_ignore_ascii_case(lower)).map_or(lower, |f| *f).to_owned();
+    if let Some(family) = name.strip_prefix("rocm-sdk-libraries-") {
+        return Some(vec![spelled(family)]);
+    }
+    if let Some(target) = name.strip_prefix("rocm-sdk-device-") {
+        let holds = |targets: &Vec<&str>| targets.iter().any(|t| t.eq_ignore_ascii_case(target));
+        let families = map.iter().filter(|(f, targets)| holds(targets) && !f.eq_ignore_ascii_case(target));
+        let families: Vec<String> = families.map(|(f, _)| (*f).to_owned()).collect();
+        return Some(if families.is_empty() { vec![spelled(target)] } else { families });
+    }
+    dir_family.map(|f| vec![f.to_owned()])
+}
+
+/// The run's package files (key, root) under its pip root and native repos.
+async fn run_files(store: &dyn Store, run: &str) -> anyhow::Result<Vec<(Key, RepoRoot)>> {
+    let listed = store.list_all(&format!("{run}/"), false).await.with_context(|| format!("listing {run}/"))?;
+    let files = listed.objects.into_iter().filter_map(|o| RepoRoot::for_key(&o.key).map(|r| (o.key, r)));
+    Ok(files.collect())
+}
+
+/// The sha256 and size of each file, from the roots' index states (no download); files the
+/// state does not know yet are HEADed.
+async fn known_hashes(store: &dyn Store, files: &[(Key, RepoRoot)]) -> anyhow::Result<BTreeMap<String, (u64, String)>> {
+    let mut known = BTreeMap::new();
+    let roots: BTreeSet<&RepoRoot> = files.iter().map(|(_, r)| r).collect();
+    for root in roots {
+        if let Some(state) = read_state(store, root).await? {
+            for entry in state.entries.values() {
+                let key = format!("{root}{}", entry.filename);
+                known.insert(key, (entry.size, entry.sha256.clone()));
+            }
+        }
+    }
+    for (key, _) in files {
+        let name = key.as_str();
+        if !known.contains_key(name) && !name.ends_with(".deb") {
+            let meta = store.head(key).await?;
+            let sha = match meta.sha256 {
+                Some(sha) => sha,
+                None => quarry_store::sha256_hex(&store.get_bytes(key, u64::MAX).await?.1),
+            };
+            known.insert(name.to_owned(), (meta.size, sha));
+        }
+    }
+    Ok(known)
+}
+
+/// Where each file goes in the channel.
+fn plan(
+    args: &PromoteArgs,
+    run: &str,
+    files: &[(Key, RepoRoot)],
+    map: &BTreeMap<&str, Vec<&str>>,
+) -> anyhow::Result<Vec<(Key, Key)>> {
+    let channel = args.to.trim_end_matches('/');
+    let wants = |k: &str| args.kinds.iter().any(|w| w == k);
+    let mut wheels: Vec<(&Key, Option<Vec<String>>)> = Vec::new();
+    let mut out = Vec::new();
+    for (key, root) in files {
+        let name = key.filename();
+        match root.kind() {
+            RepoKind::Pip if wants("pip") => {
+                let dist: DistFilename = name.parse().with_context(|| format!("{key}"))?;
+                let below = root.as_str().strip_prefix(&format!("{run}/python/")).unwrap_or_default();
+                let dir_family = below.trim_end_matches('/');
+                let dir_family = (!dir_family.is_empty() && !dir_family.contains('/')).then_some(dir_family);
+                wheels.push((key, families_of(dist.name().as_ref(), dir_family, map)));
+            }
+            RepoKind::Apt if wants("deb") => {
+                out.push((key.clone(), Key::new(format!("{channel}/packages/deb/pool/main/{name}"))?))
+            }
+            RepoKind::Dnf if wants("rpm") => {
+                let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or("x86_64");
+                out.push((key.clone(), Key::new(format!("{channel}/packages/rpm/{arch}/{name}"))?));
+            }
+            _ => {}
+        }
+    }
+    let found: BTreeSet<String> = wheels.iter().filter_map(|(_, f)| f.clone()).flatten().collect();
+    let families: BTreeSet<String> =
+        if args.families.is_empty() { found } else { args.families.iter().cloned().collect() };
+    for (key, of) in wheels {
+        let name = key.filename();
+        let targets: Vec<String> = match of {
+            None if families.is_empty() => vec![format!("{channel}/python/{name}")],
+            None => families.iter().map(|f| format!("{channel}/python/{f}/{name}")).collect(),
+            Some(of) => {
+                of.iter().filter(|f| families.contains(*f)).map(|f| format!("{channel}/python/{f}/{name}")).collect()
+            }
+        };
+        for to in targets {
+            out.push((key.clone(), Key::new(to)?));
+        }
+    }
+    out.sort_by(|a, b| a.1.cmp(&b.1));
+    Ok(out)
+}
+
+pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
+    super::load_layout(args.config.as_deref())?;
+    for kind in &args.kinds {
+        if !["pip", "deb", "rpm"].contains(&kind.as_str()) {
+            bail!("--kinds: unknown kind {kind:?}: expected pip, deb or rpm");
+        }
+    }
+    let run = args.from.trim_end_matches('/');
+    let (_, segment) =
+        quarry_store::layout::find_run(run).with_context(|| format!("--from {run:?} names no RUN-PLATFORM"))?;
+    anyhow::ensure!(run.ends_with(&segment.to_string()), "--from {run:?}: give the run's own prefix (RUN-PLATFORM)");
+    let store: Arc<dyn Store> =
+        quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    let files = run_files(store.as_ref(), run).await?;
+    anyhow::ensure!(!files.is_empty(), "{run}/ holds no wheels, sdists, debs or rpms");
+    let targets = quarry_topology::families::AmdgpuTargets::builtin();
+    let planned = plan(&args, run, &files, &targets.family_map())?;
+    let known = known_hashes(store.as_ref(), &files).await?;
+    let copies = check(store.as_ref(), &planned, &known).await?;
+    let roots: BTreeSet<RepoRoot> = copies.iter().filter_map(|c| RepoRoot::for_key(&Key::new(&c.to).ok()?)).collect();
+    if !args.dry_run {
+        copy_all(store.as_ref(), &copies).await?;
+        reindex(store.clone(), &roots).await?;
+    }
+    let install = roots.iter().map(|r| install_line(&args.store, r)).collect();
+    let roots = roots.iter().map(ToString::to_string).collect();
+    let report =
+        Report { from: run.to_owned(), to: args.to.clone(), dry_run: args.dry_run, files: copies, roots, install };
+    super::print(args.json, &report, text(&report))
+}
+
+/// Every target checked before anything is copied: already there with the same bytes is
+/// `same`; other bytes under the name refuse the whole promotion.
+async fn check(
+    store: &dyn Store,
+    planned: &[(Key, Key)],
+    known: &BTreeMap<String, (u64, String)>,
+) -> anyhow::Result<Vec<Copy>> {
+    let mut copies = Vec::new();
+    let mut conflicts = Vec::new();
+    for (from, to) in planned {
+        let (size, sha256) = match known.get(from.as_str()) {
+            Some(k) => k.clone(),
+            None => {
+                let meta = store.head(from).await?;
+                let sha = match meta.sha256 {
+                    Some(s) => s,
+                    None => quarry_store::sha256_hex(&store.get_bytes(from, u64::MAX).await?.1),
+                };
+                (meta.size, sha)
+            }
+        };
+        let status = match store.head(to).await {
+            Ok(meta) => {
+                let there = match meta.sha256 {
+                    Some(s) => s,
+                    None => quarry_store::sha256_hex(&store.get_bytes(to, u64::MAX).await?.1),
+                };
+                if meta.size != size || there != sha256 {
+                    conflicts.push(format!("{to} (sha256 {there}, the run's {from} has {sha256})"));
+                }
+                "same"
+            }
+            Err(e) if e.is_not_found() => "copy",
+            Err(e) => return Err(e.into()),
+        };
+        copies.push(Copy { from: from.to_string(), to: to.to_string(), size, sha256, status });
+    }
+    if !conflicts.is_empty() {
+        bail!(
+            "the channel already holds other bytes under {} name(s); nothing was changed: {}",
+            conflicts.len(),
+            conflicts.join("; ")
+        );
+    }
+    Ok(copies)
+}
+
+async fn copy_all(store: &dyn Store, copies: &[Copy]) -> anyhow::Result<()> {
+    for c in copies.iter().filter(|c| c.status == "copy") {
+        let (from, to) = (Key::new(&c.from)?, Key::new(&c.to)?);
+        let (_, method) =
+            store.copy_from(store, &from, &to).await.with_context(|| format!("copying {from} to {to}"))?;
+        tracing::debug!(%from, %to, method = method.label(), "copied");
+    }
+    Ok(())
+}
+
+/// apt and dnf roots first, then pip: every file is in place before any page names it.
+async fn reindex(store: Arc<dyn Store>, roots: &BTreeSet<RepoRoot>) -> anyhow::Result<()> {
+    let indexer = Indexer::new(store);
+    let mut ordered: Vec<&RepoRoot> = roots.iter().collect();
+    ordered.sort_by_key(|r| (r.kind() == RepoKind::Pip, r.as_str().to_owned()));
+    for root in ordered {
+        indexer.reindex(root).await.with_context(|| format!("reindexing {root}"))?;
+    }
+    Ok(())
+}
+
+/// What a client points at: the pip root's simple index, the apt source line, the dnf baseurl.
+fn install_line(store: &str, root: &RepoRoot) -> String {
+    let url = |key: &str| match store.strip_prefix("s3://") {
+        Some(rest) => {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            let prefix = prefix.trim_end_matches('/');
+            let key = if prefix.is_empty() { key.to_owned() } else { format!("{prefix}/{key}") };
+            quarry_store::layout::public_url_from_env(bucket, &key)
+        }
+        None => format!("{}/{key}", store.trim_end_matches('/')),
+    };
+    match root.kind() {
+        RepoKind::Pip => format!("pip: --index-url {}", url(&format!("{root}simple/"))),
+        RepoKind::Apt => format!("apt: deb [trusted=yes] {} stable main", url(root.as_str())),
+        RepoKind::Dnf => format!("dnf: baseurl={}", url(root.as_str())),
+    }
+}
+
+fn text(report: &Report) -> String {
+    let mut out = String::new();
+    for c in &report.files {
+        let _ = writeln!(out, "{} {} -> {} sha256={}", c.status, c.from, c.to, c.sha256);
+    }
+    for line in &report.install {
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wheels_belong_to_families_by_therocks_names() {
+        let targets = quarry_topology::families::AmdgpuTargets::builtin();
+        let map = targets.family_map();
+        assert_eq!(families_of("rocm-sdk-core", None, &map), None);
+        assert_eq!(families_of("rocm-sdk-libraries-gfx94x-dcgpu", None, &map), Some(vec!["gfx94X-dcgpu".into()]));
+        let device = families_of("rocm-sdk-device-gfx942", None, &map).unwrap();
+        assert!(device.contains(&"gfx94X-dcgpu".to_owned()), "{device:?}");
+        assert_eq!(families_of("torch", Some("gfx120X-all"), &map), Some(vec!["gfx120X-all".into()]));
+    }
+}
