@@ -146,3 +146,49 @@ async fn bad_promotions_are_refused() {
     let out = quarry(&["promote", "--from", "9-linux", "--to", "nightly", "--store", &s]).await;
     assert!(text(&out).contains("holds no wheels"), "{}", text(&out));
 }
+
+/// A channel laid out by the `therock-release` preset (`v2/{family}/`): `--init` publishes
+/// valid empty indexes (pip finds no distribution rather than a missing page; apt and dnf load
+/// empty repos), and a promotion then lands in the preset's roots.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preset_channel_resolves_before_its_first_promotion() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = store_dir.path().to_path_buf();
+    let s = store.display().to_string();
+    let config = tmp.path().join("quarry.toml");
+    std::fs::write(&config, "[layout]\npreset = \"therock-release\"\n").unwrap();
+    let c = config.display().to_string();
+    let init = ["promote", "--init", "--to", "v2", "--families", "gfx94X-dcgpu", "--config", &c, "--store", &s];
+    assert_success(&quarry(&init).await, "quarry promote --init");
+    assert!(store.join("v2/gfx94X-dcgpu/simple/index.html").exists());
+    let before = snapshot(&store);
+    assert_success(&quarry(&init).await, "quarry promote --init again");
+    assert_eq!(snapshot(&store), before, "--init rewrote an existing index");
+
+    let server = TestServer::start_in_store(store_dir).await;
+    let target = tmp.path().join("site");
+    let index_url = format!("{}v2/gfx94X-dcgpu/simple/", server.url);
+    let out = pip_install(&["--index-url", &index_url, "rocm-sdk-core"], &target).await;
+    assert!(!out.status.success());
+    assert!(text(&out).contains("No matching distribution found for rocm-sdk-core"), "{}", text(&out));
+    let apt =
+        Apt::new(&tmp.path().join("apt"), &format!("deb [trusted=yes] {}v2/packages/deb/ stable main", server.url));
+    apt.update().await;
+    let out =
+        dnf(&format!("{}v2/packages/rpm/x86_64/", server.url), &tmp.path().join("dnf"), &[], &["makecache"]).await;
+    assert_success(&out, "dnf makecache on an empty channel repo");
+
+    for w in wheels() {
+        plant(&store, &format!("600-linux/python/{}", w.filename()), &w.build());
+    }
+    let out =
+        quarry(&["promote", "--from", "600-linux", "--to", "v2", "--kinds", "pip", "--config", &c, "--store", &s])
+            .await;
+    assert_success(&out, "quarry promote into the preset channel");
+    assert!(store.join("v2/gfx94X-dcgpu/rocm_sdk_core-7.0.0-py3-none-any.whl").exists(), "{}", text(&out));
+    assert!(store.join("v2/gfx120X-all/simple/rocm-sdk-libraries-gfx120x-all/index.html").exists());
+    let out = pip_install(&["--index-url", &index_url, "rocm-sdk-libraries-gfx94X-dcgpu"], &target).await;
+    assert_success(&out, "pip install from v2/gfx94X-dcgpu/");
+    server.stop().await;
+}

@@ -16,13 +16,19 @@ use anyhow::{Context, bail};
 use clap::Args;
 use quarry_index::{Indexer, RepoKind, RepoRoot, read_state};
 use quarry_packaging::DistFilename;
+use quarry_store::layout::config::{Layout, RootKind, RootRule};
 use quarry_store::{Key, Store, StoreExt};
 
 #[derive(Debug, Args)]
 pub(crate) struct PromoteArgs {
     /// The run to promote from: its prefix segment (`12345-linux`), optionally under a prefix.
-    #[arg(long)]
-    from: String,
+    #[arg(long, required_unless_present = "init")]
+    from: Option<String>,
+    /// Publish the channel's roots empty (valid pip, apt and dnf indexes naming nothing) if they
+    /// have no index yet, instead of promoting: a channel's URLs resolve before its first
+    /// promotion. Takes `--families` and `--kinds`.
+    #[arg(long, conflicts_with = "from")]
+    init: bool,
     /// The channel to promote into (`nightly`, `v2`, …): a key prefix.
     #[arg(long)]
     to: String,
@@ -66,6 +72,49 @@ struct Report {
     files: Vec<Copy>,
     roots: Vec<String>,
     install: Vec<String>,
+}
+
+/// Where a channel's roots lie: the configured layout's roots under the channel prefix
+/// (`[layout]`: a pip root with a `{family}` placeholder, an apt root, a dnf root with an
+/// `{arch}` placeholder), else a run's layout below it (`{channel}/python/{family}/`,
+/// `{channel}/packages/deb/`, `{channel}/packages/rpm/{arch}/`).
+struct Channel<'a> {
+    name: String,
+    rules: Vec<&'a RootRule>,
+}
+
+impl<'a> Channel<'a> {
+    fn new(name: &str, layout: &'a Layout) -> Self {
+        let name = name.trim_end_matches('/').to_owned();
+        let rules = layout.roots.iter().filter(|r| r.prefix.starts_with(&format!("{name}/"))).collect();
+        Self { name, rules }
+    }
+
+    fn rule(&self, kind: RootKind, placeholder: &str) -> Option<&'a RootRule> {
+        self.rules
+            .iter()
+            .copied()
+            .find(|r| r.kind == kind && (placeholder.is_empty() || r.prefix.contains(placeholder)))
+    }
+
+    /// The pip root of `family` (`None`: the run has no family wheels).
+    fn pip(&self, family: Option<&str>) -> String {
+        match (family, self.rule(RootKind::Pip, "{family}")) {
+            (Some(f), Some(rule)) => rule.fill(&[("family", f)]).unwrap_or_default(),
+            (Some(f), None) => format!("{}/python/{f}/", self.name),
+            (None, _) => format!("{}/python/", self.name),
+        }
+    }
+
+    fn deb(&self) -> String {
+        let rule = self.rule(RootKind::Apt, "");
+        rule.map_or_else(|| format!("{}/packages/deb/", self.name), |r| format!("{}/", r.prefix.trim_end_matches('/')))
+    }
+
+    fn rpm(&self, arch: &str) -> String {
+        let filled = self.rule(RootKind::Dnf, "{arch}").and_then(|r| r.fill(&[("arch", arch)]));
+        filled.unwrap_or_else(|| format!("{}/packages/rpm/{arch}/", self.name))
+    }
 }
 
 /// The family a wheel belongs to by TheRock's names: `rocm-sdk-libraries-{family}`,
@@ -127,7 +176,7 @@ fn plan(
     files: &[(Key, RepoRoot)],
     map: &BTreeMap<&str, Vec<&str>>,
 ) -> anyhow::Result<Vec<(Key, Key)>> {
-    let channel = args.to.trim_end_matches('/');
+    let channel = Channel::new(&args.to, quarry_store::layout::config::configured());
     let wants = |k: &str| args.kinds.iter().any(|w| w == k);
     let mut wheels: Vec<(&Key, Option<Vec<String>>)> = Vec::new();
     let mut out = Vec::new();
@@ -142,11 +191,11 @@ fn plan(
                 wheels.push((key, families_of(dist.name().as_ref(), dir_family, map)));
             }
             RepoKind::Apt if wants("deb") => {
-                out.push((key.clone(), Key::new(format!("{channel}/packages/deb/pool/main/{name}"))?))
+                out.push((key.clone(), Key::new(format!("{}pool/main/{name}", channel.deb()))?))
             }
             RepoKind::Dnf if wants("rpm") => {
                 let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or("x86_64");
-                out.push((key.clone(), Key::new(format!("{channel}/packages/rpm/{arch}/{name}"))?));
+                out.push((key.clone(), Key::new(format!("{}{name}", channel.rpm(arch)))?));
             }
             _ => {}
         }
@@ -157,10 +206,11 @@ fn plan(
     for (key, of) in wheels {
         let name = key.filename();
         let targets: Vec<String> = match of {
-            None if families.is_empty() => vec![format!("{channel}/python/{name}")],
-            None => families.iter().map(|f| format!("{channel}/python/{f}/{name}")).collect(),
+            None if families.is_empty() => vec![format!("{}{name}", channel.pip(None))],
+            None => families.iter().map(|f| format!("{}{name}", channel.pip(Some(f)))).collect(),
             Some(of) => {
-                of.iter().filter(|f| families.contains(*f)).map(|f| format!("{channel}/python/{f}/{name}")).collect()
+                let selected = of.iter().filter(|f| families.contains(*f));
+                selected.map(|f| format!("{}{name}", channel.pip(Some(f)))).collect()
             }
         };
         for to in targets {
@@ -178,7 +228,8 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
             bail!("--kinds: unknown kind {kind:?}: expected pip, deb or rpm");
         }
     }
-    let run = args.from.trim_end_matches('/');
+    let Some(from) = &args.from else { return init(&args).await };
+    let run = from.trim_end_matches('/');
     let (_, segment) =
         quarry_store::layout::find_run(run).with_context(|| format!("--from {run:?} names no RUN-PLATFORM"))?;
     anyhow::ensure!(run.ends_with(&segment.to_string()), "--from {run:?}: give the run's own prefix (RUN-PLATFORM)");
@@ -199,6 +250,42 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     let roots = roots.iter().map(ToString::to_string).collect();
     let report =
         Report { from: run.to_owned(), to: args.to.clone(), dry_run: args.dry_run, files: copies, roots, install };
+    super::print(args.json, &report, text(&report))
+}
+
+/// `--init`: the channel's roots indexed while empty (an existing index is left as it is).
+async fn init(args: &PromoteArgs) -> anyhow::Result<()> {
+    let store: Arc<dyn Store> =
+        quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    let channel = Channel::new(&args.to, quarry_store::layout::config::configured());
+    let wants = |k: &str| args.kinds.iter().any(|w| w == k);
+    let mut prefixes = Vec::new();
+    if wants("pip") {
+        if args.families.is_empty() {
+            prefixes.push((channel.pip(None), RepoKind::Pip));
+        }
+        prefixes.extend(args.families.iter().map(|f| (channel.pip(Some(f)), RepoKind::Pip)));
+    }
+    if wants("deb") {
+        prefixes.push((channel.deb(), RepoKind::Apt));
+    }
+    if wants("rpm") {
+        prefixes.push((channel.rpm("x86_64"), RepoKind::Dnf));
+    }
+    let mut roots = BTreeSet::new();
+    for (prefix, kind) in prefixes {
+        let root = RepoRoot::with_kind(&prefix, kind).with_context(|| format!("channel root {prefix}"))?;
+        if read_state(store.as_ref(), &root).await?.is_none() {
+            roots.insert(root);
+        }
+    }
+    let indexer = Indexer::new(store.clone());
+    for root in &roots {
+        indexer.reindex_with(root, true).await.with_context(|| format!("publishing {root}"))?;
+    }
+    let install = roots.iter().map(|r| install_line(&args.store, r)).collect();
+    let roots = roots.iter().map(ToString::to_string).collect();
+    let report = Report { from: String::new(), to: args.to.clone(), dry_run: false, files: Vec::new(), roots, install };
     super::print(args.json, &report, text(&report))
 }
 
