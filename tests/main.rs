@@ -24,6 +24,7 @@ mod parsers;
 mod pip_clients;
 mod pipeline;
 mod promote;
+mod promote_s3;
 mod publish_clients;
 mod quarry_wheel;
 mod races;

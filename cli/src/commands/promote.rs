@@ -62,6 +62,9 @@ struct Copy {
     sha256: String,
     /// `copy` (new), `same` (already there with these bytes).
     status: &'static str,
+    /// How it was copied: `server-side` (S3 `CopyObject`) or `streamed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'static str>,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -240,10 +243,10 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     let targets = quarry_topology::families::AmdgpuTargets::builtin();
     let planned = plan(&args, run, &files, &targets.family_map())?;
     let known = known_hashes(store.as_ref(), &files).await?;
-    let copies = check(store.as_ref(), &planned, &known).await?;
+    let mut copies = check(store.as_ref(), &planned, &known).await?;
     let roots: BTreeSet<RepoRoot> = copies.iter().filter_map(|c| RepoRoot::for_key(&Key::new(&c.to).ok()?)).collect();
     if !args.dry_run {
-        copy_all(store.as_ref(), &copies).await?;
+        copy_all(store.as_ref(), &mut copies).await?;
         reindex(store.clone(), &roots).await?;
     }
     let install = roots.iter().map(|r| install_line(&args.store, r)).collect();
@@ -324,7 +327,7 @@ async fn check(
             Err(e) if e.is_not_found() => "copy",
             Err(e) => return Err(e.into()),
         };
-        copies.push(Copy { from: from.to_string(), to: to.to_string(), size, sha256, status });
+        copies.push(Copy { from: from.to_string(), to: to.to_string(), size, sha256, status, method: None });
     }
     if !conflicts.is_empty() {
         bail!(
@@ -336,12 +339,12 @@ async fn check(
     Ok(copies)
 }
 
-async fn copy_all(store: &dyn Store, copies: &[Copy]) -> anyhow::Result<()> {
-    for c in copies.iter().filter(|c| c.status == "copy") {
+async fn copy_all(store: &dyn Store, copies: &mut [Copy]) -> anyhow::Result<()> {
+    for c in copies.iter_mut().filter(|c| c.status == "copy") {
         let (from, to) = (Key::new(&c.from)?, Key::new(&c.to)?);
         let (_, method) =
             store.copy_from(store, &from, &to).await.with_context(|| format!("copying {from} to {to}"))?;
-        tracing::debug!(%from, %to, method = method.label(), "copied");
+        c.method = Some(method.label());
     }
     Ok(())
 }
