@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use futures_util::StreamExt;
 use quarry_index::{Indexer, RepoKind, RepoRoot, read_state};
 use quarry_packaging::DistFilename;
 use quarry_store::layout::config::{Layout, RootKind, RootRule};
@@ -293,41 +294,31 @@ async fn init(args: &PromoteArgs) -> anyhow::Result<()> {
 }
 
 /// Every target checked before anything is copied: already there with the same bytes is
-/// `same`; other bytes under the name refuse the whole promotion.
+/// `same`; other bytes under the name refuse the whole promotion. A target's sha256 comes from
+/// its root's state while the object's ETag is the one the state recorded (no download).
 async fn check(
     store: &dyn Store,
     planned: &[(Key, Key)],
     known: &BTreeMap<String, (u64, String)>,
 ) -> anyhow::Result<Vec<Copy>> {
+    let mut channel: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let roots: BTreeSet<RepoRoot> = planned.iter().filter_map(|(_, to)| RepoRoot::for_key(to)).collect();
+    for root in &roots {
+        for entry in read_state(store, root).await?.map(|s| s.entries).unwrap_or_default().into_values() {
+            channel.insert(format!("{root}{}", entry.filename), (entry.etag, entry.sha256));
+        }
+    }
+    let checked: Vec<anyhow::Result<(Copy, Option<String>)>> = futures_util::stream::iter(planned)
+        .map(|(from, to)| check_one(store, from, to, known, &channel))
+        .buffered(CONCURRENCY)
+        .collect()
+        .await;
     let mut copies = Vec::new();
     let mut conflicts = Vec::new();
-    for (from, to) in planned {
-        let (size, sha256) = match known.get(from.as_str()) {
-            Some(k) => k.clone(),
-            None => {
-                let meta = store.head(from).await?;
-                let sha = match meta.sha256 {
-                    Some(s) => s,
-                    None => quarry_store::sha256_hex(&store.get_bytes(from, u64::MAX).await?.1),
-                };
-                (meta.size, sha)
-            }
-        };
-        let status = match store.head(to).await {
-            Ok(meta) => {
-                let there = match meta.sha256 {
-                    Some(s) => s,
-                    None => quarry_store::sha256_hex(&store.get_bytes(to, u64::MAX).await?.1),
-                };
-                if meta.size != size || there != sha256 {
-                    conflicts.push(format!("{to} (sha256 {there}, the run's {from} has {sha256})"));
-                }
-                "same"
-            }
-            Err(e) if e.is_not_found() => "copy",
-            Err(e) => return Err(e.into()),
-        };
-        copies.push(Copy { from: from.to_string(), to: to.to_string(), size, sha256, status, method: None });
+    for result in checked {
+        let (copy, conflict) = result?;
+        conflicts.extend(conflict);
+        copies.push(copy);
     }
     if !conflicts.is_empty() {
         bail!(
@@ -339,14 +330,70 @@ async fn check(
     Ok(copies)
 }
 
-async fn copy_all(store: &dyn Store, copies: &mut [Copy]) -> anyhow::Result<()> {
-    for c in copies.iter_mut().filter(|c| c.status == "copy") {
-        let (from, to) = (Key::new(&c.from)?, Key::new(&c.to)?);
-        let (_, method) =
-            store.copy_from(store, &from, &to).await.with_context(|| format!("copying {from} to {to}"))?;
-        c.method = Some(method.label());
+/// Requests in flight at once (HEADs, copies).
+const CONCURRENCY: usize = 16;
+
+/// The sha256 of `key` as HEAD saw it (`meta`): the state's when the ETag matches, the stored
+/// checksum, else read.
+async fn sha_of(
+    store: &dyn Store,
+    key: &Key,
+    meta: &quarry_store::ObjectMeta,
+    state: Option<&(String, String)>,
+) -> anyhow::Result<String> {
+    if let Some((etag, sha)) = state
+        && !etag.is_empty()
+        && (*etag == meta.etag || *etag == meta.version())
+    {
+        return Ok(sha.clone());
     }
-    Ok(())
+    Ok(match &meta.sha256 {
+        Some(s) => s.clone(),
+        None => quarry_store::sha256_hex(&store.get_bytes(key, u64::MAX).await?.1),
+    })
+}
+
+async fn check_one(
+    store: &dyn Store,
+    from: &Key,
+    to: &Key,
+    known: &BTreeMap<String, (u64, String)>,
+    channel: &BTreeMap<String, (String, String)>,
+) -> anyhow::Result<(Copy, Option<String>)> {
+    let (size, sha256) = match known.get(from.as_str()) {
+        Some(k) => k.clone(),
+        None => {
+            let meta = store.head(from).await?;
+            (meta.size, sha_of(store, from, &meta, None).await?)
+        }
+    };
+    let (status, conflict) = match store.head(to).await {
+        Ok(meta) => {
+            let there = sha_of(store, to, &meta, channel.get(to.as_str())).await?;
+            let differs = meta.size != size || there != sha256;
+            ("same", differs.then(|| format!("{to} (sha256 {there}, the run's {from} has {sha256})")))
+        }
+        Err(e) if e.is_not_found() => ("copy", None),
+        Err(e) => return Err(e.into()),
+    };
+    let copy = Copy { from: from.to_string(), to: to.to_string(), size, sha256, status, method: None };
+    Ok((copy, conflict))
+}
+
+async fn copy_all(store: &dyn Store, copies: &mut [Copy]) -> anyhow::Result<()> {
+    let pending = copies.iter_mut().filter(|c| c.status == "copy");
+    let results: Vec<anyhow::Result<()>> = futures_util::stream::iter(pending)
+        .map(|c| async move {
+            let (from, to) = (Key::new(&c.from)?, Key::new(&c.to)?);
+            let copied = store.copy_from(store, &from, &to).await;
+            let (_, method) = copied.with_context(|| format!("copying {from} to {to}"))?;
+            c.method = Some(method.label());
+            Ok(())
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect()
 }
 
 /// apt and dnf roots first, then pip: every file is in place before any page names it.
