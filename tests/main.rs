@@ -24,6 +24,8 @@ mod packager;
 mod parsers;
 mod pip_clients;
 mod pipeline;
+mod promote;
+mod promote_s3;
 mod prune;
 mod publish_clients;
 mod quarry_wheel;

@@ -136,6 +136,10 @@ pub struct ServeConfig {
     index: IndexFileConfig,
     #[serde(default)]
     limits: LimitsFileConfig,
+    /// `[layout]`: read by `quarry_store::layout::config` (checked there).
+    #[serde(default)]
+    #[allow(dead_code)]
+    layout: Option<toml::Value>,
 }
 
 /// `[limits]`: what slow, idle or greedy clients may hold (defaults: [`Limits::default`]).

@@ -86,6 +86,16 @@ pub enum RepoKind {
     Dnf,
 }
 
+impl From<layout::config::RootKind> for RepoKind {
+    fn from(kind: layout::config::RootKind) -> Self {
+        match kind {
+            layout::config::RootKind::Pip => Self::Pip,
+            layout::config::RootKind::Apt => Self::Apt,
+            layout::config::RootKind::Dnf => Self::Dnf,
+        }
+    }
+}
+
 impl RepoKind {
     /// `pip`, `apt` or `dnf` (as serialized).
     pub fn label(self) -> &'static str {
@@ -111,12 +121,24 @@ pub struct RepoRoot {
 }
 
 impl RepoRoot {
-    /// A root from a prefix, its kind told by the run layout ([`layout::RunLayout`]): a
+    /// A root from a prefix: a configured root ([`layout::config::configured`], `quarry.toml`)
+    /// has its configured kind; otherwise the run layout ([`layout::RunLayout`]) tells: a
     /// `python` segment (and no `simple` after it) is pip, a last segment `deb` is apt, an rpm
     /// architecture or a parent named `rpm` is dnf. A missing trailing `/` is added.
     pub fn new(prefix: &str) -> Result<Self, KeyError> {
+        Self::new_in(layout::config::configured(), prefix)
+    }
+
+    /// [`RepoRoot::new`] in a given configured layout.
+    pub fn new_in(config: &layout::config::Layout, prefix: &str) -> Result<Self, KeyError> {
         let trimmed = prefix.trim_end_matches('/');
         let key = Key::new(trimmed)?;
+        if let Some(rule) = config.rule_for(key.as_str()) {
+            return Self::with_kind(prefix, RepoKind::from(rule.kind));
+        }
+        if !config.runs {
+            return Err(KeyError { key: prefix.to_owned(), reason: "not a configured repo root (quarry.toml)" });
+        }
         let segments: Vec<&str> = key.as_str().split('/').collect();
         let layout = layout::current();
         if layout.python_segment(&segments).is_some_and(|i| !segments[i..].contains(&SIMPLE_DIR)) {
@@ -262,6 +284,22 @@ mod tests {
         assert_eq!(RepoRoot::new("123-linux/packages/deb").unwrap().kind(), RepoKind::Apt);
         assert_eq!(RepoRoot::new("123-linux/packages/rpm/x86_64/").unwrap().kind(), RepoKind::Dnf);
         assert!(RepoRoot::new("123-linux/packages/").is_err());
+    }
+
+    #[test]
+    fn configured_roots_come_first_and_runs_can_be_off() {
+        let release = layout::config::Layout::preset("therock-release").unwrap();
+        let kind = |l: &layout::config::Layout, p: &str| RepoRoot::new_in(l, p).map(|r| r.kind()).ok();
+        assert_eq!(kind(&release, "v2/gfx94X-dcgpu"), Some(RepoKind::Pip));
+        assert_eq!(kind(&release, "v3/packages/deb/"), Some(RepoKind::Apt));
+        assert_eq!(kind(&release, "v3/packages/rpm/x86_64/"), Some(RepoKind::Dnf));
+        assert_eq!(kind(&release, "python-deps/"), Some(RepoKind::Pip));
+        assert_eq!(kind(&release, "12-linux/python/"), Some(RepoKind::Pip));
+        assert_eq!(kind(&release, "v2/"), None);
+        assert_eq!(kind(&layout::config::Layout::default(), "v2/gfx94X-dcgpu/"), None);
+        let channels_only = layout::config::Layout { runs: false, ..release };
+        assert_eq!(kind(&channels_only, "12-linux/python/"), None);
+        assert_eq!(kind(&channels_only, "v2/gfx94X-dcgpu/"), Some(RepoKind::Pip));
     }
 
     #[test]

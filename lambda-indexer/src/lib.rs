@@ -15,7 +15,7 @@ use std::sync::Arc;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use futures_util::StreamExt;
 use quarry_index::{IndexConfig, Indexer, Refreshed, Scope};
-use quarry_store::{Key, Store};
+use quarry_store::{Key, Store, StoreExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -48,6 +48,32 @@ impl HandlerError {
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Reindex { .. })
     }
+}
+
+/// The Lambda's layout (`[layout]` of a `quarry.toml`): inline in `QUARRY_LAYOUT`, else the
+/// object `QUARRY_LAYOUT_KEY` (e.g. `quarry.toml`) of `store` (the bucket's store, read
+/// at init), else the default run layout. A bad layout fails the init, naming the line.
+pub async fn layout_from_env(store: Option<&dyn Store>) -> Result<quarry_store::layout::config::Layout, String> {
+    let inline = std::env::var("QUARRY_LAYOUT").ok();
+    let key = std::env::var("QUARRY_LAYOUT_KEY").ok();
+    load_layout(inline.as_deref(), key.as_deref(), store).await
+}
+
+/// [`layout_from_env`] with the variables' values given.
+pub async fn load_layout(
+    inline: Option<&str>,
+    key: Option<&str>,
+    store: Option<&dyn Store>,
+) -> Result<quarry_store::layout::config::Layout, String> {
+    use quarry_store::layout::config::Layout;
+    if let Some(text) = inline.filter(|t| !t.trim().is_empty()) {
+        return Layout::parse(text).map_err(|e| format!("QUARRY_LAYOUT: {e}"));
+    }
+    let (Some(name), Some(store)) = (key.filter(|k| !k.is_empty()), store) else { return Ok(Layout::default()) };
+    let key = Key::new(name).map_err(|e| format!("QUARRY_LAYOUT_KEY: {e}"))?;
+    let (_, bytes) = store.get_bytes(&key, 1 << 20).await.map_err(|e| format!("reading the layout {name}: {e}"))?;
+    let text = String::from_utf8(bytes.to_vec()).map_err(|_| format!("the layout {name} is not UTF-8"))?;
+    Layout::parse(&text).map_err(|e| format!("{name}: {e}"))
 }
 
 /// One object change, decoded.

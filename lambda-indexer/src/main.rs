@@ -51,7 +51,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     if let Some(signer) = &config.signer {
         tracing::info!(fingerprint = %signer.fingerprint(), "signing apt and dnf metadata");
     }
-    let handler = Arc::new(Handler::new(Buckets { client, prefix }).with_config(config));
+    let buckets = Buckets { client, prefix };
+    // The layout: QUARRY_LAYOUT inline, or QUARRY_LAYOUT_KEY in QUARRY_LAYOUT_BUCKET.
+    let layout_store =
+        std::env::var("QUARRY_LAYOUT_BUCKET").ok().filter(|b| !b.is_empty()).map(|b| buckets.for_bucket(&b));
+    let layout = quarry_lambda_indexer::layout_from_env(layout_store.as_deref()).await?;
+    tracing::info!(roots = layout.roots.len(), runs = layout.runs, "layout");
+    let _ = quarry_store::layout::config::install(layout);
+    let handler = Arc::new(Handler::new(buckets).with_config(config));
     tracing::info!(init_us = started.elapsed().as_micros() as u64, "initialized");
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
         let handler = handler.clone();

@@ -1,5 +1,7 @@
 //! TheRock's key layout and bucket choice (spec §5): where a run's artifacts and packages go.
 
+pub mod config;
+
 /// What is being uploaded, which decides the key prefix under the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum UploadKind {
@@ -75,7 +77,8 @@ pub const THEROCK: RunLayout = RunLayout {
     logs: "logs",
 };
 
-/// The run layout in force: TheRock's. The one place a configured layout would be read.
+/// The run layout in force: TheRock's. Roots beyond a run's, and whether runs are laid out at
+/// all, are configured ([`config::configured`], `quarry.toml`).
 pub fn current() -> &'static RunLayout {
     &THEROCK
 }
@@ -162,6 +165,9 @@ impl RunLayout {
     /// Whether a directory (a `/`-separated prefix) gets a run listing: it lies in a run and
     /// not in the run's pip root or native repos.
     pub fn is_listed(&self, prefix: &str) -> bool {
+        if !config::configured().runs {
+            return false;
+        }
         let trimmed = prefix.trim_end_matches('/');
         let Some((run, _)) = find_run(trimmed) else {
             return false;

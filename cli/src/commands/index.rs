@@ -25,9 +25,14 @@ pub(crate) struct IndexArgs {
     /// non-zero on any problem.
     #[arg(long, conflicts_with = "force")]
     check: bool,
+    /// `quarry.toml` whose `[layout]` names the roots beyond a run's [default: ./quarry.toml if
+    /// present].
+    #[arg(long, env = "QUARRY_CONFIG")]
+    config: Option<std::path::PathBuf>,
 }
 
 pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
+    super::load_layout(args.config.as_deref())?;
     let inner = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
     let store = Arc::new(CountingStore::new(inner));
     let started = std::time::Instant::now();

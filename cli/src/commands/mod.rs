@@ -6,6 +6,7 @@ mod mirror;
 mod package;
 mod package_python;
 mod pipeline;
+mod promote;
 mod prune;
 mod runs;
 mod self_wheel;
@@ -61,6 +62,8 @@ enum Command {
     CheckOrigins(mirror::CheckOriginsArgs),
     /// Prune old versions inside one pip, apt or dnf root; reindex it.
     Prune(prune::PruneArgs),
+    /// Copy a run's wheels, debs and rpms into a channel's roots and reindex them.
+    Promote(promote::PromoteArgs),
     /// TheRock's package versions (pip, deb, rpm) for a release type.
     Version(version::VersionArgs),
     /// Pack this binary as a wheel (`scripts/build-wheel` runs it).
@@ -172,6 +175,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args).await,
         Command::Index(args) => index::run(args).await,
+        Command::Promote(args) => promote::run(args).await,
         Command::Upload(args) => upload::run(args).await,
         Command::Package(args) => package::run(args).await,
         Command::Stage(args) => stage::run(args).await,
@@ -190,3 +194,13 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// Upload tokens as a client sends them: the token file's plus `QUARRY_TOKEN`.
 pub(crate) use quarry_index_server::read_tokens;
+
+/// Reads the `[layout]` of `quarry.toml` (`path`, else `./quarry.toml` if present; else the
+/// default run layout) and makes it the process's layout.
+pub(crate) fn load_layout(path: Option<&std::path::Path>) -> anyhow::Result<()> {
+    if let Some(loaded) = quarry_store::layout::config::load(path)? {
+        let layout = quarry_store::layout::config::configured();
+        tracing::debug!(file = %loaded.display(), roots = layout.roots.len(), runs = layout.runs, "layout");
+    }
+    Ok(())
+}

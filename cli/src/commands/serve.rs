@@ -57,6 +57,7 @@ impl From<ServeArgs> for ServeOptions {
 }
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    super::load_layout(args.config.as_deref())?;
     let settings = Settings::resolve(args.into())?;
     let addr = settings.addr;
     let state = settings.open().await?;

@@ -1,0 +1,453 @@
+//! `quarry promote --from RUN-PLATFORM --to CHANNEL`: copies a run's wheels, sdists, debs and
+//! rpms into a channel's roots, then reindexes them.
+//!
+//! A channel is a prefix laid out like a run's packages: a pip root per family
+//! (`{channel}/python/{family}/`, its family's wheels plus the generic ones; `{channel}/python/`
+//! when the run has no family wheels), `{channel}/packages/deb/` and
+//! `{channel}/packages/rpm/{arch}/`. Every file is checked before any is copied (same bytes:
+//! skipped; other bytes under the same name: refused, nothing changed); every copy lands before
+//! any root is reindexed, so no page names a file that is not there yet.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use futures_util::StreamExt;
+use quarry_index::{Indexer, RepoKind, RepoRoot, read_state};
+use quarry_packaging::DistFilename;
+use quarry_store::layout::config::{Layout, RootKind, RootRule};
+use quarry_store::{Key, Store, StoreExt};
+
+#[derive(Debug, Args)]
+pub(crate) struct PromoteArgs {
+    /// The run to promote from: its prefix segment (`12345-linux`), optionally under a prefix.
+    #[arg(long, required_unless_present = "init")]
+    from: Option<String>,
+    /// Publish the channel's roots empty (valid pip, apt and dnf indexes naming nothing) if they
+    /// have no index yet, instead of promoting: a channel's URLs resolve before its first
+    /// promotion. Takes `--families` and `--kinds`.
+    #[arg(long, conflicts_with = "from")]
+    init: bool,
+    /// The channel to promote into (`nightly`, `v2`, …): a key prefix.
+    #[arg(long)]
+    to: String,
+    /// Only these families' wheels (comma-separated); generic wheels go to every one. Default:
+    /// every family the run has wheels for.
+    #[arg(long, value_delimiter = ',')]
+    families: Vec<String>,
+    /// Which packages: pip, deb, rpm (comma-separated) [default: all].
+    #[arg(long, value_delimiter = ',', default_values_t = ["pip".to_owned(), "deb".to_owned(), "rpm".to_owned()])]
+    kinds: Vec<String>,
+    /// The store: a directory, file:// or s3://bucket/prefix URL.
+    #[arg(long, env = "QUARRY_STORE")]
+    store: String,
+    /// Print what would be copied; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// `quarry.toml` whose `[layout]` names the roots [default: ./quarry.toml if present].
+    #[arg(long, env = "QUARRY_CONFIG")]
+    config: Option<std::path::PathBuf>,
+}
+
+/// One file of the run and where it goes in the channel.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+struct Copy {
+    from: String,
+    to: String,
+    size: u64,
+    sha256: String,
+    /// `copy` (new), `same` (already there with these bytes).
+    status: &'static str,
+    /// How it was copied: `server-side` (S3 `CopyObject`) or `streamed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'static str>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Report {
+    from: String,
+    to: String,
+    dry_run: bool,
+    files: Vec<Copy>,
+    roots: Vec<String>,
+    install: Vec<String>,
+}
+
+/// Where a channel's roots lie: the configured layout's roots under the channel prefix
+/// (`[layout]`: a pip root with a `{family}` placeholder, an apt root, a dnf root with an
+/// `{arch}` placeholder), else a run's layout below it (`{channel}/python/{family}/`,
+/// `{channel}/packages/deb/`, `{channel}/packages/rpm/{arch}/`).
+struct Channel<'a> {
+    name: String,
+    rules: Vec<&'a RootRule>,
+}
+
+impl<'a> Channel<'a> {
+    fn new(name: &str, layout: &'a Layout) -> Self {
+        let name = name.trim_end_matches('/').to_owned();
+        let rules = layout.roots.iter().filter(|r| r.prefix.starts_with(&format!("{name}/"))).collect();
+        Self { name, rules }
+    }
+
+    fn rule(&self, kind: RootKind, placeholder: &str) -> Option<&'a RootRule> {
+        self.rules
+            .iter()
+            .copied()
+            .find(|r| r.kind == kind && (placeholder.is_empty() || r.prefix.contains(placeholder)))
+    }
+
+    /// The pip root of `family` (`None`: the run has no family wheels).
+    fn pip(&self, family: Option<&str>) -> String {
+        match (family, self.rule(RootKind::Pip, "{family}")) {
+            (Some(f), Some(rule)) => rule.fill(&[("family", f)]).unwrap_or_default(),
+            (Some(f), None) => format!("{}/python/{f}/", self.name),
+            (None, _) => format!("{}/python/", self.name),
+        }
+    }
+
+    fn deb(&self) -> String {
+        let rule = self.rule(RootKind::Apt, "");
+        rule.map_or_else(|| format!("{}/packages/deb/", self.name), |r| format!("{}/", r.prefix.trim_end_matches('/')))
+    }
+
+    fn rpm(&self, arch: &str) -> String {
+        let filled = self.rule(RootKind::Dnf, "{arch}").and_then(|r| r.fill(&[("arch", arch)]));
+        filled.unwrap_or_else(|| format!("{}/packages/rpm/{arch}/", self.name))
+    }
+}
+
+/// The family a wheel belongs to by TheRock's names: `rocm-sdk-libraries-{family}`,
+/// `rocm-sdk-device-{target}` (every family holding the target), a legacy `python/{family}/`
+/// directory; `None` for generic wheels.
+fn families_of(name: &str, dir_family: Option<&str>, map: &BTreeMap<&str, Vec<&str>>) -> Option<Vec<String>> {
+    // Normalized project names are lowercase; families keep TheRock's spelling (`gfx94X`).
+    let spelled = |lower: &str| map.keys().find(|f| f.eq_ignore_ascii_case(lower)).map_or(lower, |f| *f).to_owned();
+    if let Some(family) = name.strip_prefix("rocm-sdk-libraries-") {
+        return Some(vec![spelled(family)]);
+    }
+    if let Some(target) = name.strip_prefix("rocm-sdk-device-") {
+        let holds = |targets: &Vec<&str>| targets.iter().any(|t| t.eq_ignore_ascii_case(target));
+        let families = map.iter().filter(|(f, targets)| holds(targets) && !f.eq_ignore_ascii_case(target));
+        let families: Vec<String> = families.map(|(f, _)| (*f).to_owned()).collect();
+        return Some(if families.is_empty() { vec![spelled(target)] } else { families });
+    }
+    dir_family.map(|f| vec![f.to_owned()])
+}
+
+/// The run's package files (key, root) under its pip root and native repos.
+async fn run_files(store: &dyn Store, run: &str) -> anyhow::Result<Vec<(Key, RepoRoot)>> {
+    let listed = store.list_all(&format!("{run}/"), false).await.with_context(|| format!("listing {run}/"))?;
+    let files = listed.objects.into_iter().filter_map(|o| RepoRoot::for_key(&o.key).map(|r| (o.key, r)));
+    Ok(files.collect())
+}
+
+/// The sha256 and size of each file, from the roots' index states (no download); files the
+/// state does not know yet are HEADed.
+async fn known_hashes(store: &dyn Store, files: &[(Key, RepoRoot)]) -> anyhow::Result<BTreeMap<String, (u64, String)>> {
+    let mut known = BTreeMap::new();
+    let roots: BTreeSet<&RepoRoot> = files.iter().map(|(_, r)| r).collect();
+    for root in roots {
+        if let Some(state) = read_state(store, root).await? {
+            for entry in state.entries.values() {
+                let key = format!("{root}{}", entry.filename);
+                known.insert(key, (entry.size, entry.sha256.clone()));
+            }
+        }
+    }
+    for (key, _) in files {
+        let name = key.as_str();
+        if !known.contains_key(name) && !name.ends_with(".deb") {
+            let meta = store.head(key).await?;
+            let sha = match meta.sha256 {
+                Some(sha) => sha,
+                None => quarry_store::sha256_hex(&store.get_bytes(key, u64::MAX).await?.1),
+            };
+            known.insert(name.to_owned(), (meta.size, sha));
+        }
+    }
+    Ok(known)
+}
+
+/// Where each file goes in the channel.
+fn plan(
+    args: &PromoteArgs,
+    run: &str,
+    files: &[(Key, RepoRoot)],
+    map: &BTreeMap<&str, Vec<&str>>,
+) -> anyhow::Result<Vec<(Key, Key)>> {
+    let channel = Channel::new(&args.to, quarry_store::layout::config::configured());
+    let wants = |k: &str| args.kinds.iter().any(|w| w == k);
+    let mut wheels: Vec<(&Key, Option<Vec<String>>)> = Vec::new();
+    let mut out = Vec::new();
+    for (key, root) in files {
+        let name = key.filename();
+        match root.kind() {
+            RepoKind::Pip if wants("pip") => {
+                let dist: DistFilename = name.parse().with_context(|| format!("{key}"))?;
+                let below = root.as_str().strip_prefix(&format!("{run}/python/")).unwrap_or_default();
+                let dir_family = below.trim_end_matches('/');
+                let dir_family = (!dir_family.is_empty() && !dir_family.contains('/')).then_some(dir_family);
+                wheels.push((key, families_of(dist.name().as_ref(), dir_family, map)));
+            }
+            RepoKind::Apt if wants("deb") => {
+                out.push((key.clone(), Key::new(format!("{}pool/main/{name}", channel.deb()))?))
+            }
+            RepoKind::Dnf if wants("rpm") => {
+                let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or("x86_64");
+                out.push((key.clone(), Key::new(format!("{}{name}", channel.rpm(arch)))?));
+            }
+            _ => {}
+        }
+    }
+    let found: BTreeSet<String> = wheels.iter().filter_map(|(_, f)| f.clone()).flatten().collect();
+    let families: BTreeSet<String> =
+        if args.families.is_empty() { found } else { args.families.iter().cloned().collect() };
+    for (key, of) in wheels {
+        let name = key.filename();
+        let targets: Vec<String> = match of {
+            None if families.is_empty() => vec![format!("{}{name}", channel.pip(None))],
+            None => families.iter().map(|f| format!("{}{name}", channel.pip(Some(f)))).collect(),
+            Some(of) => {
+                let selected = of.iter().filter(|f| families.contains(*f));
+                selected.map(|f| format!("{}{name}", channel.pip(Some(f)))).collect()
+            }
+        };
+        for to in targets {
+            out.push((key.clone(), Key::new(to)?));
+        }
+    }
+    out.sort_by(|a, b| a.1.cmp(&b.1));
+    Ok(out)
+}
+
+pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
+    super::load_layout(args.config.as_deref())?;
+    for kind in &args.kinds {
+        if !["pip", "deb", "rpm"].contains(&kind.as_str()) {
+            bail!("--kinds: unknown kind {kind:?}: expected pip, deb or rpm");
+        }
+    }
+    let Some(from) = &args.from else { return init(&args).await };
+    let run = from.trim_end_matches('/');
+    let (_, segment) =
+        quarry_store::layout::find_run(run).with_context(|| format!("--from {run:?} names no RUN-PLATFORM"))?;
+    anyhow::ensure!(run.ends_with(&segment.to_string()), "--from {run:?}: give the run's own prefix (RUN-PLATFORM)");
+    let store: Arc<dyn Store> =
+        quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    let files = run_files(store.as_ref(), run).await?;
+    anyhow::ensure!(!files.is_empty(), "{run}/ holds no wheels, sdists, debs or rpms");
+    let targets = quarry_topology::families::AmdgpuTargets::builtin();
+    let planned = plan(&args, run, &files, &targets.family_map())?;
+    let known = known_hashes(store.as_ref(), &files).await?;
+    let mut copies = check(store.as_ref(), &planned, &known).await?;
+    let roots: BTreeSet<RepoRoot> = copies.iter().filter_map(|c| RepoRoot::for_key(&Key::new(&c.to).ok()?)).collect();
+    if !args.dry_run {
+        copy_all(store.as_ref(), &mut copies).await?;
+        reindex(store.clone(), &roots).await?;
+    }
+    let install = roots.iter().map(|r| install_line(&args.store, r)).collect();
+    let roots = roots.iter().map(ToString::to_string).collect();
+    let report =
+        Report { from: run.to_owned(), to: args.to.clone(), dry_run: args.dry_run, files: copies, roots, install };
+    super::print(args.json, &report, text(&report))
+}
+
+/// `--init`: the channel's roots indexed while empty (an existing index is left as it is).
+async fn init(args: &PromoteArgs) -> anyhow::Result<()> {
+    let store: Arc<dyn Store> =
+        quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    let channel = Channel::new(&args.to, quarry_store::layout::config::configured());
+    let wants = |k: &str| args.kinds.iter().any(|w| w == k);
+    let mut prefixes = Vec::new();
+    if wants("pip") {
+        if args.families.is_empty() {
+            prefixes.push((channel.pip(None), RepoKind::Pip));
+        }
+        prefixes.extend(args.families.iter().map(|f| (channel.pip(Some(f)), RepoKind::Pip)));
+    }
+    if wants("deb") {
+        prefixes.push((channel.deb(), RepoKind::Apt));
+    }
+    if wants("rpm") {
+        prefixes.push((channel.rpm("x86_64"), RepoKind::Dnf));
+    }
+    let mut roots = BTreeSet::new();
+    for (prefix, kind) in prefixes {
+        let root = RepoRoot::with_kind(&prefix, kind).with_context(|| format!("channel root {prefix}"))?;
+        if read_state(store.as_ref(), &root).await?.is_none() {
+            roots.insert(root);
+        }
+    }
+    let indexer = Indexer::new(store.clone());
+    for root in &roots {
+        indexer.reindex_with(root, true).await.with_context(|| format!("publishing {root}"))?;
+    }
+    let install = roots.iter().map(|r| install_line(&args.store, r)).collect();
+    let roots = roots.iter().map(ToString::to_string).collect();
+    let report = Report { from: String::new(), to: args.to.clone(), dry_run: false, files: Vec::new(), roots, install };
+    super::print(args.json, &report, text(&report))
+}
+
+/// Every target checked before anything is copied: already there with the same bytes is
+/// `same`; other bytes under the name refuse the whole promotion. A target's sha256 comes from
+/// its root's state while the object's ETag is the one the state recorded (no download).
+async fn check(
+    store: &dyn Store,
+    planned: &[(Key, Key)],
+    known: &BTreeMap<String, (u64, String)>,
+) -> anyhow::Result<Vec<Copy>> {
+    let mut channel: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let roots: BTreeSet<RepoRoot> = planned.iter().filter_map(|(_, to)| RepoRoot::for_key(to)).collect();
+    for root in &roots {
+        for entry in read_state(store, root).await?.map(|s| s.entries).unwrap_or_default().into_values() {
+            channel.insert(format!("{root}{}", entry.filename), (entry.etag, entry.sha256));
+        }
+    }
+    let checked: Vec<anyhow::Result<(Copy, Option<String>)>> = futures_util::stream::iter(planned)
+        .map(|(from, to)| check_one(store, from, to, known, &channel))
+        .buffered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut copies = Vec::new();
+    let mut conflicts = Vec::new();
+    for result in checked {
+        let (copy, conflict) = result?;
+        conflicts.extend(conflict);
+        copies.push(copy);
+    }
+    if !conflicts.is_empty() {
+        bail!(
+            "the channel already holds other bytes under {} name(s); nothing was changed: {}",
+            conflicts.len(),
+            conflicts.join("; ")
+        );
+    }
+    Ok(copies)
+}
+
+/// Requests in flight at once (HEADs, copies).
+const CONCURRENCY: usize = 16;
+
+/// The sha256 of `key` as HEAD saw it (`meta`): the state's when the ETag matches, the stored
+/// checksum, else read.
+async fn sha_of(
+    store: &dyn Store,
+    key: &Key,
+    meta: &quarry_store::ObjectMeta,
+    state: Option<&(String, String)>,
+) -> anyhow::Result<String> {
+    if let Some((etag, sha)) = state
+        && !etag.is_empty()
+        && (*etag == meta.etag || *etag == meta.version())
+    {
+        return Ok(sha.clone());
+    }
+    Ok(match &meta.sha256 {
+        Some(s) => s.clone(),
+        None => quarry_store::sha256_hex(&store.get_bytes(key, u64::MAX).await?.1),
+    })
+}
+
+async fn check_one(
+    store: &dyn Store,
+    from: &Key,
+    to: &Key,
+    known: &BTreeMap<String, (u64, String)>,
+    channel: &BTreeMap<String, (String, String)>,
+) -> anyhow::Result<(Copy, Option<String>)> {
+    let (size, sha256) = match known.get(from.as_str()) {
+        Some(k) => k.clone(),
+        None => {
+            let meta = store.head(from).await?;
+            (meta.size, sha_of(store, from, &meta, None).await?)
+        }
+    };
+    let (status, conflict) = match store.head(to).await {
+        Ok(meta) => {
+            let there = sha_of(store, to, &meta, channel.get(to.as_str())).await?;
+            let differs = meta.size != size || there != sha256;
+            ("same", differs.then(|| format!("{to} (sha256 {there}, the run's {from} has {sha256})")))
+        }
+        Err(e) if e.is_not_found() => ("copy", None),
+        Err(e) => return Err(e.into()),
+    };
+    let copy = Copy { from: from.to_string(), to: to.to_string(), size, sha256, status, method: None };
+    Ok((copy, conflict))
+}
+
+async fn copy_all(store: &dyn Store, copies: &mut [Copy]) -> anyhow::Result<()> {
+    let pending = copies.iter_mut().filter(|c| c.status == "copy");
+    let results: Vec<anyhow::Result<()>> = futures_util::stream::iter(pending)
+        .map(|c| async move {
+            let (from, to) = (Key::new(&c.from)?, Key::new(&c.to)?);
+            let copied = store.copy_from(store, &from, &to).await;
+            let (_, method) = copied.with_context(|| format!("copying {from} to {to}"))?;
+            c.method = Some(method.label());
+            Ok(())
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// apt and dnf roots first, then pip: every file is in place before any page names it.
+async fn reindex(store: Arc<dyn Store>, roots: &BTreeSet<RepoRoot>) -> anyhow::Result<()> {
+    let indexer = Indexer::new(store);
+    let mut ordered: Vec<&RepoRoot> = roots.iter().collect();
+    ordered.sort_by_key(|r| (r.kind() == RepoKind::Pip, r.as_str().to_owned()));
+    for root in ordered {
+        indexer.reindex(root).await.with_context(|| format!("reindexing {root}"))?;
+    }
+    Ok(())
+}
+
+/// What a client points at: the pip root's simple index, the apt source line, the dnf baseurl.
+fn install_line(store: &str, root: &RepoRoot) -> String {
+    let url = |key: &str| match store.strip_prefix("s3://") {
+        Some(rest) => {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            let prefix = prefix.trim_end_matches('/');
+            let key = if prefix.is_empty() { key.to_owned() } else { format!("{prefix}/{key}") };
+            quarry_store::layout::public_url_from_env(bucket, &key)
+        }
+        None => format!("{}/{key}", store.trim_end_matches('/')),
+    };
+    match root.kind() {
+        RepoKind::Pip => format!("pip: --index-url {}", url(&format!("{root}simple/"))),
+        RepoKind::Apt => format!("apt: deb [trusted=yes] {} stable main", url(root.as_str())),
+        RepoKind::Dnf => format!("dnf: baseurl={}", url(root.as_str())),
+    }
+}
+
+fn text(report: &Report) -> String {
+    let mut out = String::new();
+    for c in &report.files {
+        let _ = writeln!(out, "{} {} -> {} sha256={}", c.status, c.from, c.to, c.sha256);
+    }
+    for line in &report.install {
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wheels_belong_to_families_by_therocks_names() {
+        let targets = quarry_topology::families::AmdgpuTargets::builtin();
+        let map = targets.family_map();
+        assert_eq!(families_of("rocm-sdk-core", None, &map), None);
+        assert_eq!(families_of("rocm-sdk-libraries-gfx94x-dcgpu", None, &map), Some(vec!["gfx94X-dcgpu".into()]));
+        let device = families_of("rocm-sdk-device-gfx942", None, &map).unwrap();
+        assert!(device.contains(&"gfx94X-dcgpu".to_owned()), "{device:?}");
+        assert_eq!(families_of("torch", Some("gfx120X-all"), &map), Some(vec!["gfx120X-all".into()]));
+    }
+}

@@ -1,0 +1,340 @@
+//! The configured layout (`quarry.toml`): which prefixes are pip, apt or dnf roots beyond a
+//! run's own, with each root's options. One table, read once per process
+//! ([`install`]) by `quarry serve`/`quarry index` and the Lambda; [`configured`] answers every
+//! question about it. The default is TheRock's run layout alone, exactly as before.
+//!
+//! ```toml
+//! [layout]
+//! runs = true                  # run prefixes ({run}-{platform}/python/, …); default true
+//! preset = "therock-release"   # TheRock's release roots (v2/{family}/, v3/packages/…, python-deps/)
+//!
+//! [[layout.root]]
+//! prefix = "nightly/{family}/" # `{name}` matches one segment; literal segments match exactly
+//! kind = "pip"                 # pip, apt or dnf
+//! find_links = true            # the root's find-links index.html (default true)
+//! keep_days = 30               # retention, carried for the retention code
+//! keep_versions = 5
+//! view = "family"              # a per-family view: lists `generic` too
+//! generic = "nightly/generic/"
+//! ```
+
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+/// What a configured root serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RootKind {
+    Pip,
+    Apt,
+    Dnf,
+}
+
+/// One configured root: a prefix pattern and its options.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RootRule {
+    /// `/`-separated segments, each literal or a `{name}` placeholder matching one segment.
+    pub prefix: String,
+    pub kind: RootKind,
+    /// Whether the root gets a find-links `index.html` (pip roots).
+    #[serde(default = "yes")]
+    pub find_links: bool,
+    /// Retention: days a version is kept (none: for ever).
+    #[serde(default)]
+    pub keep_days: Option<u32>,
+    /// Retention: newest versions kept per project (none: all).
+    #[serde(default)]
+    pub keep_versions: Option<u32>,
+    /// View membership: `family` for a per-family pip index that also lists `generic`.
+    #[serde(default)]
+    pub view: Option<String>,
+    /// The root whose files a per-family view lists too.
+    #[serde(default)]
+    pub generic: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The whole configured layout.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layout {
+    /// Whether run prefixes (`{run}-{platform}/…`) have their roots and listings.
+    #[serde(default = "yes")]
+    pub runs: bool,
+    /// A named preset whose roots come before the table's own.
+    #[serde(default)]
+    pub preset: Option<String>,
+    /// The configured roots, first match wins.
+    #[serde(default, rename = "root")]
+    pub roots: Vec<RootRule>,
+}
+
+impl Default for Layout {
+    /// TheRock's run layout and nothing else: what Quarry always did.
+    fn default() -> Self {
+        Self { runs: true, preset: None, roots: Vec::new() }
+    }
+}
+
+/// A `quarry.toml`: its `[layout]` table.
+#[derive(Deserialize)]
+struct File {
+    #[serde(default)]
+    layout: Option<Layout>,
+}
+
+/// The names [`Layout::preset`] accepts.
+pub const PRESETS: &[&str] = &["therock-release"];
+
+/// TheRock's release layout: nightly/staging pip roots per family, a deb repo, rpm repos per
+/// architecture, the `python-deps` base index.
+pub const THEROCK_RELEASE: &str = r#"
+[[layout.root]]
+prefix = "v2/{family}/"
+kind = "pip"
+view = "family"
+generic = "v2/generic/"
+
+[[layout.root]]
+prefix = "v2-staging/{family}/"
+kind = "pip"
+view = "family"
+generic = "v2-staging/generic/"
+
+[[layout.root]]
+prefix = "v3/packages/deb/"
+kind = "apt"
+
+[[layout.root]]
+prefix = "v3/packages/rpm/{arch}/"
+kind = "dnf"
+
+[[layout.root]]
+prefix = "python-deps/"
+kind = "pip"
+"#;
+
+/// A bad layout file, naming the line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("layout config{}: {message}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
+pub struct ConfigError {
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// The 1-based line of a byte offset in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
+}
+
+/// One segment of a prefix pattern.
+fn segment_ok(segment: &str) -> bool {
+    let placeholder = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}'));
+    match placeholder {
+        Some(name) => !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+        None => !segment.is_empty() && segment != "." && segment != ".." && !segment.contains(['{', '}']),
+    }
+}
+
+impl RootRule {
+    /// Whether `prefix` (with or without its trailing `/`) is this rule's root, with the
+    /// values of the placeholders (`family` → `gfx94X-dcgpu`).
+    pub fn matches<'a>(&'a self, prefix: &'a str) -> Option<Vec<(&'a str, &'a str)>> {
+        let pattern = self.prefix.trim_end_matches('/').split('/');
+        let segments: Vec<&str> = prefix.trim_end_matches('/').split('/').collect();
+        let pattern: Vec<&str> = pattern.collect();
+        if pattern.len() != segments.len() {
+            return None;
+        }
+        let mut values = Vec::new();
+        for (p, s) in pattern.iter().zip(&segments) {
+            match p.strip_prefix('{').and_then(|n| n.strip_suffix('}')) {
+                Some(name) if !s.is_empty() && !s.starts_with('.') => values.push((name, *s)),
+                Some(_) => return None,
+                None if p == s => {}
+                None => return None,
+            }
+        }
+        Some(values)
+    }
+
+    /// The prefix the pattern gives with `values` filled in, ending in `/`; `None` if a
+    /// placeholder has no value.
+    pub fn fill(&self, values: &[(&str, &str)]) -> Option<String> {
+        let mut out = String::new();
+        for p in self.prefix.trim_end_matches('/').split('/') {
+            let segment = match p.strip_prefix('{').and_then(|n| n.strip_suffix('}')) {
+                Some(name) => values.iter().find(|(n, _)| *n == name)?.1,
+                None => p,
+            };
+            out.push_str(segment);
+            out.push('/');
+        }
+        Some(out)
+    }
+}
+
+impl Layout {
+    /// A layout from `quarry.toml` text, the preset's roots first; errors name the line.
+    /// Other tables and keys of the file (`quarry serve`'s) are not this module's.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let file: File = toml::from_str(text).map_err(|e| ConfigError {
+            line: e.span().map(|s| line_of(text, s.start)),
+            message: e.message().to_owned(),
+        })?;
+        let mut layout = file.layout.unwrap_or_default();
+        for (i, rule) in layout.roots.iter().enumerate() {
+            if let Err(message) = rule.check() {
+                let line = rule_line(text, i);
+                return Err(ConfigError { line, message });
+            }
+        }
+        if let Some(name) = &layout.preset {
+            let preset = Self::preset(name).ok_or_else(|| ConfigError {
+                line: text.lines().position(|l| l.trim_start().starts_with("preset")).map(|i| i + 1),
+                message: format!("unknown preset {name:?}: expected one of {}", PRESETS.join(", ")),
+            })?;
+            let own = std::mem::take(&mut layout.roots);
+            layout.roots = preset.roots.into_iter().chain(own).collect();
+        }
+        Ok(layout)
+    }
+
+    /// A named preset's layout (its roots, with the run layout).
+    pub fn preset(name: &str) -> Option<Self> {
+        match name {
+            "therock-release" => {
+                let file: File = toml::from_str(THEROCK_RELEASE).expect("the preset parses");
+                let mut layout = file.layout.expect("the preset has a layout");
+                layout.preset = Some(name.to_owned());
+                Some(layout)
+            }
+            _ => None,
+        }
+    }
+
+    /// The first configured root rule `prefix` matches.
+    pub fn rule_for(&self, prefix: &str) -> Option<&RootRule> {
+        self.roots.iter().find(|rule| rule.matches(prefix).is_some())
+    }
+}
+
+impl RootRule {
+    fn check(&self) -> Result<(), String> {
+        let trimmed = self.prefix.trim_end_matches('/');
+        if trimmed.is_empty() || self.prefix.starts_with('/') || !trimmed.split('/').all(segment_ok) {
+            return Err(format!(
+                "bad root prefix {:?}: '/'-separated segments, each a name or a {{placeholder}}",
+                self.prefix
+            ));
+        }
+        if self.view.as_deref().is_some_and(|v| v != "family") {
+            return Err(format!("unknown view {:?}: expected \"family\"", self.view.as_deref().unwrap_or_default()));
+        }
+        if self.kind != RootKind::Pip && (self.view.is_some() || self.generic.is_some()) {
+            return Err("views and generic roots are pip roots' options".to_owned());
+        }
+        Ok(())
+    }
+}
+
+/// The line of the `i`-th `[[layout.root]]` table.
+fn rule_line(text: &str, i: usize) -> Option<usize> {
+    text.lines().enumerate().filter(|(_, l)| l.trim() == "[[layout.root]]").nth(i).map(|(n, _)| n + 1)
+}
+
+static INSTALLED: OnceLock<Layout> = OnceLock::new();
+
+/// Makes `layout` the process's layout; the first call wins (later ones return it back).
+pub fn install(layout: Layout) -> Result<(), Layout> {
+    INSTALLED.set(layout)
+}
+
+/// The layout in force: the installed one, else the default (runs only).
+pub fn configured() -> &'static Layout {
+    INSTALLED.get_or_init(Layout::default)
+}
+
+/// Reads and installs a layout file. `path` given: it must exist. Otherwise `./quarry.toml` if
+/// present, else the default. Returns what was installed, for logs.
+pub fn load(path: Option<&std::path::Path>) -> Result<Option<std::path::PathBuf>, ConfigError> {
+    let default = std::path::Path::new("quarry.toml");
+    let path = match path {
+        Some(p) => p,
+        None if default.is_file() => default,
+        None => return Ok(None),
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError { line: None, message: format!("reading {}: {e}", path.display()) })?;
+    let layout = Layout::parse(&text)
+        .map_err(|e| ConfigError { line: e.line, message: format!("{}: {}", path.display(), e.message) })?;
+    let _ = install(layout);
+    Ok(Some(path.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_is_runs_only() {
+        let layout = Layout::parse("store = \"s3://b/\"\n[limits]\nkeep_alive = true\n").unwrap();
+        assert_eq!(layout, Layout::default());
+        assert!(layout.runs && layout.roots.is_empty());
+    }
+
+    #[test]
+    fn the_release_preset_combines_with_runs_and_own_roots() {
+        let layout = Layout::parse(
+            "[layout]\npreset = \"therock-release\"\n[[layout.root]]\nprefix = \"dev/{family}/\"\nkind = \"pip\"\n",
+        )
+        .unwrap();
+        assert!(layout.runs);
+        let kind = |p: &str| layout.rule_for(p).map(|r| r.kind);
+        assert_eq!(kind("v2/gfx94X-dcgpu/"), Some(RootKind::Pip));
+        assert_eq!(kind("v2-staging/gfx120X-all"), Some(RootKind::Pip));
+        assert_eq!(kind("v3/packages/deb/"), Some(RootKind::Apt));
+        assert_eq!(kind("v3/packages/rpm/x86_64/"), Some(RootKind::Dnf));
+        assert_eq!(kind("python-deps/"), Some(RootKind::Pip));
+        assert_eq!(kind("dev/gfx950-dcgpu/"), Some(RootKind::Pip));
+        assert_eq!(kind("v2/gfx94X-dcgpu/simple/"), None);
+        assert_eq!(kind("v2/"), None);
+        assert_eq!(kind("v2/.hidden/"), None);
+        let rule = layout.rule_for("v2/gfx94X-dcgpu/").unwrap();
+        assert_eq!(rule.matches("v2/gfx94X-dcgpu/"), Some(vec![("family", "gfx94X-dcgpu")]));
+        assert_eq!(rule.fill(&[("family", "gfx950-dcgpu")]).as_deref(), Some("v2/gfx950-dcgpu/"));
+        assert_eq!(rule.generic.as_deref(), Some("v2/generic/"));
+        assert_eq!(rule.view.as_deref(), Some("family"));
+    }
+
+    #[test]
+    fn options_are_carried() {
+        let text = "[layout]\nruns = false\n[[layout.root]]\nprefix = \"nightly/{family}\"\nkind = \"pip\"\nfind_links = false\nkeep_days = 30\nkeep_versions = 3\n";
+        let layout = Layout::parse(text).unwrap();
+        assert!(!layout.runs);
+        let rule = &layout.roots[0];
+        assert_eq!((rule.find_links, rule.keep_days, rule.keep_versions), (false, Some(30), Some(3)));
+    }
+
+    #[test]
+    fn bad_configs_name_the_line() {
+        let err = |text: &str| Layout::parse(text).unwrap_err().to_string();
+        insta::assert_snapshot!(
+            [
+                err("[layout]\nruns = true\n[[layout.root]]\nprefix = \"x/\"\nkind = \"npm\"\n"),
+                err("[[layout.root]]\nprefix = \"x/\"\nkind = \"pip\"\n\n[[layout.root]]\nprefix = \"a//b\"\nkind = \"apt\"\n"),
+                err("[layout]\npreset = \"nope\"\n"),
+                err("[[layout.root]]\nprefix = \"x/\"\nkind = \"pip\"\nkeep = 3\n"),
+                err("[[layout.root]]\nprefix = \"x/{fam\"\nkind = \"pip\"\n"),
+                err("[[layout.root]]\nprefix = \"deb/\"\nkind = \"apt\"\nview = \"family\"\n"),
+                err("[layout]\nruns = \"yes\"\n"),
+            ]
+            .join("\n")
+        );
+    }
+}
