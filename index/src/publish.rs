@@ -61,13 +61,11 @@ impl std::fmt::Display for ReindexReport {
 impl ReindexReport {
     /// Fold a later pass of the same reindex into this report.
     fn absorb(&mut self, later: ReindexReport) {
+        // Sorted and without duplicates, in O(n log n): a from-scratch pass adds every file.
         for (list, more) in [(&mut self.added, later.added), (&mut self.removed, later.removed)] {
-            for name in more {
-                if !list.contains(&name) {
-                    list.push(name);
-                }
-            }
-            list.sort();
+            let mut all: BTreeSet<String> = std::mem::take(list).into_iter().collect();
+            all.extend(more);
+            *list = all.into_iter().collect();
         }
         self.rejected.extend(later.rejected);
         self.written.extend(later.written);
