@@ -83,7 +83,7 @@ for tool in dumb-pypi pypi-server; do
     [[ -x "$venv/bin/$tool" ]] || { echo "missing $venv/bin/$tool" >&2; exit 1; }
 done
 
-quarry="$repo/target/release/quarry"
+quarry="${CARGO_TARGET_DIR:-$repo/target}/release/quarry"
 rev_before="$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
     log "building quarry (release)"

@@ -67,14 +67,16 @@ pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Insp
         return crate::native::inspect_native(store, object).await;
     }
     let dist: DistFilename = key.filename().parse().map_err(|e| InspectError::Rejected(format!("{e}")))?;
-    // A caller that already knows the sha256 (the upload path) saves the HEAD.
-    let mut meta = if object.sha256.is_some() { object.clone() } else { store.head(key).await? };
-    // Without a recorded sha256 the file is read once anyway: a small one is kept in memory
-    // for the METADATA as well, a large one is streamed through the hasher.
-    let mut whole: Option<Bytes> = None;
-    let sha256 = match meta.sha256.clone() {
-        Some(sha) => sha,
-        None => {
+    // A caller that already knows the sha256 (the upload path) saves the HEAD. Without a
+    // recorded sha256 the file is read once anyway: a small one comes with the HEAD (one
+    // trip to a local store) and is kept in memory for the METADATA as well, a large one is
+    // streamed through the hasher.
+    let (mut meta, mut whole) =
+        if object.sha256.is_some() { (object.clone(), None) } else { store.head_and_read(key, SMALL_FILE).await? };
+    let sha256 = match (meta.sha256.clone(), &whole) {
+        (Some(sha), _) => sha,
+        (None, Some(bytes)) => sha256_hex(bytes),
+        (None, None) => {
             let read = crate::source::read_whole(store.as_ref(), key, SMALL_FILE, false).await?;
             meta = read.meta;
             whole = read.bytes;

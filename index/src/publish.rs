@@ -24,6 +24,8 @@ use crate::state_io::{commit_state, ensure_unmoved, etag_value, load_state};
 const MAX_YANK_REASON: u64 = 1024;
 /// Outputs written at once.
 const PUBLISH_CONCURRENCY: usize = 16;
+/// At most this many outputs per [`Store::put_many`].
+const PUBLISH_BATCH: usize = 64;
 
 /// What one reindex did.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -59,13 +61,11 @@ impl std::fmt::Display for ReindexReport {
 impl ReindexReport {
     /// Fold a later pass of the same reindex into this report.
     fn absorb(&mut self, later: ReindexReport) {
+        // Sorted and without duplicates, in O(n log n): a from-scratch pass adds every file.
         for (list, more) in [(&mut self.added, later.added), (&mut self.removed, later.removed)] {
-            for name in more {
-                if !list.contains(&name) {
-                    list.push(name);
-                }
-            }
-            list.sort();
+            let mut all: BTreeSet<String> = std::mem::take(list).into_iter().collect();
+            all.extend(more);
+            *list = all.into_iter().collect();
         }
         self.rejected.extend(later.rejected);
         self.written.extend(later.written);
@@ -289,14 +289,27 @@ impl Indexer {
 
     /// Write derived outputs concurrently; the keys written, in order.
     async fn publish(&self, outputs: Vec<Output>) -> Result<Vec<String>, IndexError> {
-        let mut written: Vec<String> = futures_util::stream::iter(outputs)
-            .map(|Output { key, body, content_type }| async move {
-                let options = PutOptions::derived().with_content_type(content_type);
-                self.store.put_bytes(&key, body, options).await.map(|_| key.to_string())
+        // In batches (one blocking task and one lock each on a local store), as many batches
+        // in flight as there were single puts: a handful of outputs still go one per batch.
+        let size = outputs.len().div_ceil(PUBLISH_CONCURRENCY).clamp(1, PUBLISH_BATCH);
+        let mut batches: Vec<Vec<_>> = Vec::with_capacity(outputs.len().div_ceil(size));
+        for (i, Output { key, body, content_type }) in outputs.into_iter().enumerate() {
+            if i % size == 0 {
+                batches.push(Vec::with_capacity(size));
+            }
+            let options = PutOptions::derived().with_content_type(content_type);
+            batches.last_mut().expect("pushed above").push((key, body, options));
+        }
+        let done: Vec<Vec<String>> = futures_util::stream::iter(batches)
+            .map(|batch| async move {
+                let keys: Vec<String> = batch.iter().map(|(key, ..)| key.to_string()).collect();
+                let results = self.store.put_many(batch).await;
+                keys.into_iter().zip(results).map(|(key, result)| result.map(|_| key)).collect::<Result<Vec<_>, _>>()
             })
             .buffer_unordered(PUBLISH_CONCURRENCY)
             .try_collect()
             .await?;
+        let mut written: Vec<String> = done.into_iter().flatten().collect();
         written.sort();
         Ok(written)
     }

@@ -1,6 +1,8 @@
 //! A wrapper that counts every store operation, for benchmarks and cost assertions.
 
 use std::sync::Arc;
+
+use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::{
@@ -98,5 +100,17 @@ impl Store for CountingStore {
     async fn delete(&self, key: &Key) -> Result<()> {
         self.delete.fetch_add(1, Ordering::Relaxed);
         self.inner.delete(key).await
+    }
+    async fn put_many(&self, items: Vec<(Key, Bytes, PutOptions)>) -> Vec<Result<PutResult>> {
+        self.put.fetch_add(items.len() as u64, Ordering::Relaxed);
+        self.inner.put_many(items).await
+    }
+    async fn head_and_read(&self, key: &Key, keep_up_to: u64) -> Result<(ObjectMeta, Option<Bytes>)> {
+        self.head.fetch_add(1, Ordering::Relaxed);
+        let (meta, body) = self.inner.head_and_read(key, keep_up_to).await?;
+        if body.is_some() {
+            self.get.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok((meta, body))
     }
 }

@@ -302,6 +302,32 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Remove `key`. Removing a missing key succeeds.
     async fn delete(&self, key: &Key) -> Result<()>;
 
+    /// Put each of `items` (whole bodies in memory); each one's result, in order. The same as
+    /// one [`Store::put`] per item, which is what this does; a store that can group the work
+    /// (a local directory: one blocking task and one lock per batch) overrides it.
+    async fn put_many(&self, items: Vec<(Key, Bytes, PutOptions)>) -> Vec<Result<PutResult>> {
+        let mut results = Vec::with_capacity(items.len());
+        for (key, body, options) in items {
+            results.push(self.put(&key, bytes_stream(body), options).await);
+        }
+        results
+    }
+
+    /// What [`Store::head`] says of `key` and, when that has no sha256 and the object is at
+    /// most `keep_up_to` bytes, its whole body (read at the version the metadata describes).
+    /// The same as a HEAD and a GET, which is what this does; a local directory does both in
+    /// one blocking task.
+    async fn head_and_read(&self, key: &Key, keep_up_to: u64) -> Result<(ObjectMeta, Option<Bytes>)> {
+        let meta = self.head(key).await?;
+        if meta.sha256.is_some() || meta.size > keep_up_to {
+            return Ok((meta, None));
+        }
+        let got = self.get(key, None).await?;
+        let body =
+            collect(got.body, keep_up_to).await.map_err(|source| StoreError::Body { key: key.to_string(), source })?;
+        Ok((got.meta, Some(body)))
+    }
+
     /// Where `key` lies for a server-side copy (S3: its bucket and full key); `None` for stores
     /// that cannot be the source of one.
     fn copy_source(&self, _key: &Key) -> Option<CopySource> {

@@ -293,8 +293,19 @@ impl LocalStore {
         condition: &Condition,
         record: Option<(String, Option<String>)>,
     ) -> Result<String> {
+        let _guard = self.lock().map_err(io_err(key.as_str()))?;
+        self.commit_locked(key, tmp, condition, record)
+    }
+
+    /// [`LocalStore::commit`] with the lock already held by the caller.
+    fn commit_locked(
+        &self,
+        key: &Key,
+        tmp: &Path,
+        condition: &Condition,
+        record: Option<(String, Option<String>)>,
+    ) -> Result<String> {
         let k = key.as_str();
-        let _guard = self.lock().map_err(io_err(k))?;
         let target = self.path(key);
         self.check_parents(key, true)?;
         let current = match fs::symlink_metadata(&target) {
@@ -332,6 +343,80 @@ impl LocalStore {
         fs::write(&sidecar_tmp, body).map_err(io_err(k))?;
         replace(&sidecar_tmp, &sidecar_path).map_err(io_err(k))?;
         Ok(etag)
+    }
+
+    /// Check `body` against its size limit and declared digest and write it to a fresh
+    /// temporary file (synced unless derived): the guard, size and sha256.
+    fn stage(&self, key: &Key, body: &[u8], options: &PutOptions) -> Result<(TempFile, u64, String)> {
+        let k = key.as_str();
+        let size = body.len() as u64;
+        if let Some(limit) = options.max_size
+            && size > limit
+        {
+            return Err(StoreError::TooLarge { key: k.to_owned(), limit });
+        }
+        let sha256 = crate::sha256_hex(body);
+        if let Some(expected) = options.sha256.as_deref()
+            && !expected.eq_ignore_ascii_case(&sha256)
+        {
+            return Err(StoreError::DigestMismatch {
+                key: k.to_owned(),
+                expected: expected.to_owned(),
+                actual: sha256,
+            });
+        }
+        let guard = TempFile::new(self.temp_path());
+        let mut file = fs::File::create(&guard.path).map_err(io_err(k))?;
+        io::Write::write_all(&mut file, body).map_err(io_err(k))?;
+        if !options.derived {
+            file.sync_data().map_err(io_err(k))?;
+        }
+        Ok((guard, size, sha256))
+    }
+
+    /// [`Store::put_many`] in one blocking task: every body is staged first, then all are
+    /// committed under one hold of the lock, each exactly as [`Store::put`] commits it.
+    fn put_many_blocking(&self, items: Vec<(Key, bytes::Bytes, PutOptions)>) -> Vec<Result<PutResult>> {
+        let staged: Vec<_> = items.iter().map(|(key, body, options)| self.stage(key, body, options)).collect();
+        let lock = self.lock();
+        let mut results = Vec::with_capacity(items.len());
+        for ((key, _, options), staged) in items.into_iter().zip(staged) {
+            let k = key.as_str();
+            let result = match (&lock, staged) {
+                (Err(e), _) => Err(io_err(k)(io::Error::new(e.kind(), e.to_string()))),
+                (Ok(_), Err(e)) => Err(e),
+                (Ok(_), Ok((mut tmp, size, sha256))) => {
+                    let record = (!options.derived).then(|| (sha256.clone(), options.content_type.clone()));
+                    self.commit_locked(&key, &tmp.path, &options.condition, record).map(|etag| {
+                        tmp.disarm();
+                        PutResult { etag, size, sha256 }
+                    })
+                }
+            };
+            results.push(result);
+        }
+        results
+    }
+
+    /// [`Store::head_and_read`] in one blocking task: the metadata (with the sidecar's sha256)
+    /// and, without a sha256 and at most `keep_up_to` bytes, the body, from one open file.
+    fn head_and_read_blocking(&self, key: &Key, keep_up_to: u64) -> Result<(ObjectMeta, Option<bytes::Bytes>)> {
+        let k = key.as_str();
+        let path = self.path(key);
+        self.check_parents(key, false)?;
+        if !fs::symlink_metadata(&path).map_err(io_err(k))?.is_file() {
+            return Err(StoreError::NotFound(k.to_owned()));
+        }
+        let file = fs::File::open(&path).map_err(io_err(k))?;
+        let meta = self.object_meta(key, &file.metadata().map_err(io_err(k))?, true);
+        if meta.sha256.is_some() || meta.size > keep_up_to {
+            return Ok((meta, None));
+        }
+        let mut data = Vec::with_capacity(meta.size as usize);
+        io::Read::read_to_end(&mut io::Read::take(file, meta.size), &mut data).map_err(io_err(k))?;
+        // Cut short by a concurrent writer: the caller streams it instead.
+        let whole = (data.len() as u64 == meta.size).then(|| bytes::Bytes::from(data));
+        Ok((meta, whole))
     }
 
     /// Hash `body` and check its size limit and declared digest. A small body is returned in
@@ -449,6 +534,19 @@ impl Store for LocalStore {
         })
         .await?;
         Ok(PutResult { etag, size, sha256 })
+    }
+
+    async fn put_many(&self, items: Vec<(Key, bytes::Bytes, PutOptions)>) -> Vec<Result<PutResult>> {
+        let (this, count) = (self.clone(), items.len());
+        match tokio::task::spawn_blocking(move || this.put_many_blocking(items)).await {
+            Ok(results) => results,
+            Err(e) => (0..count).map(|_| Err(StoreError::Backend(format!("blocking task failed: {e}")))).collect(),
+        }
+    }
+
+    async fn head_and_read(&self, key: &Key, keep_up_to: u64) -> Result<(ObjectMeta, Option<bytes::Bytes>)> {
+        let (this, key) = (self.clone(), key.clone());
+        blocking(move || this.head_and_read_blocking(&key, keep_up_to)).await
     }
 
     async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListPage> {
@@ -659,6 +757,55 @@ mod tests {
 
     async fn put(store: &LocalStore, k: &str, body: &[u8]) -> Result<PutResult> {
         store.put(&key(k), crate::bytes_stream(bytes::Bytes::copy_from_slice(body)), PutOptions::default()).await
+    }
+
+    #[tokio::test]
+    async fn batched_puts_commit_each_item_as_a_single_put_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        put(&store, "r/taken", b"old").await.unwrap();
+        put(&store, "r/file", b"x").await.unwrap();
+        let bytes = |b: &'static [u8]| bytes::Bytes::from_static(b);
+        let items = vec![
+            (key("r/a.html"), bytes(b"page"), PutOptions::derived().with_content_type("text/html")),
+            (key("r/b.whl"), bytes(b"wheel"), PutOptions::default()),
+            (key("r/taken"), bytes(b"new"), PutOptions { condition: Condition::IfNoneMatch, ..PutOptions::default() }),
+            (key("r/big"), bytes(b"too long"), PutOptions { max_size: Some(3), ..PutOptions::default() }),
+            (key("r/file/under"), bytes(b"y"), PutOptions::derived()),
+        ];
+        let results = store.put_many(items).await;
+        assert_eq!(results.len(), 5);
+        let page = results[0].as_ref().unwrap();
+        assert_eq!((page.size, page.sha256.as_str()), (4, crate::sha256_hex(b"page").as_str()));
+        assert_eq!(store.head(&key("r/a.html")).await.unwrap().etag, page.etag);
+        // Durable items get their sidecar, derived ones none, as with single puts.
+        assert_eq!(store.head(&key("r/b.whl")).await.unwrap().sha256, Some(crate::sha256_hex(b"wheel")));
+        assert_eq!(store.head(&key("r/a.html")).await.unwrap().sha256, None);
+        assert!(matches!(results[2], Err(StoreError::Conflict { .. })), "{:?}", results[2]);
+        assert!(matches!(results[3], Err(StoreError::TooLarge { .. })), "{:?}", results[3]);
+        assert!(matches!(results[4], Err(StoreError::Collision { .. })), "{:?}", results[4]);
+        assert_eq!(store.get_bytes(&key("r/taken"), 10).await.unwrap().1, "old");
+        assert_eq!(
+            fs::read_dir(dir.path().join(INTERNAL_DIR).join("tmp")).unwrap().count(),
+            0,
+            "no temporary file left"
+        );
+    }
+
+    #[tokio::test]
+    async fn head_and_read_reads_small_files_without_a_recorded_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        put(&store, "r/recorded", b"abc").await.unwrap();
+        fs::write(dir.path().join("r/copied"), b"copied in").unwrap();
+        let (meta, body) = store.head_and_read(&key("r/recorded"), 1024).await.unwrap();
+        assert_eq!((meta.sha256, body), (Some(crate::sha256_hex(b"abc")), None));
+        let (meta, body) = store.head_and_read(&key("r/copied"), 1024).await.unwrap();
+        assert_eq!((meta.sha256, meta.size, body.as_deref()), (None, 9, Some(&b"copied in"[..])));
+        assert_eq!(meta.etag, store.head(&key("r/copied")).await.unwrap().etag);
+        let (_, body) = store.head_and_read(&key("r/copied"), 8).await.unwrap();
+        assert_eq!(body, None, "larger than asked: left to stream");
+        assert!(store.head_and_read(&key("r/missing"), 8).await.unwrap_err().is_not_found());
     }
 
     #[tokio::test]

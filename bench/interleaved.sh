@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# `quarry index` from scratch against dumb-pypi, runs interleaved (quarry, dumb-pypi default,
+# dumb-pypi --no-per-release-json, repeated), so a noisy shared machine hits all three alike.
+# Prints each run, then the best and the median of each with the ratios (dumb-pypi / Quarry).
+#
+#   bench/interleaved.sh QUARRY DATA [ROUNDS]
+#
+#   QUARRY  the release binary to time
+#   DATA    what bench/gen_wheels.py --out DATA wrote (DATA/wheels, DATA/packages.jsonl)
+#   ROUNDS  default 5
+#   BENCH_VENV  the venv with dumb-pypi (default ~/.cache/quarry-bench-venv; bench/run.sh makes it)
+#   NO_DUMB_PYPI=1  time Quarry alone (e.g. 100,000 wheels)
+set -euo pipefail
+
+quarry="$1"
+data="$2"
+rounds="${3:-5}"
+venv="${BENCH_VENV:-$HOME/.cache/quarry-bench-venv}"
+work="$(mktemp -d "${TMPDIR:-/tmp}/quarry-interleaved.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+seconds() { # command...: wall seconds
+    local start end
+    start="$(date +%s.%N)"
+    "$@" >/dev/null 2>&1
+    end="$(date +%s.%N)"
+    echo "$end - $start" | bc
+}
+
+declare -A times
+tools=(quarry)
+[[ "${NO_DUMB_PYPI:-0}" == 1 ]] || tools+=(dumb-pypi dumb-pypi-no-per-release-json)
+echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+for round in $(seq 1 "$rounds"); do
+    for tool in "${tools[@]}"; do
+        rm -rf "$work/out" && mkdir -p "$work/out/bench-linux/python"
+        case "$tool" in
+            quarry)
+                cp -a "$data/wheels/." "$work/out/bench-linux/python/"
+                sync
+                t="$(seconds "$quarry" index "$work/out")"
+                ;;
+            dumb-pypi)
+                t="$(seconds "$venv/bin/dumb-pypi" --package-list-json "$data/packages.jsonl" \
+                    --output-dir "$work/out" --packages-url ../../pool/)"
+                ;;
+            *)
+                t="$(seconds "$venv/bin/dumb-pypi" --package-list-json "$data/packages.jsonl" \
+                    --output-dir "$work/out" --packages-url ../../pool/ --no-per-release-json)"
+                ;;
+        esac
+        times[$tool]="${times[$tool]:-} $t"
+        printf 'round %d %-32s %6.2f s (load %s)\n' "$round" "$tool" "$t" "$(cut -d' ' -f1 /proc/loadavg)"
+    done
+done
+stat() { # best|median, then numbers
+    local which="$1"
+    shift
+    printf '%s\n' "$@" | sort -g | if [[ "$which" == best ]]; then head -1; else awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; fi
+}
+for which in best median; do
+    # shellcheck disable=SC2086  # word splitting of the recorded times is intended
+    q="$(stat "$which" ${times[quarry]})"
+    line="$which: quarry ${q} s"
+    if [[ "${NO_DUMB_PYPI:-0}" != 1 ]]; then
+        # shellcheck disable=SC2086
+        d="$(stat "$which" ${times[dumb-pypi]})"
+        # shellcheck disable=SC2086
+        n="$(stat "$which" ${times[dumb-pypi-no-per-release-json]})"
+        line="$line | dumb-pypi $d s, ratio $(echo "scale=2; $d / $q" | bc) | dumb-pypi --no-per-release-json $n s, ratio $(echo "scale=2; $n / $q" | bc)"
+    fi
+    echo "$line"
+done
