@@ -32,6 +32,7 @@ use quarry_tests::native::artifact;
 use quarry_tests::{ServedBinary, assert_success, quarry_bin, run, uv_pip, venv_dir};
 
 use super::{Wine, text, win};
+use crate::wheels::files;
 
 const VERSION: &str = "7.1.0";
 
@@ -117,18 +118,6 @@ async fn windows_artifacts(tmp: &Path) -> PathBuf {
 
 fn package_env(cmd: &mut tokio::process::Command) {
     cmd.env("SOURCE_DATE_EPOCH", "1795000000").env_remove("ROCM_SDK_WHEEL_PLATFORM_TAG").env_remove("GITHUB_RUN_ID");
-}
-
-/// File name → bytes, sorted.
-fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
-        .collect();
-    out.sort();
-    out
 }
 
 fn zip_names(path: &Path) -> Vec<String> {
