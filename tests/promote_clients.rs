@@ -380,3 +380,55 @@ async fn the_lambda_indexes_a_promotion_into_the_preset_layout_on_moto() {
     assert_eq!(installed(&target), INSTALLED[..2]);
     server.stop().await;
 }
+
+/// `quarry prune --channel`: every root under the channel with the layout's own retention; a
+/// root the layout gives none, and roots outside the channel, are left alone.
+#[tokio::test]
+async fn prune_by_channel_uses_each_roots_retention_from_the_layout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("quarry.toml");
+    let layout = "[layout]\n[[layout.root]]\nprefix = \"ch/extra/\"\nkind = \"pip\"\n\
+                  [[layout.root]]\nprefix = \"ch/{family}/\"\nkind = \"pip\"\nkeep_versions = 1\n";
+    std::fs::write(&config, layout).unwrap();
+    let c = config.display().to_string();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = store_dir.path();
+    let s = store.display().to_string();
+    let roots = [("ch/gfx94X-dcgpu/", 2), ("ch/gfx120X-all/", 3), ("ch/extra/", 2), ("1-linux/python/", 2)];
+    for (root, versions) in roots {
+        for v in 1..=versions {
+            let w = WheelSpec::new("foo", &format!("{v}.0"));
+            plant(store, &format!("{root}{}", w.filename()), &w.build());
+        }
+    }
+    assert_success(&quarry(&["index", &s, "--config", &c]).await, "quarry index");
+    let out = quarry(&["prune", "--store", &s, "--channel", "ch/", "--config", &c, "--json"]).await;
+    assert_success(&out, "quarry prune --channel");
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pruned: BTreeSet<String> = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            let root = r["root"].as_str().unwrap().to_owned();
+            r["pruned"].as_array().unwrap().iter().map(move |v| format!("{root}{}", v["version"].as_str().unwrap()))
+        })
+        .collect();
+    let want = ["ch/gfx120X-all/1.0", "ch/gfx120X-all/2.0", "ch/gfx94X-dcgpu/1.0"];
+    assert_eq!(pruned, want.iter().map(|s| (*s).to_owned()).collect(), "{reports:#}");
+    for (root, versions) in roots {
+        for v in 1..=versions {
+            let kept = !want.contains(&format!("{root}{v}.0").as_str());
+            let file = store.join(format!("{root}foo-{v}.0-py3-none-any.whl"));
+            assert_eq!(file.exists(), kept, "{}", file.display());
+        }
+    }
+    let page = std::fs::read_to_string(store.join("ch/gfx120X-all/simple/foo/index.html")).unwrap();
+    assert!(page.contains("foo-3.0-py3-none-any.whl") && !page.contains("foo-2.0"), "{page}");
+
+    // A channel without any retention configured: a usage error, nothing pruned.
+    let out = quarry(&["prune", "--store", &s, "--channel", "ch/extra/", "--config", &c]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has a retention"));
+    assert!(store.join("ch/extra/foo-1.0-py3-none-any.whl").exists());
+}
