@@ -432,3 +432,34 @@ async fn prune_by_channel_uses_each_roots_retention_from_the_layout() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("has a retention"));
     assert!(store.join("ch/extra/foo-1.0-py3-none-any.whl").exists());
 }
+
+/// `quarry mirror` without `--compose-with` takes the layout's: the preset composes
+/// `python-deps/` with every `v2/{family}/` root the store holds, so a project a family index
+/// supplies is refused, naming both.
+#[tokio::test]
+async fn mirror_composes_with_the_roots_the_layout_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("quarry.toml");
+    std::fs::write(&config, PRESET).unwrap();
+    let c = config.display().to_string();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = store_dir.path();
+    let s = store.display().to_string();
+    let foo = WheelSpec::new("foo", "2.0");
+    plant(store, &format!("v2/gfx120X-all/{}", foo.filename()), &foo.build());
+    assert_success(&quarry(&["index", &s, "--config", &c]).await, "quarry index");
+    let upstream = TestServer::start().await;
+    for spec in [WheelSpec::new("foo", "1.0"), WheelSpec::new("bar", "1.0")] {
+        upstream.upload(&spec).await;
+    }
+    let url = format!("{}{ROOT}simple/", upstream.url);
+    let mirror = ["mirror", "--store", &s, "--to", "python-deps/", "--upstream", &url, "--config", &c];
+    let refused = quarry(&[&mirror[..], &["--project", "foo==1.0"]].concat()).await;
+    assert_eq!(refused.status.code(), Some(1), "{}", String::from_utf8_lossy(&refused.stderr));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("foo is supplied by both v2/gfx120X-all/ and python-deps/"), "{stderr}");
+    assert!(!store.join("python-deps").exists(), "a refused mirror stored something");
+    assert_success(&quarry(&[&mirror[..], &["--project", "bar==1.0"]].concat()).await, "mirror bar");
+    assert!(store.join("python-deps/bar-1.0-py3-none-any.whl").exists());
+    upstream.stop().await;
+}
