@@ -25,6 +25,7 @@ mod parsers;
 mod pip_clients;
 mod pipeline;
 mod promote;
+mod promote_clients;
 mod promote_s3;
 mod prune;
 mod publish_clients;

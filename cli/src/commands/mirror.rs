@@ -36,9 +36,14 @@ pub(crate) struct MirrorArgs {
     #[arg(long, value_name = "X.Y", value_parser = parse_python)]
     python_version: Option<(u32, u32)>,
     /// A root composed with this one (`[pip:|apt:|dnf:]PREFIX`, repeatable): a project it
-    /// supplies is refused (one origin per project).
+    /// supplies is refused (one origin per project). Default: the roots the store holds that
+    /// the layout's `compose_with` patterns for `--to` name.
     #[arg(long = "compose-with", value_name = "PREFIX")]
     compose_with: Vec<String>,
+    /// `quarry.toml` whose `[layout]` gives the default `--compose-with` [default:
+    /// ./quarry.toml if present].
+    #[arg(long, env = "QUARRY_CONFIG")]
+    config: Option<std::path::PathBuf>,
     /// Seconds to wait to connect and between reads.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
@@ -93,10 +98,14 @@ pub(crate) async fn run(args: MirrorArgs) -> anyhow::Result<()> {
         reqwest::Url::parse(&upstream).map_err(|e| UsageError::new(format!("--upstream {:?}: {e}", args.upstream)))?;
     let root = RepoRoot::with_kind(&args.to, RepoKind::Pip)
         .map_err(|e| UsageError::new(format!("--to {:?}: {e}", args.to)))?;
-    let compose_with = args.compose_with.iter().map(|r| parse_root(r)).collect::<anyhow::Result<Vec<_>>>()?;
+    let mut compose_with = args.compose_with.iter().map(|r| parse_root(r)).collect::<anyhow::Result<Vec<_>>>()?;
     let config = IndexConfig::from_env()
         .map_err(|e| UsageError::new(format!("the index configuration from the environment: {e}")))?;
+    super::load_layout(args.config.as_deref())?;
     let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    if compose_with.is_empty() {
+        compose_with = composed_by_layout(store.as_ref(), &root).await?;
+    }
     let options = MirrorOptions {
         upstream,
         root,
@@ -113,6 +122,30 @@ pub(crate) async fn run(args: MirrorArgs) -> anyhow::Result<()> {
         anyhow::bail!("{} files or projects failed; the rest is mirrored and indexed", report.failures.len());
     }
     Ok(())
+}
+
+/// The roots the store holds that the layout's `compose_with` patterns for `root` configure
+/// (e.g. every `v2/{family}/` beside `python-deps/`); none without such a rule.
+async fn composed_by_layout(store: &dyn quarry_store::Store, root: &RepoRoot) -> anyhow::Result<Vec<RepoRoot>> {
+    let layout = quarry_store::layout::config::configured();
+    let Some(rule) = layout.rule_for(root.as_str().trim_end_matches('/')) else { return Ok(Vec::new()) };
+    let mut composed = Vec::new();
+    for pattern in &rule.compose_with {
+        // The literal segments before the first placeholder: where to look.
+        let head: String = pattern
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .take_while(|s| !s.starts_with('{'))
+            .map(|s| format!("{s}/"))
+            .collect();
+        let (roots, _) = quarry_index::discover(store, &head).await.with_context(|| format!("listing {head}"))?;
+        let configured_by = |r: &RepoRoot| {
+            layout.rule_for(r.as_str().trim_end_matches('/')).is_some_and(|rule| rule.prefix == *pattern)
+        };
+        composed.extend(roots.into_iter().filter(|r| r != root && configured_by(r)));
+    }
+    tracing::debug!(roots = ?composed, "composed with, from the layout");
+    Ok(composed)
 }
 
 pub(crate) async fn check_origins(args: CheckOriginsArgs) -> anyhow::Result<()> {

@@ -1,10 +1,13 @@
 //! `quarry prune`: retention inside one flat root (a channel's pip, apt or dnf repository):
-//! per project, keep the newest versions and/or the recent ones, delete the rest, reindex. The
-//! work is `quarry_index::prune`.
+//! per project, keep the newest versions and/or the recent ones, delete the rest, reindex. With
+//! `--channel PREFIX`, every root the store holds under the prefix that the layout
+//! (`quarry.toml`) gives a `keep_days`/`keep_versions`, each with its own. The work is
+//! `quarry_index::prune`.
 
 use anyhow::Context;
 use clap::Args;
 use jiff::Timestamp;
+use quarry_index::prune::PruneReport;
 use quarry_index::prune::{PrunePolicy, prune_root};
 use quarry_index::{IndexConfig, Indexer, RepoKind, RepoRoot};
 
@@ -20,11 +23,18 @@ pub(crate) struct PruneArgs {
     #[arg(long)]
     store: String,
     /// The root to prune (e.g. `v2/gfx94X-dcgpu/`, `v3/packages/deb/`).
-    #[arg(long, value_name = "PREFIX")]
-    root: String,
+    #[arg(long, value_name = "PREFIX", required_unless_present = "channel", requires = "kind")]
+    root: Option<String>,
     /// What the root serves.
     #[arg(long, value_enum)]
-    kind: Kind,
+    kind: Option<Kind>,
+    /// Prune every root under this prefix (e.g. `v2/`) that the layout gives a retention, with
+    /// the layout's `keep_days`/`keep_versions` (the flags below override them).
+    #[arg(long, value_name = "PREFIX", conflicts_with_all = ["root", "kind"])]
+    channel: Option<String>,
+    /// The layout's file (`quarry.toml`, see docs/configuration.md) for `--channel`.
+    #[arg(long, env = "QUARRY_CONFIG")]
+    config: Option<std::path::PathBuf>,
     /// Keep versions whose newest file entered the root less than N days ago.
     #[arg(long, value_name = "N")]
     keep_days: Option<u32>,
@@ -50,21 +60,64 @@ enum Kind {
 }
 
 pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
-    if args.keep_days.is_none() && args.keep_versions.is_none() {
+    let config = IndexConfig::from_env()
+        .map_err(|e| UsageError::new(format!("the index configuration from the environment: {e}")))?;
+    if let Some(channel) = &args.channel {
+        super::load_layout(args.config.as_deref())?;
+        let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+        let indexer = Indexer::new(store).with_config(config);
+        let reports = prune_channel(&indexer, channel, &args).await?;
+        let text: String = reports.iter().map(ToString::to_string).collect();
+        return super::print(args.json, &reports, text);
+    }
+    let policy = PrunePolicy { keep_days: args.keep_days, keep_versions: args.keep_versions };
+    if policy.keep_days.is_none() && policy.keep_versions.is_none() {
         return Err(UsageError::new("nothing to keep by: give --keep-days N, --keep-versions N, or both").into());
     }
-    let kind = match args.kind {
+    let (Some(prefix), Some(kind)) = (&args.root, args.kind) else {
+        return Err(UsageError::new("give --root PREFIX --kind KIND, or --channel PREFIX").into());
+    };
+    let kind = match kind {
         Kind::Pip => RepoKind::Pip,
         Kind::Apt => RepoKind::Apt,
         Kind::Dnf => RepoKind::Dnf,
     };
-    let root =
-        RepoRoot::with_kind(&args.root, kind).map_err(|e| UsageError::new(format!("--root {:?}: {e}", args.root)))?;
-    let config = IndexConfig::from_env()
-        .map_err(|e| UsageError::new(format!("the index configuration from the environment: {e}")))?;
+    let root = RepoRoot::with_kind(prefix, kind).map_err(|e| UsageError::new(format!("--root {prefix:?}: {e}")))?;
     let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
     let indexer = Indexer::new(store).with_config(config);
-    let policy = PrunePolicy { keep_days: args.keep_days, keep_versions: args.keep_versions };
     let report = prune_root(&indexer, &root, policy, args.now.unwrap_or_else(Timestamp::now), args.dry_run).await?;
     super::print(args.json, &report, &report)
+}
+
+/// Every root the store holds under `channel` that the configured layout gives a retention
+/// (or that the flags give one), pruned with its own policy; roots without one are left alone.
+async fn prune_channel(indexer: &Indexer, channel: &str, args: &PruneArgs) -> anyhow::Result<Vec<PruneReport>> {
+    let layout = quarry_store::layout::config::configured();
+    let mut prefix = channel.trim_start_matches('/').to_owned();
+    if !prefix.is_empty() && !prefix.ends_with('/') {
+        prefix.push('/');
+    }
+    let (roots, _) =
+        quarry_index::discover(indexer.store().as_ref(), &prefix).await.with_context(|| format!("listing {prefix}"))?;
+    let now = args.now.unwrap_or_else(Timestamp::now);
+    let mut reports = Vec::new();
+    for root in roots {
+        let rule = layout.rule_for(root.as_str().trim_end_matches('/'));
+        let policy = PrunePolicy {
+            keep_days: args.keep_days.or(rule.and_then(|r| r.keep_days)),
+            keep_versions: args.keep_versions.or(rule.and_then(|r| r.keep_versions).map(|n| n as usize)),
+        };
+        if policy.keep_days.is_none() && policy.keep_versions.is_none() {
+            tracing::debug!(root = root.as_str(), "no retention configured; left alone");
+            continue;
+        }
+        reports.push(prune_root(indexer, &root, policy, now, args.dry_run).await?);
+    }
+    if reports.is_empty() {
+        return Err(UsageError::new(format!(
+            "no root under {prefix:?} has a retention: give keep_days/keep_versions in the layout's roots or the flags"
+        ))
+        .into());
+    }
+    Ok(reports)
 }

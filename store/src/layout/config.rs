@@ -16,6 +16,7 @@
 //! keep_versions = 5
 //! view = "family"              # a per-family view: lists `generic` too
 //! generic = "nightly/generic/"
+//! compose_with = ["python-deps/"] # roots installed together with this one (`quarry mirror`)
 //! ```
 
 use std::sync::OnceLock;
@@ -53,6 +54,11 @@ pub struct RootRule {
     /// The root whose files a per-family view lists too.
     #[serde(default)]
     pub generic: Option<String>,
+    /// Root patterns composed with this root (one origin per project): `quarry mirror`'s
+    /// default `--compose-with`, each pattern standing for the roots the store holds that it
+    /// configures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compose_with: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -117,6 +123,7 @@ kind = "dnf"
 [[layout.root]]
 prefix = "python-deps/"
 kind = "pip"
+compose_with = ["v2/{family}/", "v2-staging/{family}/"]
 "#;
 
 /// A bad layout file, naming the line.
@@ -231,6 +238,14 @@ impl RootRule {
             return Err(format!(
                 "bad root prefix {:?}: '/'-separated segments, each a name or a {{placeholder}}",
                 self.prefix
+            ));
+        }
+        if let Some(bad) = self.compose_with.iter().find(|p| {
+            let t = p.trim_end_matches('/');
+            t.is_empty() || p.starts_with('/') || !t.split('/').all(segment_ok)
+        }) {
+            return Err(format!(
+                "bad compose_with pattern {bad:?}: '/'-separated segments, each a name or a {{placeholder}}"
             ));
         }
         if self.view.as_deref().is_some_and(|v| v != "family") {
