@@ -16,8 +16,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use futures_util::StreamExt;
 use quarry_index::{
-    Entry, Indexer, Inspected, Inspections, MAX_METADATA_SIZE, METADATA_SUFFIX, Provenance, RepoKind, RepoRoot,
-    read_state,
+    Entry, Indexer, Inspected, Inspections, METADATA_SUFFIX, Provenance, RepoKind, RepoRoot, read_state,
 };
 use quarry_packaging::DistFilename;
 use quarry_store::layout::RunSegment;
@@ -164,7 +163,14 @@ async fn run_entries(store: &dyn Store, files: &[(ObjectMeta, RepoRoot)]) -> any
         let relative = name.strip_prefix(root.as_str()).unwrap_or(name);
         let indexed = states.get(root).and_then(|s| s.entries.get(relative)).filter(|e| e.etag == object.version());
         if let Some(entry) = indexed {
-            known.insert(name.to_owned(), entry.clone());
+            let mut entry = entry.clone();
+            // A sidecar that is not the one the state published: the channel's reindex reads
+            // the wheel instead of copying it.
+            let sidecar = states[root].outputs.get(&format!("{name}{METADATA_SUFFIX}"));
+            if entry.core_metadata_sha256.is_some() && sidecar != entry.core_metadata_sha256.as_ref() {
+                entry.etag.clear();
+            }
+            known.insert(name.to_owned(), entry);
         } else if !name.ends_with(".deb") {
             let meta = store.head(&object.key).await?;
             let sha256 = match meta.sha256 {
@@ -392,10 +398,10 @@ async fn check_one(
     Ok((copy, conflict))
 }
 
-/// Copies every new file; for each whose entry the run's state holds, what the channel's
-/// reindex needs instead of reading the copy again: that entry at the copy's ETag, stamped
-/// with when it entered the channel and where it came from, with the wheel's core metadata
-/// (read from the run's sidecar, a small GET).
+/// Copies every new file (server-side without a HEAD where the run's state gives its size and
+/// sha256); for each whose entry the run's state holds, what the channel's reindex needs
+/// instead of reading the copy again: that entry at the copy's ETag, stamped with when it
+/// entered the channel and where it came from, its wheel's `.metadata` sidecar copied along.
 async fn copy_all(
     store: &dyn Store,
     copies: &mut [Copy],
@@ -409,14 +415,17 @@ async fn copy_all(
             let now = now.clone();
             async move {
                 let (from, to) = (Key::new(&c.from)?, Key::new(&c.to)?);
-                let copied = store.copy_from(store, &from, &to).await;
+                let copied = store.copy_known(store, &from, &to, c.size, Some(&c.sha256)).await;
                 let (put, method) = copied.with_context(|| format!("copying {from} to {to}"))?;
                 c.method = Some(method.label());
                 let Some(entry) = known.get(&c.from).filter(|e| !e.etag.is_empty() && !put.etag.is_empty()) else {
                     return Ok(None);
                 };
+                if entry.core_metadata_sha256.is_some() && !copy_sidecar(store, &from, &to).await? {
+                    return Ok(None);
+                }
                 let entry = Entry { etag: put.etag, upload_time: now, source: Some(source.clone()), ..entry.clone() };
-                Ok(with_metadata(store, &from, entry).await?.map(|inspected| (to, inspected)))
+                Ok(Some((to, Inspected { entry, core_metadata: None })))
             }
         })
         .buffer_unordered(CONCURRENCY)
@@ -431,20 +440,16 @@ async fn copy_all(
     Ok(inspections)
 }
 
-/// `entry` with the run's `<wheel>.metadata` when it is the one the entry names; `None` when
-/// it is not (the reindex then reads the wheel).
-async fn with_metadata(store: &dyn Store, wheel: &Key, entry: Entry) -> anyhow::Result<Option<Inspected>> {
-    let Some(expected) = entry.core_metadata_sha256.clone() else {
-        return Ok(Some(Inspected { entry, core_metadata: None }));
-    };
-    let key = Key::new(format!("{wheel}{METADATA_SUFFIX}"))?;
-    let body = match store.get_bytes(&key, MAX_METADATA_SIZE).await {
-        Ok((_, body)) => body,
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("reading {key}")),
-    };
-    let matches = quarry_store::sha256_hex(&body) == expected;
-    Ok(matches.then_some(Inspected { entry, core_metadata: Some(body) }))
+/// Copies the run's `<wheel>.metadata` next to the copy (before any page names it); false when
+/// the run has none (the reindex then reads the wheel and writes it).
+async fn copy_sidecar(store: &dyn Store, from: &Key, to: &Key) -> anyhow::Result<bool> {
+    let (from, to) = (Key::new(format!("{from}{METADATA_SUFFIX}"))?, Key::new(format!("{to}{METADATA_SUFFIX}"))?);
+    // A sidecar is small: no size check to make before a server-side copy.
+    match store.copy_known(store, &from, &to, 0, None).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("copying {from} to {to}")),
+    }
 }
 
 /// apt and dnf roots first, then pip: every file is in place before any page names it.
