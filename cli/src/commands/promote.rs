@@ -506,4 +506,35 @@ mod tests {
         assert!(device.contains(&"gfx94X-dcgpu".to_owned()), "{device:?}");
         assert_eq!(families_of("torch", Some("gfx120X-all"), &map), Some(vec!["gfx120X-all".into()]));
     }
+
+    /// A channel file its state does not know (put there without indexing) is still checked:
+    /// the listing shows it, a HEAD gives its sha256.
+    #[tokio::test]
+    async fn unindexed_channel_files_are_checked_too() {
+        let store = quarry_store::MemoryStore::default();
+        let put = |key: &str, body: &'static [u8]| {
+            let key = Key::new(key).unwrap();
+            let store = &store;
+            async move { store.put_bytes(&key, body.into(), quarry_store::PutOptions::default()).await.unwrap() }
+        };
+        put("nightly/python/a-1.0.tar.gz", b"same").await;
+        put("nightly/python/b-1.0.tar.gz", b"other").await;
+        let entry =
+            |body: &[u8]| Entry { size: body.len() as u64, sha256: quarry_store::sha256_hex(body), ..Entry::default() };
+        let known = BTreeMap::from([
+            ("9-linux/python/a-1.0.tar.gz".to_owned(), entry(b"same")),
+            ("9-linux/python/b-1.0.tar.gz".to_owned(), entry(b"bytes")),
+            ("9-linux/python/c-1.0.tar.gz".to_owned(), entry(b"new")),
+        ]);
+        let planned = |names: &[&str]| -> Vec<(Key, Key)> {
+            let key = |p: &str, n: &str| Key::new(format!("{p}/python/{n}-1.0.tar.gz")).unwrap();
+            names.iter().map(|n| (key("9-linux", n), key("nightly", n))).collect()
+        };
+        let copies = check(&store, &planned(&["a", "c"]), &known).await.unwrap();
+        let status: Vec<&str> = copies.iter().map(|c| c.status).collect();
+        assert_eq!(status, ["same", "copy"]);
+        let err = check(&store, &planned(&["a", "b", "c"]), &known).await.unwrap_err();
+        assert!(err.to_string().contains("other bytes under 1 name(s)"), "{err}");
+        assert!(err.to_string().contains("nightly/python/b-1.0.tar.gz"), "{err}");
+    }
 }
