@@ -9,7 +9,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use quarry_tests::native::{Apt, build_fixtures, dnf, files_in, text};
-use quarry_tests::{TestServer, WheelSpec, assert_success, installed, pip_install, plant, quarry_bin, run};
+use quarry_tests::{TestServer, WheelSpec, assert_success, installed, pip_install, plant, quarry_bin, run, uv_pip};
 
 async fn quarry(args: &[&str]) -> Output {
     let mut cmd = tokio::process::Command::new(quarry_bin());
@@ -67,7 +67,14 @@ async fn a_promoted_run_installs_from_the_channel_after_the_run_is_gone() {
         let name = f.file_name().unwrap().to_str().unwrap();
         plant(&store, &format!("500-linux/packages/rpm/x86_64/{name}"), &std::fs::read(&f).unwrap());
     }
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let manifest =
+        format!(r#"{{"run_id":"500","platform":"linux","commit":"{commit}","created":"2026-11-24T00:00:00Z"}}"#);
+    plant(&store, "500-linux/.run-manifest.json", manifest.as_bytes());
     assert_success(&quarry(&["index", &s]).await, "quarry index");
+    let built = std::fs::read(store.join("500-linux/python/simple/rocm-sdk-core/index.json")).unwrap();
+    let built: serde_json::Value = serde_json::from_slice(&built).unwrap();
+    let built = built["files"][0]["upload-time"].as_str().unwrap().to_owned();
 
     let promote = ["promote", "--from", "500-linux", "--to", "nightly", "--families", "gfx94X-dcgpu,gfx120X-all"];
     let before = snapshot(&store);
@@ -85,6 +92,7 @@ async fn a_promoted_run_installs_from_the_channel_after_the_run_is_gone() {
     let install = report["install"].to_string();
     assert!(install.contains("pip: --index-url ") && install.contains("dnf: baseurl=") && install.contains("apt: deb"));
     assert!(report["files"].as_array().unwrap().iter().all(|f| f["status"] == "copy"));
+    assert_provenance(&store.join("nightly/python/gfx94X-dcgpu/simple/rocm-sdk-core/index.json"), commit, &built);
 
     // Again: nothing to copy, nothing written.
     let before = snapshot(&store);
@@ -118,6 +126,12 @@ async fn a_promoted_run_installs_from_the_channel_after_the_run_is_gone() {
         installed(&target),
         ["rocm_sdk_core-7.0.0.dist-info", "rocm_sdk_libraries_gfx94X_dcgpu-7.0.0.dist-info"]
     );
+    // uv negotiates the JSON pages, private `_quarry_*` keys and all.
+    let uv_target = tmp.path().join("uv-site");
+    let out =
+        uv_pip("install", &["--index-url", &index_url, "rocm-sdk-libraries-gfx94X-dcgpu"], Some(&uv_target)).await;
+    assert_success(&out, "uv pip install from the channel's family index");
+    assert_eq!(installed(&uv_target), installed(&target));
 
     let apt = Apt::new(
         &tmp.path().join("apt"),
@@ -132,6 +146,17 @@ async fn a_promoted_run_installs_from_the_channel_after_the_run_is_gone() {
     assert_success(&out, "dnf install from the channel");
     assert!(root.join("usr/bin/quarry-hello").exists(), "{}", text(&out));
     server.stop().await;
+}
+
+/// A promoted file's PEP 691 object names its source run, platform and commit, and its
+/// `upload-time` is when it entered the channel (after the run's `built`).
+fn assert_provenance(page: &Path, commit: &str, built: &str) {
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(page).unwrap()).unwrap();
+    let file = &json["files"][0];
+    assert_eq!(file["_quarry_source_run"], "500", "{json:#}");
+    assert_eq!(file["_quarry_source_platform"], "linux", "{json:#}");
+    assert_eq!(file["_quarry_source_commit"], commit, "{json:#}");
+    assert!(file["upload-time"].as_str().unwrap() > built, "built {built}: {json:#}");
 }
 
 #[tokio::test]

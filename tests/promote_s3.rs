@@ -41,6 +41,16 @@ async fn promotion_into_a_bucket_copies_server_side_and_pip_installs_from_it() {
     let pip = install.iter().filter_map(|l| l.as_str()?.strip_prefix("pip: --index-url ")).collect::<Vec<_>>();
     assert!(pip.iter().any(|u| u.ends_with("/releases/nightly/python/gfx94X-dcgpu/simple/")), "{install:?}");
 
+    // The channel's reindex took the run's entries at the copies' ETags (nothing read again):
+    // they carry the run's provenance, and the copied `.metadata` sidecar is the one named.
+    let page = Key::new("nightly/python/gfx94X-dcgpu/simple/rocm-sdk-core/index.json").unwrap();
+    let page: serde_json::Value = serde_json::from_slice(&store.get_bytes(&page, 1 << 20).await.unwrap().1).unwrap();
+    let file = &page["files"][0];
+    assert_eq!((&file["_quarry_source_run"], &file["_quarry_source_platform"]), (&"700".into(), &"linux".into()));
+    let sidecar = Key::new(format!("nightly/python/gfx94X-dcgpu/{}.metadata", wheels[0].filename())).unwrap();
+    let sidecar = quarry_store::sha256_hex(&store.get_bytes(&sidecar, 1 << 20).await.unwrap().1);
+    assert_eq!(file["core-metadata"]["sha256"], sidecar.as_str(), "{page:#}");
+
     let tmp = tempfile::tempdir().unwrap();
     let target = tmp.path().join("site");
     // A bare bucket maps no directory URL to its index.html (the CDN function does): the

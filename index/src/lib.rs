@@ -53,7 +53,7 @@ pub use render::{Page, Stage, render};
 pub use root::{APT_STATE_NAME, DNF_STATE_NAME, RepoKind, RepoRoot, STATE_NAME, check_key_segments};
 pub use scope::{Refreshed, Scope};
 pub use sign::{SignError, Signer};
-pub use state::{Entry, Rejected, RepoState, STATE_VERSION, upload_time};
+pub use state::{Entry, Provenance, Rejected, RepoState, STATE_VERSION, upload_time};
 pub use state_io::read_state;
 pub use wheel::{
     MAX_CENTRAL_DIRECTORY, MAX_MEMBERS, MAX_METADATA_SIZE, MAX_SDIST_MEMBERS, MAX_SDIST_UNPACKED, SdistError,

@@ -133,6 +133,13 @@ struct JsonFile<'a> {
     yanked: Option<serde_json::Value>,
     size: u64,
     upload_time: &'a str,
+    /// A promoted file's origin (PEP 691 reserves keys with a leading underscore).
+    #[serde(rename = "_quarry_source_run", skip_serializing_if = "Option::is_none")]
+    quarry_source_run: Option<&'a str>,
+    #[serde(rename = "_quarry_source_platform", skip_serializing_if = "Option::is_none")]
+    quarry_source_platform: Option<&'a str>,
+    #[serde(rename = "_quarry_source_commit", skip_serializing_if = "Option::is_none")]
+    quarry_source_commit: Option<&'a str>,
 }
 
 /// The entries of one project, sorted by version then filename.
@@ -276,6 +283,9 @@ pub fn render(root: &RepoRoot, state: &RepoState) -> Vec<Page> {
                     }),
                     size: e.size,
                     upload_time: &e.upload_time,
+                    quarry_source_run: e.source.as_ref().map(|p| p.run.as_str()),
+                    quarry_source_platform: e.source.as_ref().map(|p| p.platform.as_str()),
+                    quarry_source_commit: e.source.as_ref().and_then(|p| p.commit.as_deref()),
                 })
                 .collect(),
         };
@@ -392,6 +402,25 @@ mod tests {
         let pages = render(&root, &RepoState::empty());
         assert_eq!(pages.len(), 3);
         insta::assert_snapshot!("empty_simple_root_json", page(&pages, "simple/index.json"));
+    }
+
+    #[test]
+    fn promoted_files_carry_their_provenance_as_private_keys() {
+        let mut s = RepoState::empty();
+        let mut promoted = entry("demo-1.0-py3-none-any.whl", Some(">=3.9"), true, None);
+        promoted.source = Some(crate::state::Provenance {
+            run: "12345".into(),
+            platform: "linux".into(),
+            commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
+        });
+        let mut no_commit = entry("demo-1.1-py3-none-any.whl", None, false, None);
+        no_commit.source =
+            Some(crate::state::Provenance { run: "12346".into(), platform: "windows".into(), commit: None });
+        for e in [promoted, no_commit, entry("demo-0.9.tar.gz", None, false, None)] {
+            s.entries.insert(e.filename.clone(), e);
+        }
+        let pages = render(&RepoRoot::new("nightly/python/gfx94X-dcgpu/").unwrap(), &s);
+        insta::assert_snapshot!("promoted_project_json", page(&pages, "simple/demo/index.json"));
     }
 
     #[test]

@@ -42,6 +42,23 @@ pub struct Entry {
     /// A variant wheel's `variant.json` (PEP 825), validated against its label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<Box<crate::variant::VariantMetadata>>,
+    /// Where a promoted file came from (`quarry promote`); absent for files uploaded directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Provenance>,
+}
+
+/// A promoted file's origin: the run it was built by, that run's platform and commit (when
+/// the run's manifest names one). Shown as PEP 691 private keys (`_quarry_source_*`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Provenance {
+    /// The run's id (`12345` of `12345-linux`).
+    pub run: String,
+    /// `linux`, `windows`, ….
+    pub platform: String,
+    /// The commit the run built (full sha), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 impl Entry {
@@ -121,6 +138,18 @@ pub(crate) fn test_entry(filename: &str) -> Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn states_without_provenance_still_load() {
+        let old = r#"{"version":1,"entries":{"a-1.0.tar.gz":{"filename":"a-1.0.tar.gz","size":3,"sha256":"00","upload-time":"t","etag":"e"}}}"#;
+        let state: RepoState = serde_json::from_str(old).unwrap();
+        assert_eq!(state.entries["a-1.0.tar.gz"].source, None);
+        let mut entry = test_entry("b-1.0.tar.gz");
+        entry.source = Some(Provenance { run: "12".into(), platform: "linux".into(), commit: None });
+        let json = serde_json::to_string(&entry).unwrap();
+        assert!(json.contains(r#""source":{"run":"12","platform":"linux"}"#), "{json}");
+        assert_eq!(serde_json::from_str::<Entry>(&json).unwrap(), entry);
+    }
 
     #[test]
     fn upload_time_has_microseconds() {

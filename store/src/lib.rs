@@ -340,6 +340,19 @@ pub trait Store: Send + Sync + fmt::Debug {
     async fn copy_from(&self, source: &dyn Store, from: &Key, to: &Key) -> Result<(PutResult, CopyMethod)> {
         Ok((copy_through(self, source, from, to).await?, CopyMethod::Streamed))
     }
+
+    /// Like [`Store::copy_from`] for a source whose `size` and `sha256` the caller knows
+    /// already (from an index state): a server-side copy need not HEAD it first.
+    async fn copy_known(
+        &self,
+        source: &dyn Store,
+        from: &Key,
+        to: &Key,
+        _size: u64,
+        _sha256: Option<&str>,
+    ) -> Result<(PutResult, CopyMethod)> {
+        self.copy_from(source, from, to).await
+    }
 }
 
 /// Helpers built on the core operations, available on every store.

@@ -370,7 +370,18 @@ impl Store for S3Store {
     /// with the object. Else read and written through.
     async fn copy_from(&self, source: &dyn Store, from: &Key, to: &Key) -> Result<(PutResult, CopyMethod)> {
         let meta = source.head(from).await?;
-        let Some(origin) = source.copy_source(from).filter(|_| meta.size <= MAX_COPY_OBJECT) else {
+        self.copy_known(source, from, to, meta.size, meta.sha256.as_deref()).await
+    }
+
+    async fn copy_known(
+        &self,
+        source: &dyn Store,
+        from: &Key,
+        to: &Key,
+        size: u64,
+        sha256: Option<&str>,
+    ) -> Result<(PutResult, CopyMethod)> {
+        let Some(origin) = source.copy_source(from).filter(|_| size <= MAX_COPY_OBJECT) else {
             return Ok((copy_through(self, source, from, to).await?, CopyMethod::Streamed));
         };
         let full = self.full(to);
@@ -384,8 +395,8 @@ impl Store for S3Store {
             .await
             .map_err(|e| map_err(&full, e))?;
         let etag = out.copy_object_result().and_then(|r| r.e_tag()).map(bare).unwrap_or_default();
-        let sha256 = meta.sha256.unwrap_or_default();
-        Ok((PutResult { etag, size: meta.size, sha256 }, CopyMethod::ServerSide))
+        let sha256 = sha256.unwrap_or_default().to_owned();
+        Ok((PutResult { etag, size, sha256 }, CopyMethod::ServerSide))
     }
 }
 

@@ -15,10 +15,13 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::Args;
 use futures_util::StreamExt;
-use quarry_index::{Indexer, RepoKind, RepoRoot, read_state};
+use quarry_index::{
+    Entry, Indexer, Inspected, Inspections, METADATA_SUFFIX, Provenance, RepoKind, RepoRoot, read_state,
+};
 use quarry_packaging::DistFilename;
+use quarry_store::layout::RunSegment;
 use quarry_store::layout::config::{Layout, RootKind, RootRule};
-use quarry_store::{Key, Store, StoreExt};
+use quarry_store::{Key, ObjectMeta, Store, StoreExt};
 
 #[derive(Debug, Args)]
 pub(crate) struct PromoteArgs {
@@ -140,34 +143,41 @@ fn families_of(name: &str, dir_family: Option<&str>, map: &BTreeMap<&str, Vec<&s
 }
 
 /// The run's package files (key, root) under its pip root and native repos.
-async fn run_files(store: &dyn Store, run: &str) -> anyhow::Result<Vec<(Key, RepoRoot)>> {
+async fn run_files(store: &dyn Store, run: &str) -> anyhow::Result<Vec<(ObjectMeta, RepoRoot)>> {
     let listed = store.list_all(&format!("{run}/"), false).await.with_context(|| format!("listing {run}/"))?;
-    let files = listed.objects.into_iter().filter_map(|o| RepoRoot::for_key(&o.key).map(|r| (o.key, r)));
+    let files = listed.objects.into_iter().filter_map(|o| RepoRoot::for_key(&o.key).map(|r| (o, r)));
     Ok(files.collect())
 }
 
-/// The sha256 and size of each file, from the roots' index states (no download); files the
-/// state does not know yet are HEADed.
-async fn known_hashes(store: &dyn Store, files: &[(Key, RepoRoot)]) -> anyhow::Result<BTreeMap<String, (u64, String)>> {
-    let mut known = BTreeMap::new();
-    let roots: BTreeSet<&RepoRoot> = files.iter().map(|(_, r)| r).collect();
-    for root in roots {
-        if let Some(state) = read_state(store, root).await? {
-            for entry in state.entries.values() {
-                let key = format!("{root}{}", entry.filename);
-                known.insert(key, (entry.size, entry.sha256.clone()));
-            }
-        }
+/// Each run file's entry (sha256, size, a wheel's metadata hash, a package's fields) from its
+/// root's index state while the state's ETag is the listed object's (no download); a file the
+/// state does not know yet is HEADed, and its entry has no ETag (the channel's reindex reads it).
+async fn run_entries(store: &dyn Store, files: &[(ObjectMeta, RepoRoot)]) -> anyhow::Result<BTreeMap<String, Entry>> {
+    let mut states = BTreeMap::new();
+    for root in files.iter().map(|(_, r)| r).collect::<BTreeSet<_>>() {
+        states.insert(root.clone(), read_state(store, root).await?.unwrap_or_default());
     }
-    for (key, _) in files {
-        let name = key.as_str();
-        if !known.contains_key(name) && !name.ends_with(".deb") {
-            let meta = store.head(key).await?;
-            let sha = match meta.sha256 {
+    let mut known = BTreeMap::new();
+    for (object, root) in files {
+        let name = object.key.as_str();
+        let relative = name.strip_prefix(root.as_str()).unwrap_or(name);
+        let indexed = states.get(root).and_then(|s| s.entries.get(relative)).filter(|e| e.etag == object.version());
+        if let Some(entry) = indexed {
+            let mut entry = entry.clone();
+            // A sidecar that is not the one the state published: the channel's reindex reads
+            // the wheel instead of copying it.
+            let sidecar = states[root].outputs.get(&format!("{name}{METADATA_SUFFIX}"));
+            if entry.core_metadata_sha256.is_some() && sidecar != entry.core_metadata_sha256.as_ref() {
+                entry.etag.clear();
+            }
+            known.insert(name.to_owned(), entry);
+        } else if !name.ends_with(".deb") {
+            let meta = store.head(&object.key).await?;
+            let sha256 = match meta.sha256 {
                 Some(sha) => sha,
-                None => quarry_store::sha256_hex(&store.get_bytes(key, u64::MAX).await?.1),
+                None => quarry_store::sha256_hex(&store.get_bytes(&object.key, u64::MAX).await?.1),
             };
-            known.insert(name.to_owned(), (meta.size, sha));
+            known.insert(name.to_owned(), Entry { size: meta.size, sha256, ..Entry::default() });
         }
     }
     Ok(known)
@@ -177,15 +187,15 @@ async fn known_hashes(store: &dyn Store, files: &[(Key, RepoRoot)]) -> anyhow::R
 fn plan(
     args: &PromoteArgs,
     run: &str,
-    files: &[(Key, RepoRoot)],
+    files: &[(ObjectMeta, RepoRoot)],
     map: &BTreeMap<&str, Vec<&str>>,
 ) -> anyhow::Result<Vec<(Key, Key)>> {
     let channel = Channel::new(&args.to, quarry_store::layout::config::configured());
     let wants = |k: &str| args.kinds.iter().any(|w| w == k);
     let mut wheels: Vec<(&Key, Option<Vec<String>>)> = Vec::new();
     let mut out = Vec::new();
-    for (key, root) in files {
-        let name = key.filename();
+    for (object, root) in files {
+        let (key, name) = (&object.key, object.key.filename());
         match root.kind() {
             RepoKind::Pip if wants("pip") => {
                 let dist: DistFilename = name.parse().with_context(|| format!("{key}"))?;
@@ -243,18 +253,29 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     anyhow::ensure!(!files.is_empty(), "{run}/ holds no wheels, sdists, debs or rpms");
     let targets = quarry_topology::families::AmdgpuTargets::builtin();
     let planned = plan(&args, run, &files, &targets.family_map())?;
-    let known = known_hashes(store.as_ref(), &files).await?;
+    let known = run_entries(store.as_ref(), &files).await?;
     let mut copies = check(store.as_ref(), &planned, &known).await?;
     let roots: BTreeSet<RepoRoot> = copies.iter().filter_map(|c| RepoRoot::for_key(&Key::new(&c.to).ok()?)).collect();
     if !args.dry_run {
-        copy_all(store.as_ref(), &mut copies).await?;
-        reindex(store.clone(), &roots).await?;
+        let source = provenance(store.as_ref(), run, &segment).await?;
+        let inspections = copy_all(store.as_ref(), &mut copies, &known, &source).await?;
+        reindex(store.clone(), &roots, inspections).await?;
     }
     let install = roots.iter().map(|r| install_line(&args.store, r)).collect();
     let roots = roots.iter().map(ToString::to_string).collect();
     let report =
         Report { from: run.to_owned(), to: args.to.clone(), dry_run: args.dry_run, files: copies, roots, install };
     super::print(args.json, &report, text(&report))
+}
+
+/// Where the run's files come from: its manifest's run, platform and commit, else its prefix's.
+async fn provenance(store: &dyn Store, run: &str, segment: &RunSegment<'_>) -> anyhow::Result<Provenance> {
+    let manifest =
+        quarry_store::runs::read_manifest(store, run).await.with_context(|| format!("reading {run}'s manifest"))?;
+    Ok(match manifest {
+        Some(m) => Provenance { run: m.run_id, platform: m.platform, commit: m.commit },
+        None => Provenance { run: segment.run_id.to_owned(), platform: segment.platform.to_owned(), commit: None },
+    })
 }
 
 /// `--init`: the channel's roots indexed while empty (an existing index is left as it is).
@@ -294,22 +315,29 @@ async fn init(args: &PromoteArgs) -> anyhow::Result<()> {
 }
 
 /// Every target checked before anything is copied: already there with the same bytes is
-/// `same`; other bytes under the name refuse the whole promotion. A target's sha256 comes from
-/// its root's state while the object's ETag is the one the state recorded (no download).
+/// `same`; other bytes under the name refuse the whole promotion. What the channel holds comes
+/// from one listing and one state read per root: a target's sha256 is its root's state's while
+/// the listed ETag is the one the state recorded; only a file the state does not know is HEADed.
 async fn check(
     store: &dyn Store,
     planned: &[(Key, Key)],
-    known: &BTreeMap<String, (u64, String)>,
+    known: &BTreeMap<String, Entry>,
 ) -> anyhow::Result<Vec<Copy>> {
-    let mut channel: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut channel: BTreeMap<String, (ObjectMeta, Option<String>)> = BTreeMap::new();
     let roots: BTreeSet<RepoRoot> = planned.iter().filter_map(|(_, to)| RepoRoot::for_key(to)).collect();
     for root in &roots {
-        for entry in read_state(store, root).await?.map(|s| s.entries).unwrap_or_default().into_values() {
-            channel.insert(format!("{root}{}", entry.filename), (entry.etag, entry.sha256));
+        let (prefix, recursive) = root.package_prefix();
+        let listed = store.list_all(&prefix, !recursive).await.with_context(|| format!("listing {prefix}"))?;
+        let state = read_state(store, root).await?.unwrap_or_default();
+        for object in listed.objects {
+            let relative = object.key.as_str().strip_prefix(root.as_str()).unwrap_or_default();
+            let indexed = state.entries.get(relative).filter(|e| !e.etag.is_empty() && e.etag == object.version());
+            let sha = indexed.map(|e| e.sha256.clone());
+            channel.insert(object.key.to_string(), (object, sha));
         }
     }
     let checked: Vec<anyhow::Result<(Copy, Option<String>)>> = futures_util::stream::iter(planned)
-        .map(|(from, to)| check_one(store, from, to, known, &channel))
+        .map(|(from, to)| check_one(store, from, to, known, channel.get(to.as_str())))
         .buffered(CONCURRENCY)
         .collect()
         .await;
@@ -333,76 +361,104 @@ async fn check(
 /// Requests in flight at once (HEADs, copies).
 const CONCURRENCY: usize = 16;
 
-/// The sha256 of `key` as HEAD saw it (`meta`): the state's when the ETag matches, the stored
-/// checksum, else read.
-async fn sha_of(
-    store: &dyn Store,
-    key: &Key,
-    meta: &quarry_store::ObjectMeta,
-    state: Option<&(String, String)>,
-) -> anyhow::Result<String> {
-    if let Some((etag, sha)) = state
-        && !etag.is_empty()
-        && (*etag == meta.etag || *etag == meta.version())
-    {
-        return Ok(sha.clone());
-    }
-    Ok(match &meta.sha256 {
-        Some(s) => s.clone(),
-        None => quarry_store::sha256_hex(&store.get_bytes(key, u64::MAX).await?.1),
+/// The sha256 of `key`: the stored checksum, else read.
+async fn sha_of(store: &dyn Store, key: &Key) -> anyhow::Result<(u64, String)> {
+    let meta = store.head(key).await?;
+    Ok(match meta.sha256 {
+        Some(s) => (meta.size, s),
+        None => (meta.size, quarry_store::sha256_hex(&store.get_bytes(key, u64::MAX).await?.1)),
     })
 }
 
+/// `there`: the target as the channel's listing showed it, with its sha256 when the channel's
+/// state vouches for it.
 async fn check_one(
     store: &dyn Store,
     from: &Key,
     to: &Key,
-    known: &BTreeMap<String, (u64, String)>,
-    channel: &BTreeMap<String, (String, String)>,
+    known: &BTreeMap<String, Entry>,
+    there: Option<&(ObjectMeta, Option<String>)>,
 ) -> anyhow::Result<(Copy, Option<String>)> {
     let (size, sha256) = match known.get(from.as_str()) {
-        Some(k) => k.clone(),
-        None => {
-            let meta = store.head(from).await?;
-            (meta.size, sha_of(store, from, &meta, None).await?)
-        }
+        Some(e) => (e.size, e.sha256.clone()),
+        None => sha_of(store, from).await?,
     };
-    let (status, conflict) = match store.head(to).await {
-        Ok(meta) => {
-            let there = sha_of(store, to, &meta, channel.get(to.as_str())).await?;
-            let differs = meta.size != size || there != sha256;
-            ("same", differs.then(|| format!("{to} (sha256 {there}, the run's {from} has {sha256})")))
+    let (status, conflict) = match there {
+        None => ("copy", None),
+        Some((object, sha)) => {
+            let (there_size, there_sha) = match sha {
+                Some(sha) => (object.size, sha.clone()),
+                None => sha_of(store, to).await?,
+            };
+            let differs = there_size != size || there_sha != sha256;
+            ("same", differs.then(|| format!("{to} (sha256 {there_sha}, the run's {from} has {sha256})")))
         }
-        Err(e) if e.is_not_found() => ("copy", None),
-        Err(e) => return Err(e.into()),
     };
     let copy = Copy { from: from.to_string(), to: to.to_string(), size, sha256, status, method: None };
     Ok((copy, conflict))
 }
 
-async fn copy_all(store: &dyn Store, copies: &mut [Copy]) -> anyhow::Result<()> {
+/// Copies every new file (server-side without a HEAD where the run's state gives its size and
+/// sha256); for each whose entry the run's state holds, what the channel's reindex needs
+/// instead of reading the copy again: that entry at the copy's ETag, stamped with when it
+/// entered the channel and where it came from, its wheel's `.metadata` sidecar copied along.
+async fn copy_all(
+    store: &dyn Store,
+    copies: &mut [Copy],
+    known: &BTreeMap<String, Entry>,
+    source: &Provenance,
+) -> anyhow::Result<Inspections> {
+    let now = quarry_index::upload_time(jiff::Timestamp::now());
     let pending = copies.iter_mut().filter(|c| c.status == "copy");
-    let results: Vec<anyhow::Result<()>> = futures_util::stream::iter(pending)
-        .map(|c| async move {
-            let (from, to) = (Key::new(&c.from)?, Key::new(&c.to)?);
-            let copied = store.copy_from(store, &from, &to).await;
-            let (_, method) = copied.with_context(|| format!("copying {from} to {to}"))?;
-            c.method = Some(method.label());
-            Ok(())
+    let results: Vec<anyhow::Result<Option<(Key, Inspected)>>> = futures_util::stream::iter(pending)
+        .map(|c| {
+            let now = now.clone();
+            async move {
+                let (from, to) = (Key::new(&c.from)?, Key::new(&c.to)?);
+                let copied = store.copy_known(store, &from, &to, c.size, Some(&c.sha256)).await;
+                let (put, method) = copied.with_context(|| format!("copying {from} to {to}"))?;
+                c.method = Some(method.label());
+                let Some(entry) = known.get(&c.from).filter(|e| !e.etag.is_empty() && !put.etag.is_empty()) else {
+                    return Ok(None);
+                };
+                if entry.core_metadata_sha256.is_some() && !copy_sidecar(store, &from, &to).await? {
+                    return Ok(None);
+                }
+                let entry = Entry { etag: put.etag, upload_time: now, source: Some(source.clone()), ..entry.clone() };
+                Ok(Some((to, Inspected { entry, core_metadata: None })))
+            }
         })
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
-    results.into_iter().collect()
+    let mut inspections = Inspections::default();
+    for result in results {
+        if let Some((to, inspected)) = result? {
+            inspections.insert(&to, inspected);
+        }
+    }
+    Ok(inspections)
+}
+
+/// Copies the run's `<wheel>.metadata` next to the copy (before any page names it); false when
+/// the run has none (the reindex then reads the wheel and writes it).
+async fn copy_sidecar(store: &dyn Store, from: &Key, to: &Key) -> anyhow::Result<bool> {
+    let (from, to) = (Key::new(format!("{from}{METADATA_SUFFIX}"))?, Key::new(format!("{to}{METADATA_SUFFIX}"))?);
+    // A sidecar is small: no size check to make before a server-side copy.
+    match store.copy_known(store, &from, &to, 0, None).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("copying {from} to {to}")),
+    }
 }
 
 /// apt and dnf roots first, then pip: every file is in place before any page names it.
-async fn reindex(store: Arc<dyn Store>, roots: &BTreeSet<RepoRoot>) -> anyhow::Result<()> {
+async fn reindex(store: Arc<dyn Store>, roots: &BTreeSet<RepoRoot>, known: Inspections) -> anyhow::Result<()> {
     let indexer = Indexer::new(store);
     let mut ordered: Vec<&RepoRoot> = roots.iter().collect();
     ordered.sort_by_key(|r| (r.kind() == RepoKind::Pip, r.as_str().to_owned()));
     for root in ordered {
-        indexer.reindex(root).await.with_context(|| format!("reindexing {root}"))?;
+        indexer.reindex_inspected(root, known.clone()).await.with_context(|| format!("reindexing {root}"))?;
     }
     Ok(())
 }
@@ -449,5 +505,36 @@ mod tests {
         let device = families_of("rocm-sdk-device-gfx942", None, &map).unwrap();
         assert!(device.contains(&"gfx94X-dcgpu".to_owned()), "{device:?}");
         assert_eq!(families_of("torch", Some("gfx120X-all"), &map), Some(vec!["gfx120X-all".into()]));
+    }
+
+    /// A channel file its state does not know (put there without indexing) is still checked:
+    /// the listing shows it, a HEAD gives its sha256.
+    #[tokio::test]
+    async fn unindexed_channel_files_are_checked_too() {
+        let store = quarry_store::MemoryStore::default();
+        let put = |key: &str, body: &'static [u8]| {
+            let key = Key::new(key).unwrap();
+            let store = &store;
+            async move { store.put_bytes(&key, body.into(), quarry_store::PutOptions::default()).await.unwrap() }
+        };
+        put("nightly/python/a-1.0.tar.gz", b"same").await;
+        put("nightly/python/b-1.0.tar.gz", b"other").await;
+        let entry =
+            |body: &[u8]| Entry { size: body.len() as u64, sha256: quarry_store::sha256_hex(body), ..Entry::default() };
+        let known = BTreeMap::from([
+            ("9-linux/python/a-1.0.tar.gz".to_owned(), entry(b"same")),
+            ("9-linux/python/b-1.0.tar.gz".to_owned(), entry(b"bytes")),
+            ("9-linux/python/c-1.0.tar.gz".to_owned(), entry(b"new")),
+        ]);
+        let planned = |names: &[&str]| -> Vec<(Key, Key)> {
+            let key = |p: &str, n: &str| Key::new(format!("{p}/python/{n}-1.0.tar.gz")).unwrap();
+            names.iter().map(|n| (key("9-linux", n), key("nightly", n))).collect()
+        };
+        let copies = check(&store, &planned(&["a", "c"]), &known).await.unwrap();
+        let status: Vec<&str> = copies.iter().map(|c| c.status).collect();
+        assert_eq!(status, ["same", "copy"]);
+        let err = check(&store, &planned(&["a", "b", "c"]), &known).await.unwrap_err();
+        assert!(err.to_string().contains("other bytes under 1 name(s)"), "{err}");
+        assert!(err.to_string().contains("nightly/python/b-1.0.tar.gz"), "{err}");
     }
 }
