@@ -2,11 +2,12 @@
 //! and name again) get their gfx target, TheRock family and the run's install lines; an unknown
 //! one gets a clear "not known" with how to find out (`rocminfo`, `offload-arch`). A target
 //! the run has a `rocm-sdk-device` variant wheel for also gets uv's variant-aware install. The
-//! JSON endpoint answers the same, and the run page links the page.
+//! JSON endpoint answers the same, and the run page links the page. Promoted to a channel, the
+//! page answers from the channel's family roots with `--index-url` lines.
 
 use std::time::Duration;
 
-use quarry_tests::{ROOT, TestServer, WheelSpec, assert_success, run};
+use quarry_tests::{ROOT, TestServer, WheelSpec, assert_success, quarry_bin, run};
 
 const RUN: &str = "12345678901-linux";
 
@@ -132,5 +133,29 @@ async fn the_gpu_page_shows_family_and_install_lines_in_chromium() {
     assert_eq!(status, 200);
     assert!(run_page.contains(&format!("href=\"/-/gpu/{RUN}/\"")), "the run page links the GPU page");
     assert_eq!(server.get_text("-/gpu/not-a-run/").await.0, 404);
+
+    // The same run promoted to a channel: the page answers from the channel's roots, the pip
+    // line is the `--index-url` of the target's family root there.
+    let store = server.store_dir().to_str().expect("utf-8 path").to_owned();
+    let mut cmd = tokio::process::Command::new(quarry_bin());
+    cmd.args(["promote", "--from", RUN, "--to", "nightly", "--families", "gfx94X-dcgpu", "--store", &store]);
+    assert_success(&run(cmd, Duration::from_secs(120)).await, "quarry promote");
+    let channel = |q: &str| format!("{}-/gpu/nightly/?q={}", server.url, q.replace(' ', "+").replace(':', "%3A"));
+    let family_index = format!("{}nightly/python/gfx94X-dcgpu/simple/", server.url);
+    let dom = chromium_dom(&channel("AMD Instinct MI300X")).await;
+    assert!(dom.contains("Install from channel nightly"), "{dom}");
+    assert_eq!(
+        by_id(&dom, "install-pip-gfx942"),
+        format!("pip install --index-url {family_index} 'rocm[libraries,device-gfx942]'")
+    );
+    assert_eq!(by_id(&dom, "install-apt-gfx942"), "sudo apt-get install amdrocm7.1-gfx942");
+    let dom = chromium_dom(&channel("1002:744c")).await;
+    assert!(dom.contains("This channel has no packages for gfx1100."), "gfx110X was not promoted:\n{dom}");
+    let json = get_json(&server, &format!("{}-/gpu/nightly.json?gfx=gfx942", server.url)).await;
+    assert_eq!((json["channel"].as_str(), json.get("run")), (Some("nightly"), None));
+    assert_eq!(
+        json["matches"][0]["install"]["uv"],
+        format!("uv pip install --index-url {family_index} 'rocm[libraries,device-gfx942]'").as_str()
+    );
     server.stop().await;
 }

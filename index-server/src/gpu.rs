@@ -2,7 +2,9 @@
 //! marketing name, PCI device id or gfx target (`?q=`, or `?name=` / `?pci=` / `?gfx=`) to its
 //! LLVM gfx target, TheRock's families for it (Quarry's families table,
 //! `quarry_topology::families::AmdgpuTargets`) and the exact pip / uv / apt / dnf lines that install that
-//! run's packages for it. The names table is `data/gpus.tsv` (its sources are named in it).
+//! run's packages for it. `/-/gpu/{channel}/` does the same for a channel `quarry promote` fills
+//! (its roots from the layout, `ChannelRoots`): the pip line is the `--index-url` of the
+//! channel's root for the target's most specific family that it holds. The names table is `data/gpus.tsv` (its sources are named in it).
 //! A GPU that is not known gets a clear answer and how to find out (`rocminfo`,
 //! `offload-arch`, `lspci -nn`).
 
@@ -15,6 +17,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use quarry_index::{RepoRoot, RepoState};
+use quarry_store::ListOptions;
+use quarry_store::layout::config::{ChannelRoots, configured};
 use quarry_store::layout::{self, RunSegment, UploadKind};
 use serde::Serialize;
 
@@ -134,6 +138,9 @@ pub(crate) struct GpuAnswer {
 #[derive(Debug, Default)]
 struct RunPackages {
     pip_url: Option<String>,
+    /// The pip root is a channel's: install with `--index-url {pip_url}simple/`, not
+    /// `--find-links`.
+    index_url: bool,
     pip_projects: BTreeSet<String>,
     /// The variant labels of the run's `rocm-sdk-device` wheels (`quarry package python --variants`).
     device_variants: BTreeSet<String>,
@@ -152,25 +159,60 @@ async fn run_packages(state: &AppState, run: RunSegment<'_>, base: &str) -> Resu
     let python = layout.root_of(run, UploadKind::Python);
     if let Some(pip) = root_state(state, &python).await? {
         out.pip_url = Some(url_of(base, &python));
+        out.add_pip(&pip);
+    }
+    out.add_native(state, &layout.root_of(run, UploadKind::Deb), &layout.root_of(run, UploadKind::Rpm)).await?;
+    Ok(out)
+}
+
+/// A channel's packages for a target of `families`: the pip root of the most specific family
+/// the channel holds (families are listed least specific last, so it is tried first), and the
+/// channel's apt and dnf roots.
+async fn channel_packages(
+    state: &AppState,
+    channel: &ChannelRoots<'_>,
+    families: &[String],
+    base: &str,
+) -> Result<RunPackages, AppError> {
+    let mut out = RunPackages { index_url: true, ..RunPackages::default() };
+    for family in families.iter().rev() {
+        let root = channel.pip(Some(family));
+        if let Some(pip) = root_state(state, &root).await? {
+            out.pip_url = Some(url_of(base, &root));
+            out.add_pip(&pip);
+            break;
+        }
+    }
+    out.add_native(state, &channel.deb(), &channel.rpm("x86_64")).await?;
+    Ok(out)
+}
+
+impl RunPackages {
+    /// A pip root's project names and `rocm-sdk-device` variant labels.
+    fn add_pip(&mut self, pip: &RepoState) {
         for name in pip.entries.keys() {
             if let Ok(dist) = name.parse::<quarry_packaging::DistFilename>() {
-                out.pip_projects.insert(dist.name().as_str().to_owned());
+                self.pip_projects.insert(dist.name().as_str().to_owned());
                 if let quarry_packaging::DistFilename::Wheel(w) = &dist
                     && w.name.as_str() == DEVICE_VARIANTS_PROJECT
                     && let Some(label) = &w.variant_label
                 {
-                    out.device_variants.insert(label.clone());
+                    self.device_variants.insert(label.clone());
                 }
             }
         }
     }
-    if let Some(apt) = root_state(state, &layout.root_of(run, UploadKind::Deb)).await? {
-        out.apt = apt.entries.values().filter_map(|e| e.deb.as_ref().map(|d| d.package().to_owned())).collect();
+
+    /// The package names of an apt and a dnf root.
+    async fn add_native(&mut self, state: &AppState, deb: &str, rpm: &str) -> Result<(), AppError> {
+        if let Some(apt) = root_state(state, deb).await? {
+            self.apt = apt.entries.values().filter_map(|e| e.deb.as_ref().map(|d| d.package().to_owned())).collect();
+        }
+        if let Some(dnf) = root_state(state, rpm).await? {
+            self.dnf = dnf.entries.values().filter_map(|e| e.rpm.as_ref().map(|r| r.name.clone())).collect();
+        }
+        Ok(())
     }
-    if let Some(dnf) = root_state(state, &layout.root_of(run, UploadKind::Rpm)).await? {
-        out.dnf = dnf.entries.values().filter_map(|e| e.rpm.as_ref().map(|r| r.name.clone())).collect();
-    }
-    Ok(out)
 }
 
 /// The project `quarry package python --variants` builds the device wheels as variants of.
@@ -194,8 +236,11 @@ impl RunPackages {
                 legacy.into_iter().find(|p| self.pip_projects.contains(p))
             };
             if let Some(spec) = spec {
-                lines.pip = Some(shell_line(&["pip", "install", "--find-links", url, &spec]));
-                lines.uv = Some(shell_line(&["uv", "pip", "install", "--find-links", url, &spec]));
+                let index = format!("{url}simple/");
+                let (flag, at) =
+                    if self.index_url { ("--index-url", index.as_str()) } else { ("--find-links", url.as_str()) };
+                lines.pip = Some(shell_line(&["pip", "install", flag, at, &spec]));
+                lines.uv = Some(shell_line(&["uv", "pip", "install", flag, at, &spec]));
             }
             if self.device_variants.contains(gfx) {
                 let index = format!("{url}simple/");
@@ -217,11 +262,19 @@ impl RunPackages {
     }
 }
 
-fn answer(gfx: &str, packages: &RunPackages) -> GpuAnswer {
+/// Every family `gfx` belongs to, the target itself first, the most specific last.
+fn families_of(gfx: &str) -> Vec<String> {
     let table_targets = quarry_topology::families::AmdgpuTargets::builtin();
     let info = table_targets.targets.iter().find(|t| t.target == gfx);
     let mut families = vec![gfx.to_owned()];
     families.extend(info.map(|t| t.families.clone()).unwrap_or_default());
+    families
+}
+
+fn answer(gfx: &str, packages: &RunPackages) -> GpuAnswer {
+    let table_targets = quarry_topology::families::AmdgpuTargets::builtin();
+    let info = table_targets.targets.iter().find(|t| t.target == gfx);
+    let families = families_of(gfx);
     let rows: Vec<&GpuRow> = table().iter().filter(|r| r.gfx == gfx).collect();
     GpuAnswer {
         gfx: gfx.to_owned(),
@@ -252,7 +305,10 @@ impl GpuQuery {
 /// The JSON endpoint's body.
 #[derive(Debug, Serialize)]
 struct GpuJson<'a> {
-    run: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    channel: Option<&'a str>,
     query: &'a str,
     known: bool,
     matches: &'a [GpuAnswer],
@@ -263,6 +319,8 @@ struct GpuJson<'a> {
 #[template(path = "gpu.html")]
 struct GpuPage<'a> {
     run: &'a str,
+    /// `run` or `channel`.
+    kind: &'a str,
     run_href: String,
     query: &'a str,
     matches: &'a [GpuAnswer],
@@ -282,16 +340,31 @@ pub(crate) async fn gpu_page(
         Some(run) => (run.to_owned(), true),
         None => (segment.trim_end_matches('/').to_owned(), false),
     };
-    let Some(run) = RunSegment::parse(&run_name) else {
-        return Err(AppError::NotFound(format!("{run_name:?} is not a run")));
-    };
     let base = base_url(&state, &headers, served_at.map(|Extension(ServedAt(a))| a));
-    let packages = run_packages(&state, run, &base).await?;
     let text = query.text();
-    let matches: Vec<GpuAnswer> = targets_for(&text).iter().map(|gfx| answer(gfx, &packages)).collect();
+    let targets = targets_for(&text);
+    let (kind, matches) = match RunSegment::parse(&run_name) {
+        Some(run) => {
+            let packages = run_packages(&state, run, &base).await?;
+            ("run", targets.iter().map(|gfx| answer(gfx, &packages)).collect::<Vec<_>>())
+        }
+        None => {
+            let channel = ChannelRoots::new(&run_name, configured());
+            if !holds_anything(&state, &run_name).await? {
+                return Err(AppError::NotFound(format!("{run_name:?} is neither a run nor a channel")));
+            }
+            let mut matches = Vec::with_capacity(targets.len());
+            for gfx in &targets {
+                matches.push(answer(gfx, &channel_packages(&state, &channel, &families_of(gfx), &base).await?));
+            }
+            ("channel", matches)
+        }
+    };
     if json {
+        let named = Some(run_name.as_str());
         let body = GpuJson {
-            run: &run_name,
+            run: named.filter(|_| kind == "run"),
+            channel: named.filter(|_| kind == "channel"),
             query: &text,
             known: !matches.is_empty(),
             matches: &matches,
@@ -302,6 +375,7 @@ pub(crate) async fn gpu_page(
     }
     let page = GpuPage {
         run: &run_name,
+        kind,
         run_href: crate::encode_path(&format!("{run_name}/")),
         query: &text,
         matches: &matches,
@@ -315,6 +389,13 @@ pub(crate) async fn gpu_page(
         body,
     )
         .into_response())
+}
+
+/// Whether the store holds anything under `{name}/` (a channel promoted into or initialised).
+async fn holds_anything(state: &AppState, name: &str) -> Result<bool, AppError> {
+    let options = ListOptions { max_keys: Some(1), ..ListOptions::default() };
+    let page = state.store.list(&format!("{name}/"), options).await?;
+    Ok(!page.objects.is_empty() || !page.common_prefixes.is_empty())
 }
 
 /// (gfx target, family, names) for every target of the names table, in table order.

@@ -20,7 +20,7 @@ use quarry_index::{
 };
 use quarry_packaging::DistFilename;
 use quarry_store::layout::RunSegment;
-use quarry_store::layout::config::{Layout, RootKind, RootRule};
+use quarry_store::layout::config::ChannelRoots;
 use quarry_store::{Key, ObjectMeta, Store, StoreExt};
 
 #[derive(Debug, Args)]
@@ -79,49 +79,6 @@ struct Report {
     files: Vec<Copy>,
     roots: Vec<String>,
     install: Vec<String>,
-}
-
-/// Where a channel's roots lie: the configured layout's roots under the channel prefix
-/// (`[layout]`: a pip root with a `{family}` placeholder, an apt root, a dnf root with an
-/// `{arch}` placeholder), else a run's layout below it (`{channel}/python/{family}/`,
-/// `{channel}/packages/deb/`, `{channel}/packages/rpm/{arch}/`).
-struct Channel<'a> {
-    name: String,
-    rules: Vec<&'a RootRule>,
-}
-
-impl<'a> Channel<'a> {
-    fn new(name: &str, layout: &'a Layout) -> Self {
-        let name = name.trim_end_matches('/').to_owned();
-        let rules = layout.roots.iter().filter(|r| r.prefix.starts_with(&format!("{name}/"))).collect();
-        Self { name, rules }
-    }
-
-    fn rule(&self, kind: RootKind, placeholder: &str) -> Option<&'a RootRule> {
-        self.rules
-            .iter()
-            .copied()
-            .find(|r| r.kind == kind && (placeholder.is_empty() || r.prefix.contains(placeholder)))
-    }
-
-    /// The pip root of `family` (`None`: the run has no family wheels).
-    fn pip(&self, family: Option<&str>) -> String {
-        match (family, self.rule(RootKind::Pip, "{family}")) {
-            (Some(f), Some(rule)) => rule.fill(&[("family", f)]).unwrap_or_default(),
-            (Some(f), None) => format!("{}/python/{f}/", self.name),
-            (None, _) => format!("{}/python/", self.name),
-        }
-    }
-
-    fn deb(&self) -> String {
-        let rule = self.rule(RootKind::Apt, "");
-        rule.map_or_else(|| format!("{}/packages/deb/", self.name), |r| format!("{}/", r.prefix.trim_end_matches('/')))
-    }
-
-    fn rpm(&self, arch: &str) -> String {
-        let filled = self.rule(RootKind::Dnf, "{arch}").and_then(|r| r.fill(&[("arch", arch)]));
-        filled.unwrap_or_else(|| format!("{}/packages/rpm/{arch}/", self.name))
-    }
 }
 
 /// The family a wheel belongs to by TheRock's names: `rocm-sdk-libraries-{family}`,
@@ -190,7 +147,7 @@ fn plan(
     files: &[(ObjectMeta, RepoRoot)],
     map: &BTreeMap<&str, Vec<&str>>,
 ) -> anyhow::Result<Vec<(Key, Key)>> {
-    let channel = Channel::new(&args.to, quarry_store::layout::config::configured());
+    let channel = ChannelRoots::new(&args.to, quarry_store::layout::config::configured());
     let wants = |k: &str| args.kinds.iter().any(|w| w == k);
     let mut wheels: Vec<(&Key, Option<Vec<String>>)> = Vec::new();
     let mut out = Vec::new();
@@ -282,7 +239,7 @@ async fn provenance(store: &dyn Store, run: &str, segment: &RunSegment<'_>) -> a
 async fn init(args: &PromoteArgs) -> anyhow::Result<()> {
     let store: Arc<dyn Store> =
         quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
-    let channel = Channel::new(&args.to, quarry_store::layout::config::configured());
+    let channel = ChannelRoots::new(&args.to, quarry_store::layout::config::configured());
     let wants = |k: &str| args.kinds.iter().any(|w| w == k);
     let mut prefixes = Vec::new();
     if wants("pip") {

@@ -292,6 +292,58 @@ pub fn load(path: Option<&std::path::Path>) -> Result<Option<std::path::PathBuf>
     Ok(Some(path.to_owned()))
 }
 
+/// Where a channel's roots lie: the configured layout's roots under the channel prefix
+/// (`[layout]`: a pip root with a `{family}` placeholder, an apt root, a dnf root with an
+/// `{arch}` placeholder), else a run's layout below it (`{channel}/python/{family}/`,
+/// `{channel}/packages/deb/`, `{channel}/packages/rpm/{arch}/`).
+#[derive(Debug, Clone)]
+pub struct ChannelRoots<'a> {
+    name: String,
+    rules: Vec<&'a RootRule>,
+}
+
+impl<'a> ChannelRoots<'a> {
+    /// The roots of channel `name` under `layout`.
+    pub fn new(name: &str, layout: &'a Layout) -> Self {
+        let name = name.trim_end_matches('/').to_owned();
+        let rules = layout.roots.iter().filter(|r| r.prefix.starts_with(&format!("{name}/"))).collect();
+        Self { name, rules }
+    }
+
+    /// The channel's name, without a trailing `/`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn rule(&self, kind: RootKind, placeholder: &str) -> Option<&'a RootRule> {
+        self.rules
+            .iter()
+            .copied()
+            .find(|r| r.kind == kind && (placeholder.is_empty() || r.prefix.contains(placeholder)))
+    }
+
+    /// The pip root of `family` (`None`: the run has no family wheels).
+    pub fn pip(&self, family: Option<&str>) -> String {
+        match (family, self.rule(RootKind::Pip, "{family}")) {
+            (Some(f), Some(rule)) => rule.fill(&[("family", f)]).unwrap_or_default(),
+            (Some(f), None) => format!("{}/python/{f}/", self.name),
+            (None, _) => format!("{}/python/", self.name),
+        }
+    }
+
+    /// The apt root.
+    pub fn deb(&self) -> String {
+        let rule = self.rule(RootKind::Apt, "");
+        rule.map_or_else(|| format!("{}/packages/deb/", self.name), |r| format!("{}/", r.prefix.trim_end_matches('/')))
+    }
+
+    /// The dnf root of `arch`.
+    pub fn rpm(&self, arch: &str) -> String {
+        let filled = self.rule(RootKind::Dnf, "{arch}").and_then(|r| r.fill(&[("arch", arch)]));
+        filled.unwrap_or_else(|| format!("{}/packages/rpm/{arch}/", self.name))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
