@@ -151,6 +151,14 @@ async fn the_gpu_page_shows_family_and_install_lines_in_chromium() {
     assert_eq!(by_id(&dom, "install-apt-gfx942"), "sudo apt-get install amdrocm7.1-gfx942");
     let dom = chromium_dom(&channel("1002:744c")).await;
     assert!(dom.contains("This channel has no packages for gfx1100."), "gfx110X was not promoted:\n{dom}");
+    // The promotion published the variant wheel's `-variants.json` with the release, and the
+    // channel's project page links it.
+    let (status, project) = server.get_text("nightly/python/gfx94X-dcgpu/simple/rocm-sdk-device/").await;
+    assert_eq!(status, 200, "{project}");
+    assert!(project.contains("rocm_sdk_device-7.10.0-variants.json"), "{project}");
+    let (status, variants) = server.get_text("nightly/python/gfx94X-dcgpu/rocm_sdk_device-7.10.0-variants.json").await;
+    assert_eq!(status, 200, "{variants}");
+    assert!(variants.contains("gfx942"), "{variants}");
     let json = get_json(&server, &format!("{}-/gpu/nightly.json?gfx=gfx942", server.url)).await;
     assert_eq!((json["channel"].as_str(), json.get("run")), (Some("nightly"), None));
     assert_eq!(
