@@ -135,7 +135,7 @@ pub(crate) struct GpuAnswer {
 
 /// The run's packages for targets: the pip root's project names, and the apt and dnf
 /// packages' names.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct RunPackages {
     pip_url: Option<String>,
     /// The pip root is a channel's: install with `--index-url {pip_url}simple/`, not
@@ -165,26 +165,31 @@ async fn run_packages(state: &AppState, run: RunSegment<'_>, base: &str) -> Resu
     Ok(out)
 }
 
-/// A channel's packages for a target of `families`: the pip root of the most specific family
-/// the channel holds (families are listed least specific last, so it is tried first), and the
-/// channel's apt and dnf roots.
-async fn channel_packages(
+/// A channel's answers for `targets`: its apt and dnf roots read once, and per target the pip
+/// root of the most specific family the channel holds (families are listed least specific
+/// last, so it is tried first).
+async fn channel_answers(
     state: &AppState,
     channel: &ChannelRoots<'_>,
-    families: &[String],
+    targets: &[String],
     base: &str,
-) -> Result<RunPackages, AppError> {
-    let mut out = RunPackages { index_url: true, ..RunPackages::default() };
-    for family in families.iter().rev() {
-        let root = channel.pip(Some(family));
-        if let Some(pip) = root_state(state, &root).await? {
-            out.pip_url = Some(url_of(base, &root));
-            out.add_pip(&pip);
-            break;
+) -> Result<Vec<GpuAnswer>, AppError> {
+    let mut native = RunPackages { index_url: true, ..RunPackages::default() };
+    native.add_native(state, &channel.deb(), &channel.rpm("x86_64")).await?;
+    let mut answers = Vec::with_capacity(targets.len());
+    for gfx in targets {
+        let mut packages = native.clone();
+        for family in families_of(gfx).iter().rev() {
+            let root = channel.pip(Some(family));
+            if let Some(pip) = root_state(state, &root).await? {
+                packages.pip_url = Some(url_of(base, &root));
+                packages.add_pip(&pip);
+                break;
+            }
         }
+        answers.push(answer(gfx, &packages));
     }
-    out.add_native(state, &channel.deb(), &channel.rpm("x86_64")).await?;
-    Ok(out)
+    Ok(answers)
 }
 
 impl RunPackages {
@@ -235,15 +240,14 @@ impl RunPackages {
             } else {
                 legacy.into_iter().find(|p| self.pip_projects.contains(p))
             };
+            let index = format!("{url}simple/");
             if let Some(spec) = spec {
-                let index = format!("{url}simple/");
                 let (flag, at) =
                     if self.index_url { ("--index-url", index.as_str()) } else { ("--find-links", url.as_str()) };
                 lines.pip = Some(shell_line(&["pip", "install", flag, at, &spec]));
                 lines.uv = Some(shell_line(&["uv", "pip", "install", flag, at, &spec]));
             }
             if self.device_variants.contains(gfx) {
-                let index = format!("{url}simple/");
                 lines.uv_variants = Some(shell_line(&[
                     "uv",
                     "pip",
@@ -349,15 +353,11 @@ pub(crate) async fn gpu_page(
             ("run", targets.iter().map(|gfx| answer(gfx, &packages)).collect::<Vec<_>>())
         }
         None => {
-            let channel = ChannelRoots::new(&run_name, configured());
             if !holds_anything(&state, &run_name).await? {
                 return Err(AppError::NotFound(format!("{run_name:?} is neither a run nor a channel")));
             }
-            let mut matches = Vec::with_capacity(targets.len());
-            for gfx in &targets {
-                matches.push(answer(gfx, &channel_packages(&state, &channel, &families_of(gfx), &base).await?));
-            }
-            ("channel", matches)
+            let channel = ChannelRoots::new(&run_name, configured());
+            ("channel", channel_answers(&state, &channel, &targets, &base).await?)
         }
     };
     if json {

@@ -111,10 +111,20 @@ impl RunLayout {
         match kind {
             UploadKind::Python => format!("{}/", self.python),
             UploadKind::Deb => format!("{}/{}/", self.packages, self.deb),
-            UploadKind::Rpm => format!("{}/{}/{}/", self.packages, self.rpm, self.rpm_arch),
+            UploadKind::Rpm => self.rpm_root_dir(self.rpm_arch),
             UploadKind::Artifacts => String::new(),
             UploadKind::Logs => format!("{}/", self.logs),
         }
+    }
+
+    /// The directory of the dnf root of `arch` under a run prefix (`packages/rpm/aarch64/`).
+    pub fn rpm_root_dir(&self, arch: &str) -> String {
+        format!("{}/{}/{arch}/", self.packages, self.rpm)
+    }
+
+    /// Where `.deb`s lie inside an apt root (`pool/main`).
+    pub fn deb_pool(&self) -> &'static str {
+        self.deb_pool
     }
 
     /// Where uploads of `kind` go under the run prefix: the root directory, and for `.deb`s

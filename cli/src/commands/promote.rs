@@ -19,8 +19,8 @@ use quarry_index::{
     Entry, Indexer, Inspected, Inspections, METADATA_SUFFIX, Provenance, RepoKind, RepoRoot, read_state,
 };
 use quarry_packaging::DistFilename;
-use quarry_store::layout::RunSegment;
 use quarry_store::layout::config::ChannelRoots;
+use quarry_store::layout::{RunSegment, UploadKind};
 use quarry_store::{Key, ObjectMeta, Store, StoreExt};
 
 #[derive(Debug, Args)]
@@ -129,12 +129,8 @@ async fn run_entries(store: &dyn Store, files: &[(ObjectMeta, RepoRoot)]) -> any
             }
             known.insert(name.to_owned(), entry);
         } else if !name.ends_with(".deb") {
-            let meta = store.head(&object.key).await?;
-            let sha256 = match meta.sha256 {
-                Some(sha) => sha,
-                None => quarry_store::sha256_hex(&store.get_bytes(&object.key, u64::MAX).await?.1),
-            };
-            known.insert(name.to_owned(), Entry { size: meta.size, sha256, ..Entry::default() });
+            let (size, sha256) = sha_of(store, &object.key).await?;
+            known.insert(name.to_owned(), Entry { size, sha256, ..Entry::default() });
         }
     }
     Ok(known)
@@ -149,6 +145,8 @@ fn plan(
 ) -> anyhow::Result<Vec<(Key, Key)>> {
     let channel = ChannelRoots::new(&args.to, quarry_store::layout::config::configured());
     let wants = |k: &str| args.kinds.iter().any(|w| w == k);
+    let run_layout = quarry_store::layout::current();
+    let python = run_layout.root_dir(UploadKind::Python);
     let mut wheels: Vec<(&Key, Option<Vec<String>>)> = Vec::new();
     let mut out = Vec::new();
     for (object, root) in files {
@@ -156,13 +154,13 @@ fn plan(
         match root.kind() {
             RepoKind::Pip if wants("pip") => {
                 let dist: DistFilename = name.parse().with_context(|| format!("{key}"))?;
-                let below = root.as_str().strip_prefix(&format!("{run}/python/")).unwrap_or_default();
+                let below = root.as_str().strip_prefix(&format!("{run}/{python}")).unwrap_or_default();
                 let dir_family = below.trim_end_matches('/');
                 let dir_family = (!dir_family.is_empty() && !dir_family.contains('/')).then_some(dir_family);
                 wheels.push((key, families_of(dist.name().as_ref(), dir_family, map)));
             }
             RepoKind::Apt if wants("deb") => {
-                out.push((key.clone(), Key::new(format!("{}pool/main/{name}", channel.deb()))?))
+                out.push((key.clone(), Key::new(format!("{}{}/{name}", channel.deb(), run_layout.deb_pool()))?))
             }
             RepoKind::Dnf if wants("rpm") => {
                 let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or("x86_64");
@@ -318,13 +316,18 @@ async fn check(
 /// Requests in flight at once (HEADs, copies).
 const CONCURRENCY: usize = 16;
 
-/// The sha256 of `key`: the stored checksum, else read.
+/// The size and sha256 of `key`: the stored checksum, else hashed while streaming the object.
 async fn sha_of(store: &dyn Store, key: &Key) -> anyhow::Result<(u64, String)> {
     let meta = store.head(key).await?;
-    Ok(match meta.sha256 {
-        Some(s) => (meta.size, s),
-        None => (meta.size, quarry_store::sha256_hex(&store.get_bytes(key, u64::MAX).await?.1)),
-    })
+    if let Some(sha) = meta.sha256 {
+        return Ok((meta.size, sha));
+    }
+    let mut body = store.get(key, None).await?.body;
+    let mut hasher = quarry_store::Sha256Hex::default();
+    while let Some(chunk) = body.next().await {
+        hasher.update(&chunk.with_context(|| format!("reading {key}"))?);
+    }
+    Ok((meta.size, hasher.finish()))
 }
 
 /// `there`: the target as the channel's listing showed it, with its sha256 when the channel's
@@ -422,14 +425,10 @@ async fn reindex(store: Arc<dyn Store>, roots: &BTreeSet<RepoRoot>, known: Inspe
 
 /// What a client points at: the pip root's simple index, the apt source line, the dnf baseurl.
 fn install_line(store: &str, root: &RepoRoot) -> String {
-    let url = |key: &str| match store.strip_prefix("s3://") {
-        Some(rest) => {
-            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-            let prefix = prefix.trim_end_matches('/');
-            let key = if prefix.is_empty() { key.to_owned() } else { format!("{prefix}/{key}") };
-            quarry_store::layout::public_url_from_env(bucket, &key)
-        }
-        None => format!("{}/{key}", store.trim_end_matches('/')),
+    let destination = quarry_upload::destination::StoreDestination::parse(store);
+    let url = |key: &str| match destination.store_url.strip_prefix("s3://") {
+        Some(bucket) => quarry_store::layout::public_url_from_env(bucket, &destination.key(key)),
+        None => format!("{}/{}", destination.store_url.trim_end_matches('/'), destination.key(key)),
     };
     match root.kind() {
         RepoKind::Pip => format!("pip: --index-url {}", url(&format!("{root}simple/"))),

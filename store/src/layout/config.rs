@@ -23,6 +23,8 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
+use super::UploadKind;
+
 /// What a configured root serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -139,6 +141,12 @@ fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
 }
 
+/// A prefix pattern: not empty, relative, `/`-separated good segments.
+fn pattern_ok(pattern: &str) -> bool {
+    let trimmed = pattern.trim_end_matches('/');
+    !trimmed.is_empty() && !pattern.starts_with('/') && trimmed.split('/').all(segment_ok)
+}
+
 /// One segment of a prefix pattern.
 fn segment_ok(segment: &str) -> bool {
     let placeholder = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}'));
@@ -233,17 +241,13 @@ impl Layout {
 
 impl RootRule {
     fn check(&self) -> Result<(), String> {
-        let trimmed = self.prefix.trim_end_matches('/');
-        if trimmed.is_empty() || self.prefix.starts_with('/') || !trimmed.split('/').all(segment_ok) {
+        if !pattern_ok(&self.prefix) {
             return Err(format!(
                 "bad root prefix {:?}: '/'-separated segments, each a name or a {{placeholder}}",
                 self.prefix
             ));
         }
-        if let Some(bad) = self.compose_with.iter().find(|p| {
-            let t = p.trim_end_matches('/');
-            t.is_empty() || p.starts_with('/') || !t.split('/').all(segment_ok)
-        }) {
+        if let Some(bad) = self.compose_with.iter().find(|p| !pattern_ok(p)) {
             return Err(format!(
                 "bad compose_with pattern {bad:?}: '/'-separated segments, each a name or a {{placeholder}}"
             ));
@@ -324,23 +328,25 @@ impl<'a> ChannelRoots<'a> {
 
     /// The pip root of `family` (`None`: the run has no family wheels).
     pub fn pip(&self, family: Option<&str>) -> String {
+        let python = super::current().root_dir(UploadKind::Python);
         match (family, self.rule(RootKind::Pip, "{family}")) {
             (Some(f), Some(rule)) => rule.fill(&[("family", f)]).unwrap_or_default(),
-            (Some(f), None) => format!("{}/python/{f}/", self.name),
-            (None, _) => format!("{}/python/", self.name),
+            (Some(f), None) => format!("{}/{python}{f}/", self.name),
+            (None, _) => format!("{}/{python}", self.name),
         }
     }
 
     /// The apt root.
     pub fn deb(&self) -> String {
         let rule = self.rule(RootKind::Apt, "");
-        rule.map_or_else(|| format!("{}/packages/deb/", self.name), |r| format!("{}/", r.prefix.trim_end_matches('/')))
+        let run_like = || format!("{}/{}", self.name, super::current().root_dir(UploadKind::Deb));
+        rule.map_or_else(run_like, |r| format!("{}/", r.prefix.trim_end_matches('/')))
     }
 
     /// The dnf root of `arch`.
     pub fn rpm(&self, arch: &str) -> String {
         let filled = self.rule(RootKind::Dnf, "{arch}").and_then(|r| r.fill(&[("arch", arch)]));
-        filled.unwrap_or_else(|| format!("{}/packages/rpm/{arch}/", self.name))
+        filled.unwrap_or_else(|| format!("{}/{}", self.name, super::current().rpm_root_dir(arch)))
     }
 }
 
