@@ -292,14 +292,13 @@ impl Indexer {
         // In batches (one blocking task and one lock each on a local store), as many batches
         // in flight as there were single puts: a handful of outputs still go one per batch.
         let size = outputs.len().div_ceil(PUBLISH_CONCURRENCY).clamp(1, PUBLISH_BATCH);
-        let mut batches: Vec<Vec<_>> = Vec::with_capacity(outputs.len().div_ceil(size));
-        for (i, Output { key, body, content_type }) in outputs.into_iter().enumerate() {
-            if i % size == 0 {
-                batches.push(Vec::with_capacity(size));
-            }
-            let options = PutOptions::derived().with_content_type(content_type);
-            batches.last_mut().expect("pushed above").push((key, body, options));
-        }
+        let mut items = outputs.into_iter().map(|Output { key, body, content_type }| {
+            (key, body, PutOptions::derived().with_content_type(content_type))
+        });
+        let batches = std::iter::from_fn(|| {
+            let batch: Vec<_> = items.by_ref().take(size).collect();
+            (!batch.is_empty()).then_some(batch)
+        });
         let done: Vec<Vec<String>> = futures_util::stream::iter(batches)
             .map(|batch| async move {
                 let keys: Vec<String> = batch.iter().map(|(key, ..)| key.to_string()).collect();

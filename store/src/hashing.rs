@@ -61,14 +61,18 @@ impl<'a> HashingBody<'a> {
 
     /// The sha256, checked against a declared digest.
     pub(crate) fn finish(self, declared: Option<&str>) -> crate::Result<(u64, String)> {
-        let actual = self.hasher.finish();
-        match declared {
-            Some(expected) if !expected.eq_ignore_ascii_case(&actual) => Err(crate::StoreError::DigestMismatch {
-                key: self.key.to_owned(),
-                expected: expected.to_owned(),
-                actual,
-            }),
-            _ => Ok((self.size, actual)),
+        let actual = check_digest(self.key, declared, self.hasher.finish())?;
+        Ok((self.size, actual))
+    }
+}
+
+/// `actual` (a body's sha256) when it is the `declared` digest or none was declared; else the
+/// mismatch, naming `key`.
+pub(crate) fn check_digest(key: &str, declared: Option<&str>, actual: String) -> crate::Result<String> {
+    match declared {
+        Some(expected) if !expected.eq_ignore_ascii_case(&actual) => {
+            Err(crate::StoreError::DigestMismatch { key: key.to_owned(), expected: expected.to_owned(), actual })
         }
+        _ => Ok(actual),
     }
 }

@@ -355,16 +355,7 @@ impl LocalStore {
         {
             return Err(StoreError::TooLarge { key: k.to_owned(), limit });
         }
-        let sha256 = crate::sha256_hex(body);
-        if let Some(expected) = options.sha256.as_deref()
-            && !expected.eq_ignore_ascii_case(&sha256)
-        {
-            return Err(StoreError::DigestMismatch {
-                key: k.to_owned(),
-                expected: expected.to_owned(),
-                actual: sha256,
-            });
-        }
+        let sha256 = crate::hashing::check_digest(k, options.sha256.as_deref(), crate::sha256_hex(body))?;
         let guard = TempFile::new(self.temp_path());
         let mut file = fs::File::create(&guard.path).map_err(io_err(k))?;
         io::Write::write_all(&mut file, body).map_err(io_err(k))?;

@@ -137,7 +137,7 @@ pub fn artifacts_platform(staged: &StagedArtifacts) -> Result<Option<&'static st
             let name = entry.file_name().to_string_lossy().to_ascii_lowercase();
             let found = if kind.is_dir() {
                 walk(&entry.path())?
-            } else if kind.is_file() && (name.ends_with(".dll") || name.contains(".so")) {
+            } else if kind.is_file() && (name.ends_with(".dll") || name.ends_with(".so") || name.contains(".so.")) {
                 binary_platform(&entry.path())?
             } else {
                 None
