@@ -1,12 +1,13 @@
-//! In-process reindexing, coalesced per root: at most one reindex runs and one is pending for
-//! each root, however many uploads arrive. A waiter returns once a reindex that started after
+//! In-process reindexing, coalesced per root, or per project of a pip root (an upload's
+//! file's: [`Indexer::reindex_project`]): at most one reindex runs and one is pending for
+//! each, however many uploads arrive. A waiter returns once a reindex that started after
 //! its request has finished. A request may carry what its caller already inspected (an
 //! upload's file): the requests a run covers hand their inspections to it together.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use quarry_index::{Indexer, Inspections, ReindexReport, RepoRoot};
+use quarry_index::{Indexer, Inspections, ProjectScope, ReindexReport, RepoRoot};
 
 use crate::metrics::ReindexStats;
 use tokio::sync::watch;
@@ -33,10 +34,13 @@ struct Slot {
     done: watch::Sender<(u64, Outcome)>,
 }
 
+/// What one slot reindexes: a root, or one project of a pip root.
+type Target = (RepoRoot, Option<ProjectScope>);
+
 #[derive(Debug)]
 pub struct Coalescer {
     indexer: Indexer,
-    slots: Mutex<HashMap<RepoRoot, Arc<Slot>>>,
+    slots: Mutex<HashMap<Target, Arc<Slot>>>,
     stats: Arc<ReindexStats>,
 }
 
@@ -54,14 +58,21 @@ impl Coalescer {
         &self.indexer
     }
 
-    /// Ask for `root` to be reindexed and wait until a run covering this request has finished.
-    /// `known` (files the caller inspected, each at the version it read) goes to that run, so
-    /// they are not read again while their versions still match. Returns the report of that run.
-    pub async fn reindex(self: &Arc<Self>, root: RepoRoot, known: Inspections) -> Outcome {
+    /// Ask for `root` (only `project` of it, when given) to be reindexed and wait until a run
+    /// covering this request has finished. `known` (files the caller inspected, each at the
+    /// version it read) goes to that run, so they are not read again while their versions
+    /// still match. Returns the report of that run.
+    pub async fn reindex(
+        self: &Arc<Self>,
+        root: RepoRoot,
+        project: Option<ProjectScope>,
+        known: Inspections,
+    ) -> Outcome {
+        let target = (root, project);
         let slot = {
             let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
             slots
-                .entry(root.clone())
+                .entry(target.clone())
                 .or_insert_with(|| {
                     Arc::new(Slot { pending: Mutex::default(), done: watch::Sender::new((0, Err(String::new()))) })
                 })
@@ -74,7 +85,7 @@ impl Coalescer {
             pending.inspections.merge(known);
             if !pending.running {
                 pending.running = true;
-                tokio::spawn(Self::run(self.indexer.clone(), root, slot.clone(), self.stats.clone()));
+                tokio::spawn(Self::run(self.indexer.clone(), target, slot.clone(), self.stats.clone()));
             }
             pending.generation
         };
@@ -85,7 +96,7 @@ impl Coalescer {
         finished.1.clone()
     }
 
-    async fn run(indexer: Indexer, root: RepoRoot, slot: Arc<Slot>, stats: Arc<ReindexStats>) {
+    async fn run(indexer: Indexer, (root, project): Target, slot: Arc<Slot>, stats: Arc<ReindexStats>) {
         let kind = root.kind().label();
         loop {
             let (covers, known) = {
@@ -93,7 +104,12 @@ impl Coalescer {
                 (pending.generation, std::mem::take(&mut pending.inspections))
             };
             let started = std::time::Instant::now();
-            let run = std::panic::AssertUnwindSafe(indexer.reindex_inspected(&root, known));
+            let run = std::panic::AssertUnwindSafe(async {
+                match &project {
+                    Some(project) => indexer.reindex_project(&root, project, known).await,
+                    None => indexer.reindex_inspected(&root, known).await,
+                }
+            });
             let outcome = futures_util::FutureExt::catch_unwind(run).await;
             let conflicts = match &outcome {
                 Ok(Ok(report)) => u64::from(report.attempts.saturating_sub(1)),
@@ -153,7 +169,7 @@ mod tests {
         let (other, mut stale) = planted(store.as_ref(), "stale-1.0-py3-none-any.whl").await;
         stale.entry.etag = "another version".into();
         known.insert(&other, stale);
-        coalescer.reindex(root.clone(), known).await.unwrap();
+        coalescer.reindex(root.clone(), None, known).await.unwrap();
         let state = quarry_index::read_state(store.as_ref(), &root).await.unwrap().unwrap();
         assert!(state.entries.contains_key("known-1.0-py3-none-any.whl"), "used, not read again");
         assert!(state.rejected.contains_key("stale-1.0-py3-none-any.whl"), "another version is read");

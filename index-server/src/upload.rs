@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::TryStreamExt;
-use quarry_index::{InspectError, Inspections, ReindexReport, RepoKind, RepoRoot, inspect};
+use quarry_index::{InspectError, Inspections, ProjectScope, ReindexReport, RepoKind, RepoRoot, inspect};
 use quarry_packaging::DistFilename;
 use quarry_store::{
     ByteStream, Condition, Key, ObjectMeta, PutOptions, StoreError, StoreExt as _, hash_stream, stored_sha256,
@@ -250,7 +250,7 @@ async fn store_and_index(
     };
     let report = state
         .coalescer
-        .reindex(root.clone(), known)
+        .reindex(root.clone(), ProjectScope::for_file(key.filename()).filter(|_| root.kind() == RepoKind::Pip), known)
         .await
         .map_err(|e| AppError::Internal(format!("{key} is stored, but reindexing {root} failed: {e}")))?;
     // The reindex may refuse what inspection alone could not judge (a variant wheel that

@@ -37,11 +37,14 @@ pub struct IndexConfig {
     /// Seconds a superseded content-addressed output (apt by-hash, dnf repodata) is kept
     /// (0: deleted at once).
     pub grace_seconds: i64,
+    /// Whether pip roots get a find-links `index.html`: `None` asks the layout (a configured
+    /// root's `find_links`, on for run roots); `Some` decides for every root.
+    pub find_links: Option<bool>,
 }
 
 impl Default for IndexConfig {
     fn default() -> Self {
-        Self { signer: None, apt: AptOptions::default(), grace_seconds: DEFAULT_GRACE_SECONDS }
+        Self { signer: None, apt: AptOptions::default(), grace_seconds: DEFAULT_GRACE_SECONDS, find_links: None }
     }
 }
 
@@ -68,7 +71,16 @@ impl IndexConfig {
             _ => KEY_FILE_ENV,
         };
         let signer = Signer::from_env().map_err(|source| ConfigError::SigningKey { variable, source })?;
-        Ok(Self { signer: signer.map(Arc::new), apt, grace_seconds })
+        Ok(Self { signer: signer.map(Arc::new), apt, grace_seconds, find_links: None })
+    }
+
+    /// Whether the pip root at `root` (a prefix) gets a find-links page.
+    pub fn find_links(&self, root: &str) -> bool {
+        self.find_links.unwrap_or_else(|| {
+            quarry_store::layout::config::configured()
+                .rule_for(root.trim_end_matches('/'))
+                .is_none_or(|rule| rule.find_links)
+        })
     }
 }
 

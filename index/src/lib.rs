@@ -35,6 +35,7 @@ mod scale_tests;
 mod scope;
 pub mod sign;
 mod source;
+mod split;
 mod state;
 mod state_io;
 pub mod variant;
@@ -51,10 +52,10 @@ pub use plan::{METADATA_SUFFIX, YANK_SUFFIX};
 pub use publish::{Indexer, ReindexReport};
 pub use render::{Page, Stage, render};
 pub use root::{APT_STATE_NAME, DNF_STATE_NAME, RepoKind, RepoRoot, STATE_NAME, check_key_segments};
-pub use scope::{Refreshed, Scope};
+pub use scope::{ProjectScope, Refreshed, Scope};
 pub use sign::{SignError, Signer};
 pub use state::{Entry, Provenance, Rejected, RepoState, STATE_VERSION, upload_time};
-pub use state_io::read_state;
+pub use state_io::{PROJECTS_DIR, SPLIT_VERSION, read_state};
 pub use wheel::{
     MAX_CENTRAL_DIRECTORY, MAX_MEMBERS, MAX_METADATA_SIZE, MAX_SDIST_MEMBERS, MAX_SDIST_UNPACKED, SdistError,
     WheelError, WheelMetadata, check_sdist, check_sdist_bytes, read_wheel_metadata, read_wheel_metadata_from_bytes,

@@ -122,6 +122,8 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) force: bool,
     /// Pages an earlier attempt wrote that are to be republished whatever the state says.
     pub(crate) dirty: &'a BTreeSet<String>,
+    /// Which of a pip root's pages to render (a project's own event renders its pages only).
+    pub(crate) parts: render::Parts,
 }
 
 /// What one attempt writes, commits and deletes.
@@ -146,7 +148,7 @@ pub(crate) struct Plan {
 
 /// Decide what an attempt writes, commits and deletes. Pure: the same input gives the same plan.
 pub(crate) fn plan(input: PlanInput<'_>) -> Result<Plan, IndexError> {
-    let PlanInput { root, old, committed, listing, inspections, yanks, config, now, force, dirty } = input;
+    let PlanInput { root, old, committed, listing, inspections, yanks, config, now, force, dirty, parts } = input;
     let mut report = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
     let (mut state, sidecars) = admit(root, old, listing, inspections, &mut report)?;
     for (target, reason) in yanks {
@@ -156,7 +158,7 @@ pub(crate) fn plan(input: PlanInput<'_>) -> Result<Plan, IndexError> {
     }
     report.added.sort();
     report.removed = old.entries.keys().filter(|k| !state.entries.contains_key(*k)).cloned().collect();
-    let pages = render_outputs(root, old, &mut state, config, now)?;
+    let pages = render_outputs(root, old, &mut state, config, now, parts)?;
     let expired = retire(root, old, &mut state, now, config.grace_seconds);
     // Pages this call wrote in an attempt that lost (or was overwritten) are rewritten even
     // when the state already holds everything: they may be the stale ones.
@@ -185,7 +187,12 @@ fn admit(
     for (name, object) in &listing.files {
         let version = object.version();
         if let Some(entry) = old.entries.get(name).filter(|e| e.etag == version) {
-            state.entries.insert(name.clone(), entry.clone());
+            let mut entry = entry.clone();
+            // A removed marker unyanks (present ones are read again and applied after).
+            if !listing.yank_markers.contains_key(name) {
+                entry.yanked = None;
+            }
+            state.entries.insert(name.clone(), entry);
         } else if let Some(rejected) = old.rejected.get(name).filter(|r| r.etag == version) {
             state.rejected.insert(name.clone(), rejected.clone());
         }
@@ -245,6 +252,7 @@ fn render_outputs(
     state: &mut RepoState,
     config: &IndexConfig,
     now: i64,
+    parts: render::Parts,
 ) -> Result<Vec<Page>, IndexError> {
     if root.kind() != RepoKind::Pip {
         state.generated = match old.generated {
@@ -254,7 +262,7 @@ fn render_outputs(
         };
     }
     let pages = match root.kind() {
-        RepoKind::Pip => render::render(root, state),
+        RepoKind::Pip => render::render_parts(root, state, parts),
         RepoKind::Apt => crate::apt::render(state, &config.apt, config.signer.as_deref())?,
         RepoKind::Dnf => crate::dnf::render(state, config.signer.as_deref())?,
     };
@@ -407,6 +415,7 @@ mod tests {
                 now: self.now,
                 force: self.force,
                 dirty: &self.dirty,
+                parts: render::Parts::ALL,
             })
             .unwrap()
         }

@@ -16,7 +16,8 @@ use crate::config::IndexConfig;
 use crate::error::{IndexError, InspectError};
 use crate::inspect::{Inspections, inspect};
 use crate::plan::{Inspection, Output, Plan, PlanInput, RootListing, plan};
-use crate::root::RepoRoot;
+use crate::root::{RepoKind, RepoRoot};
+use crate::scope::ProjectScope;
 use crate::state::Rejected;
 use crate::state_io::{commit_state, ensure_unmoved, etag_value, load_state};
 
@@ -84,25 +85,35 @@ pub struct Indexer {
 }
 
 /// What carries from one attempt of a reindex to the next.
-struct Pass {
+pub(crate) struct Pass {
     /// Republish every page.
-    force_all: bool,
+    pub(crate) force_all: bool,
+    /// The one project of a pip root an event is about (`None`: the whole root).
+    pub(crate) project: Option<ProjectScope>,
     /// Pages written by earlier attempts of this call whose state did not stay committed:
     /// republished by the next attempt.
-    dirty: BTreeSet<String>,
-    /// The ETag of the state this call just committed, to read back.
-    expect: Option<String>,
+    pub(crate) dirty: BTreeSet<String>,
+    /// The state objects this call just committed and their ETags, to read back.
+    pub(crate) expect: Vec<(String, String)>,
     /// Files already inspected, by key (by the caller, or by an earlier attempt): not read
     /// again while their version matches.
-    inspected: Inspections,
+    pub(crate) inspected: Inspections,
 }
 
 impl Pass {
-    /// Verifying a commit: another state in its place means racing writers both passed the
-    /// precondition, and this call's pages may be the stale ones.
-    fn verify(&mut self, state_etag: Option<&str>) {
-        let Some(mine) = self.expect.take() else { return };
-        if state_etag.map(etag_value) == Some(etag_value(&mine)) {
+    /// Verifying a commit (`now`: the state objects as this attempt read them, key and ETag):
+    /// another state in the place of one this call committed means racing writers both passed
+    /// the precondition, and this call's pages may be the stale ones. One not read again
+    /// cannot be vouched for either.
+    pub(crate) fn verify(&mut self, now: &BTreeMap<String, Option<String>>) {
+        let mine = std::mem::take(&mut self.expect);
+        if mine.is_empty() {
+            return;
+        }
+        let kept = |(key, etag): &(String, String)| {
+            now.get(key).is_some_and(|found| found.as_deref().map(etag_value) == Some(etag_value(etag)))
+        };
+        if mine.iter().all(kept) {
             // Still this call's state: its pages went out before it, nothing to redo.
             self.dirty.clear();
         } else {
@@ -152,17 +163,40 @@ impl Indexer {
         self.run(root, false, known).await
     }
 
+    /// Bring one project of a pip root up to date (an event about one of its files): only its
+    /// files are listed, only its pages rendered; the whole root is reconciled instead when
+    /// its state and the store disagree. `known` as for [`Indexer::reindex_inspected`].
+    pub async fn reindex_project(
+        &self,
+        root: &RepoRoot,
+        project: &ProjectScope,
+        known: Inspections,
+    ) -> Result<ReindexReport, IndexError> {
+        self.run_scoped(root, Some(project.clone()), false, known).await
+    }
+
     /// A lost commit race is retried; the retry republishes every page this call wrote before,
     /// since those may have overwritten the winner's newer pages. On a store whose conditional
     /// writes are not atomic ([`ConditionalWrites::Verify`]) a commit is read back: if another
     /// writer's state replaced it, or the listing holds files it lacks, the loop goes on.
     #[tracing::instrument(skip_all, fields(root = %root, force))]
     async fn run(&self, root: &RepoRoot, force: bool, known: Inspections) -> Result<ReindexReport, IndexError> {
+        self.run_scoped(root, None, force, known).await
+    }
+
+    async fn run_scoped(
+        &self,
+        root: &RepoRoot,
+        project: Option<ProjectScope>,
+        force: bool,
+        known: Inspections,
+    ) -> Result<ReindexReport, IndexError> {
         let mode = self.store.conditional_writes();
         if mode == ConditionalWrites::Unsupported {
             return Err(IndexError::UnsafeStore(self.store.describe()));
         }
-        let mut pass = Pass { force_all: force, dirty: BTreeSet::new(), expect: None, inspected: known };
+        let project = project.filter(|_| !force && root.kind() == RepoKind::Pip);
+        let mut pass = Pass { force_all: force, project, dirty: BTreeSet::new(), expect: Vec::new(), inspected: known };
         let mut total = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
         for attempt in 1..=self.max_attempts {
             total.attempts = attempt;
@@ -179,7 +213,7 @@ impl Indexer {
                 }
                 Err(IndexError::Store(e)) if e.is_conflict() => {
                     tracing::debug!(attempt, "state moved under us; retrying");
-                    pass.expect = None;
+                    pass.expect.clear();
                     tokio::time::sleep(backoff(attempt)).await;
                 }
                 Err(e) => return Err(e),
@@ -189,9 +223,17 @@ impl Indexer {
     }
 
     async fn attempt(&self, root: &RepoRoot, pass: &mut Pass) -> Result<ReindexReport, IndexError> {
+        if root.kind() == RepoKind::Pip {
+            if let Some(project) = pass.project.clone()
+                && let Some(report) = self.attempt_project(root, &project, pass).await?
+            {
+                return Ok(report);
+            }
+            return self.attempt_split(root, pass).await;
+        }
         let store = self.store.as_ref();
         let (old, state_etag) = load_state(store, root).await?;
-        pass.verify(state_etag.as_deref());
+        pass.verify(&BTreeMap::from([(root.state_key().to_string(), state_etag.clone())]));
         let (package_prefix, recursive) = root.package_prefix();
         let listing = RootListing::new(root, store.list_all(&package_prefix, !recursive).await?.objects);
         // Nothing to index and never indexed: a root that was deleted (a run removed by gc or
@@ -212,6 +254,7 @@ impl Indexer {
             now: jiff::Timestamp::now().as_second(),
             force: pass.force_all,
             dirty: &pass.dirty,
+            parts: crate::render::Parts::ALL,
         })?;
         if unchanged {
             return Ok(report);
@@ -225,7 +268,8 @@ impl Indexer {
         for outputs in writes.into_values() {
             report.written.extend(self.publish(outputs).await?);
         }
-        pass.expect = Some(commit_state(store, root, &state, state_etag).await?);
+        let etag = commit_state(store, root, &state, state_etag).await?;
+        pass.expect.push((root.state_key().to_string(), etag));
         report.committed = true;
         report.deleted = self.delete_stale(&deletes).await;
         Ok(report)
@@ -233,7 +277,7 @@ impl Indexer {
 
     /// Inspect `todo` (name, listed object), `known` first: what each holds, by name. Files
     /// deleted since the listing are left out; any other store error fails the attempt.
-    async fn inspect_unknown(
+    pub(crate) async fn inspect_unknown(
         &self,
         todo: Vec<(String, quarry_store::ObjectMeta)>,
         known: &mut Inspections,
@@ -270,7 +314,10 @@ impl Indexer {
     }
 
     /// The reason each marker gives (empty when the marker is gone), by the file it yanks.
-    async fn read_yank_reasons(&self, markers: Vec<(String, Key)>) -> Result<BTreeMap<String, String>, IndexError> {
+    pub(crate) async fn read_yank_reasons(
+        &self,
+        markers: Vec<(String, Key)>,
+    ) -> Result<BTreeMap<String, String>, IndexError> {
         let mut reasons = BTreeMap::new();
         for (target, marker) in markers {
             let size = match self.store.head(&marker).await {
@@ -288,7 +335,7 @@ impl Indexer {
     }
 
     /// Write derived outputs concurrently; the keys written, in order.
-    async fn publish(&self, outputs: Vec<Output>) -> Result<Vec<String>, IndexError> {
+    pub(crate) async fn publish(&self, outputs: Vec<Output>) -> Result<Vec<String>, IndexError> {
         // In batches (one blocking task and one lock each on a local store), as many batches
         // in flight as there were single puts: a handful of outputs still go one per batch.
         let size = outputs.len().div_ceil(PUBLISH_CONCURRENCY).clamp(1, PUBLISH_BATCH);
@@ -316,7 +363,7 @@ impl Indexer {
     /// Delete outputs the committed state no longer lists (removed projects, removed wheels'
     /// sidecars) and retired ones past their grace period; the keys deleted. Best effort: an
     /// orphan is harmless, a failure here must not fail the commit.
-    async fn delete_stale(&self, stale: &[String]) -> Vec<String> {
+    pub(crate) async fn delete_stale(&self, stale: &[String]) -> Vec<String> {
         let mut deleted = Vec::new();
         for stale in stale {
             let Ok(key) = Key::new(stale.clone()) else {
@@ -465,12 +512,13 @@ mod tests {
         assert!(first.committed);
         assert_eq!(first.added.len(), 2);
 
-        // Nothing changed: one state read, one listing, no writes.
+        // Nothing changed: the manifest and the one project's state read, the root and the
+        // project states listed, no writes.
         let before = counting.counts();
         let again = indexer.reindex(&root).await.unwrap();
         let delta = counting.counts();
         assert!(!again.committed);
-        assert_eq!((delta.get - before.get, delta.list - before.list, delta.put - before.put), (1, 1, 0));
+        assert_eq!((delta.get - before.get, delta.list - before.list, delta.put - before.put), (2, 2, 0));
 
         // One more wheel: only its entry is computed, and only affected pages are written.
         let (name, data) = wheel("beta", "0.1", 100);
@@ -647,26 +695,38 @@ mod tests {
         }
     }
 
-    /// The lost update such a store allows, made deterministic: a slow indexer reads the
-    /// state, lists one file, passes its precondition check; a fast one indexes a second file
-    /// and commits; then the slow one's write lands on top.
+    /// The lost update such a store allows, made deterministic: a slow indexer reads a
+    /// project's state, lists one new file, passes its precondition check; a fast one indexes
+    /// a second file of the same project and commits; then the slow one's write lands on top.
+    /// (Without a find-links page, neither event writes the root's manifest.)
     async fn lost_update(declared: ConditionalWrites) -> crate::CheckReport {
         let memory = Arc::new(MemoryStore::default());
+        let config = IndexConfig { find_links: Some(false), ..IndexConfig::default() };
         let slow: Arc<dyn Store> =
             Arc::new(NonAtomicConditions::new(memory.clone(), Duration::from_millis(300)).declaring(declared));
         let fast: Arc<dyn Store> =
             Arc::new(NonAtomicConditions::new(memory.clone(), Duration::from_millis(1)).declaring(declared));
         let root = RepoRoot::new(ROOT).unwrap();
-        let (first, data) = wheel("first", "1.0", 64);
+        let (zeroth, data) = wheel("second", "0.1", 64);
+        put(memory.as_ref(), &zeroth, data).await;
+        Indexer::new(memory.clone()).with_config(config.clone()).reindex(&root).await.unwrap();
+        let (first, data) = wheel("second", "0.9", 64);
         put(memory.as_ref(), &first, data).await;
+        let project = crate::ProjectScope::for_file(&first).unwrap();
         let slow_run = tokio::spawn({
-            let root = root.clone();
-            async move { Indexer::new(slow).reindex(&root).await.unwrap() }
+            let (root, project, config) = (root.clone(), project.clone(), config.clone());
+            async move {
+                Indexer::new(slow)
+                    .with_config(config)
+                    .reindex_project(&root, &project, Inspections::default())
+                    .await
+                    .unwrap()
+            }
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         let (second, data) = wheel("second", "1.0", 64);
         put(memory.as_ref(), &second, data).await;
-        Indexer::new(fast).reindex(&root).await.unwrap();
+        Indexer::new(fast).with_config(config).reindex_project(&root, &project, Inspections::default()).await.unwrap();
         let slow_report = slow_run.await.unwrap();
         assert!(slow_report.committed);
         crate::check(memory.as_ref(), &root).await.unwrap()
@@ -681,7 +741,7 @@ mod tests {
         );
         let verifying = lost_update(ConditionalWrites::Verify).await;
         assert!(verifying.is_clean(), "{verifying}");
-        assert_eq!(verifying.files, 2);
+        assert_eq!(verifying.files, 3);
     }
 
     #[tokio::test]

@@ -240,77 +240,207 @@ fn render_json(v: &impl Serialize) -> Vec<u8> {
     out
 }
 
+/// Which of a root's pages to render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts {
+    /// The simple root (`simple/index.html`, `simple/index.json`).
+    pub simple_root: bool,
+    /// The find-links `index.html` (a per-root option).
+    pub find_links: bool,
+}
+
+impl Parts {
+    /// Every page.
+    pub const ALL: Self = Self { simple_root: true, find_links: true };
+    /// Only the projects' own pages (and their releases' `-variants.json`).
+    pub const PROJECTS: Self = Self { simple_root: false, find_links: false };
+}
+
 /// Render every page for `state` under `root`, in publish order: each variant release's
 /// `{name}-{version}-variants.json` (linked beside its wheels), project pages, then the
 /// simple root, then the find-links page.
 pub fn render(root: &RepoRoot, state: &RepoState) -> Vec<Page> {
+    render_parts(root, state, Parts::ALL)
+}
+
+/// [`render`], only the pages `parts` names beside the projects' own.
+pub fn render_parts(root: &RepoRoot, state: &RepoState, parts: Parts) -> Vec<Page> {
     let variants = variants_files(state);
-    let mut projects = group(state);
+    let projects = with_variants(state, &variants);
     let mut pages = Vec::with_capacity(projects.len() * 2 + 3 + variants.len());
-    for file in &variants {
+    pages.extend(variants.iter().map(|file| file.page.clone()));
+    for project in projects.values() {
+        pages.extend(project_pages(project));
+    }
+    if parts.simple_root {
+        let names: Vec<&str> = projects.keys().map(PackageName::as_str).collect();
+        pages.extend(simple_root_pages(&names));
+    }
+    if parts.find_links {
+        pages.push(find_links_page(root, &projects));
+    }
+    pages
+}
+
+/// [`group`], each release's `-variants.json` beside its files.
+fn with_variants<'a>(state: &'a RepoState, variants: &'a [VariantsFile]) -> BTreeMap<PackageName, Project<'a>> {
+    let mut projects = group(state);
+    for file in variants {
         if let Some(project) = projects.get_mut(&file.name) {
             project.files.push((file.version.clone(), &file.entry));
             project.sort();
         }
-        pages.push(file.page.clone());
     }
-    for project in projects.values() {
-        let name = project.name.as_str();
-        let files: Vec<FileView<'_>> = project.files.iter().map(|(_, e)| view(e, "../../")).collect();
-        pages.push(Page::new(
-            simple_project_html(&project.name),
-            render_html(&SimpleProjectPage { name, files }),
-            Stage::Index,
-            HTML,
-        ));
-        let mut versions: Vec<&Version> = project.files.iter().map(|(v, _)| v).collect();
-        versions.dedup();
-        let json = JsonProject {
-            meta: Meta { api_version: API_VERSION },
-            name,
-            versions: versions.into_iter().map(ToString::to_string).collect(),
-            files: project
-                .files
-                .iter()
-                .map(|(_, e)| JsonFile {
-                    filename: &e.filename,
-                    url: format!("../../{}", utf8_percent_encode(&e.filename, HREF_SEGMENT)),
-                    hashes: BTreeMap::from([("sha256", e.sha256.as_str())]),
-                    requires_python: e.requires_python.as_deref(),
-                    core_metadata: e.core_metadata_sha256.as_deref().map(|h| BTreeMap::from([("sha256", h)])),
-                    yanked: e.yanked.as_ref().map(|r| {
-                        if r.is_empty() { serde_json::Value::Bool(true) } else { serde_json::Value::String(r.clone()) }
-                    }),
-                    size: e.size,
-                    upload_time: &e.upload_time,
-                    quarry_source_run: e.source.as_ref().map(|p| p.run.as_str()),
-                    quarry_source_platform: e.source.as_ref().map(|p| p.platform.as_str()),
-                    quarry_source_commit: e.source.as_ref().and_then(|p| p.commit.as_deref()),
-                })
-                .collect(),
-        };
-        pages.push(Page::new(simple_project_json(&project.name), render_json(&json), Stage::Index, PEP691_JSON));
+    projects
+}
+
+/// A project's PEP 503 and PEP 691 pages.
+fn project_pages(project: &Project<'_>) -> [Page; 2] {
+    let name = project.name.as_str();
+    let files: Vec<FileView<'_>> = project.files.iter().map(|(_, e)| view(e, "../../")).collect();
+    let html = Page::new(
+        simple_project_html(&project.name),
+        render_html(&SimpleProjectPage { name, files }),
+        Stage::Index,
+        HTML,
+    );
+    let mut versions: Vec<&Version> = project.files.iter().map(|(v, _)| v).collect();
+    versions.dedup();
+    let json = JsonProject {
+        meta: Meta { api_version: API_VERSION },
+        name,
+        versions: versions.into_iter().map(ToString::to_string).collect(),
+        files: project.files.iter().map(|(_, e)| json_file(e)).collect(),
+    };
+    [html, Page::new(simple_project_json(&project.name), render_json(&json), Stage::Index, PEP691_JSON)]
+}
+
+fn json_file(e: &Entry) -> JsonFile<'_> {
+    JsonFile {
+        filename: &e.filename,
+        url: format!("../../{}", utf8_percent_encode(&e.filename, HREF_SEGMENT)),
+        hashes: BTreeMap::from([("sha256", e.sha256.as_str())]),
+        requires_python: e.requires_python.as_deref(),
+        core_metadata: e.core_metadata_sha256.as_deref().map(|h| BTreeMap::from([("sha256", h)])),
+        yanked: e
+            .yanked
+            .as_ref()
+            .map(|r| if r.is_empty() { serde_json::Value::Bool(true) } else { serde_json::Value::String(r.clone()) }),
+        size: e.size,
+        upload_time: &e.upload_time,
+        quarry_source_run: e.source.as_ref().map(|p| p.run.as_str()),
+        quarry_source_platform: e.source.as_ref().map(|p| p.platform.as_str()),
+        quarry_source_commit: e.source.as_ref().and_then(|p| p.commit.as_deref()),
     }
-    let names: Vec<&str> = projects.keys().map(PackageName::as_str).collect();
-    pages.push(Page::new(
+}
+
+/// The simple root's HTML and JSON pages listing `names` (normalized, sorted).
+pub fn simple_root_pages(names: &[&str]) -> [Page; 2] {
+    let html = Page::new(
         SIMPLE_ROOT_HTML.into(),
-        render_html(&SimpleRootPage { projects: names.clone() }),
+        render_html(&SimpleRootPage { projects: names.to_vec() }),
         Stage::Pointer,
         HTML,
-    ));
+    );
     let json_root = JsonRoot {
         meta: Meta { api_version: API_VERSION },
         projects: names.iter().map(|name| JsonProjectName { name }).collect(),
     };
-    pages.push(Page::new(SIMPLE_ROOT_JSON.into(), render_json(&json_root), Stage::Pointer, PEP691_JSON));
+    [html, Page::new(SIMPLE_ROOT_JSON.into(), render_json(&json_root), Stage::Pointer, PEP691_JSON)]
+}
+
+fn find_links_page(root: &RepoRoot, projects: &BTreeMap<PackageName, Project<'_>>) -> Page {
     let all: Vec<FileView<'_>> = projects.values().flat_map(|p| p.files.iter().map(|(_, e)| view(e, ""))).collect();
-    pages.push(Page::new(
-        FIND_LINKS.into(),
-        render_html(&FindLinksPage { title: root.as_str(), files: all }),
-        Stage::Pointer,
-        HTML,
-    ));
-    pages
+    Page::new(FIND_LINKS.into(), render_html(&FindLinksPage { title: root.as_str(), files: all }), Stage::Pointer, HTML)
+}
+
+/// The project names a stored `simple/index.json` lists, if it is one this module rendered.
+pub fn simple_root_names(json: &[u8]) -> Option<Vec<String>> {
+    #[derive(serde::Deserialize)]
+    struct Root {
+        projects: Vec<Name>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Name {
+        name: String,
+    }
+    let root: Root = serde_json::from_slice(json).ok()?;
+    Some(root.projects.into_iter().map(|p| p.name).collect())
+}
+
+/// The project a file of a pip root belongs to: a distribution's, or a release's
+/// `-variants.json`'s.
+pub fn file_project(filename: &str) -> Option<PackageName> {
+    if let Some(stem) = filename.strip_suffix("-variants.json") {
+        let (name, _) = stem.rsplit_once('-')?;
+        return PackageName::new(name).ok();
+    }
+    filename.parse::<DistFilename>().ok().map(|d| d.name().clone())
+}
+
+/// The file name a find-links row links, if `line` is a row.
+fn row_filename(line: &str) -> Option<&str> {
+    let rest = line.trim_start().strip_prefix("<a href=")?;
+    let text = rest.strip_suffix("</a><br/>")?;
+    let (_, name) = text.rsplit_once('>')?;
+    (!name.contains('&')).then_some(name)
+}
+
+/// A stored find-links page (`current`, rendered by this module) with `project`'s rows
+/// replaced by those of `state` (which holds `project`'s entries only): the page a full render
+/// would give, without reading the other projects. `None` when `current` is not such a page.
+pub fn splice_find_links(root: &RepoRoot, current: &str, project: &PackageName, state: &RepoState) -> Option<Page> {
+    let rebuilt = current.lines().collect::<Vec<_>>().join("\n") + "\n";
+    if rebuilt != current {
+        return None;
+    }
+    let variants = variants_files(state);
+    let projects = with_variants(state, &variants);
+    if projects.keys().any(|name| name != project) {
+        return None;
+    }
+    let mine = find_links_page(root, &projects);
+    let mine = std::str::from_utf8(&mine.body).ok()?;
+    let empty = find_links_page(root, &BTreeMap::new());
+    let empty = std::str::from_utf8(&empty.body).ok()?;
+    // Header and footer: the lines of an empty page around its (absent) rows.
+    let (head, foot) = split_rows(empty)?;
+    let (cur_head, cur_foot) = split_rows(current)?;
+    if cur_head.len() != head.len() || cur_foot.len() != foot.len() {
+        return None;
+    }
+    let new_rows: Vec<&str> = mine.lines().filter(|l| row_filename(l).is_some()).collect();
+    let mut out: Vec<&str> = head.clone();
+    let mut placed = false;
+    for line in &current.lines().collect::<Vec<_>>()[head.len()..current.lines().count() - foot.len()] {
+        let other = file_project(row_filename(line)?)?;
+        if other == *project {
+            continue;
+        }
+        if !placed && other > *project {
+            out.extend(&new_rows);
+            placed = true;
+        }
+        out.push(line);
+    }
+    if !placed {
+        out.extend(&new_rows);
+    }
+    out.extend(foot);
+    let mut body = out.join("\n");
+    body.push('\n');
+    Some(Page::new(FIND_LINKS.into(), body.into_bytes(), Stage::Pointer, HTML))
+}
+
+/// The lines before the first row and after the last one of a find-links page.
+fn split_rows(page: &str) -> Option<(Vec<&str>, Vec<&str>)> {
+    let lines: Vec<&str> = page.lines().collect();
+    let head = lines.iter().position(|l| l.trim_start().starts_with("<h1>"))? + 1;
+    let foot = lines.iter().rposition(|l| l.trim() == "</body>")?;
+    if foot < head || lines[head..foot].iter().any(|l| row_filename(l).is_none()) {
+        return None;
+    }
+    Some((lines[..head].to_vec(), lines[foot..].to_vec()))
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ const OUTPUT_NAMES: &[&str] = &[
     "repodata",
     "by-hash",
     STATE_NAME,
+    ".quarry-index",
     APT_STATE_NAME,
     DNF_STATE_NAME,
     crate::listing::LISTING_CACHE,

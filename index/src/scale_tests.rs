@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use quarry_store::{CountingStore, Key, MemoryStore, OpCounts, PutOptions, Store, StoreExt};
+use quarry_store::{CountingStore, Key, MemoryStore, OpCounts, PutOptions, Store, StoreExt, sha256_hex};
 
 use crate::{Indexer, RepoRoot};
 
@@ -136,19 +136,28 @@ async fn stored_outputs(store: &dyn Store, state: &crate::RepoState) -> std::col
 /// incremental reindex; then a reindex from scratch (state and outputs removed) must find the
 /// same entries, and rendering them must give every stored page byte for byte.
 async fn random_history_matches_a_full_reindex(kind: &str, root: &str, seed: u64) {
+    random_history(kind, root, seed, None).await;
+}
+
+/// [`random_history_matches_a_full_reindex`] with `events`: each change refreshed as its event
+/// would ([`Scope::for_key`]: one project of a pip root), never the whole root, with the
+/// find-links page on or off.
+async fn random_history(kind: &str, root: &str, seed: u64, events: Option<bool>) {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
     let repo = RepoRoot::new(root).unwrap();
-    let indexer = Indexer::new(store.clone());
+    let config = crate::IndexConfig { find_links: events, ..crate::IndexConfig::default() };
+    let indexer = Indexer::new(store.clone()).with_config(config.clone());
     let mut rng = Rng(seed);
     let mut live: Vec<String> = Vec::new();
     for step in 0..40 {
         let key = |name: &str| Key::new(format!("{root}{name}")).unwrap();
         let op = if live.is_empty() { 0 } else { rng.below(10) };
-        match op {
+        let changed = match op {
             0..=5 => {
                 let (name, body) = package(kind, rng.below(12), step);
                 store.put_bytes(&key(&name), Bytes::from(body), PutOptions::default()).await.unwrap();
-                live.push(name);
+                live.push(name.clone());
+                key(&name)
             }
             6 | 7 if kind == "pip" => {
                 let target = &live[rng.below(live.len())];
@@ -159,17 +168,25 @@ async fn random_history_matches_a_full_reindex(kind: &str, root: &str, seed: u64
                     let reason = Bytes::from(format!("bad build {step}"));
                     store.put_bytes(&marker, reason, PutOptions::default()).await.unwrap();
                 }
+                marker
             }
             _ => {
                 let gone = live.swap_remove(rng.below(live.len()));
                 store.delete(&key(&gone)).await.unwrap();
+                key(&gone)
             }
-        }
-        if rng.below(3) > 0 {
+        };
+        if events.is_some() {
+            let scope = crate::Scope::for_key(&changed).unwrap();
+            assert!(matches!(scope, crate::Scope::Project(..)), "{changed}");
+            indexer.refresh(&scope).await.unwrap();
+        } else if rng.below(3) > 0 {
             indexer.reindex(&repo).await.unwrap();
         }
     }
-    indexer.reindex(&repo).await.unwrap();
+    if events.is_none() {
+        indexer.reindex(&repo).await.unwrap();
+    }
     let incremental = crate::read_state(store.as_ref(), &repo).await.unwrap().unwrap();
     assert!(!incremental.entries.is_empty(), "{kind}: seed {seed} leaves nothing to compare");
     let pages = stored_outputs(store.as_ref(), &incremental).await;
@@ -181,7 +198,10 @@ async fn random_history_matches_a_full_reindex(kind: &str, root: &str, seed: u64
     for key in outputs {
         store.delete(&Key::new(key).unwrap()).await.unwrap();
     }
-    let report = Indexer::new(store.clone()).reindex(&repo).await.unwrap();
+    for object in store.list_all(&format!("{root}{}", crate::PROJECTS_DIR), false).await.unwrap().objects {
+        store.delete(&object.key).await.unwrap();
+    }
+    let report = Indexer::new(store.clone()).with_config(config).reindex(&repo).await.unwrap();
     assert!(report.committed, "{kind}: {report}; {} live, {} indexed", live.len(), incremental.entries.len());
     let mut scratch = crate::read_state(store.as_ref(), &repo).await.unwrap().unwrap();
     assert_eq!(scratch.entries, incremental.entries, "{kind}: entries differ after seed {seed}");
@@ -194,8 +214,11 @@ async fn random_history_matches_a_full_reindex(kind: &str, root: &str, seed: u64
     // Release `Date` and repomd `revision` come from the generation time: the same one.
     scratch.generated = incremental.generated;
     let config = crate::IndexConfig::default();
+    let find_links = events.unwrap_or(true);
     let rendered = match repo.kind() {
-        crate::RepoKind::Pip => crate::render(&repo, &scratch),
+        crate::RepoKind::Pip => {
+            crate::render::render_parts(&repo, &scratch, crate::render::Parts { simple_root: true, find_links })
+        }
         crate::RepoKind::Apt => crate::apt::render(&scratch, &config.apt, None).unwrap(),
         crate::RepoKind::Dnf => crate::dnf::render(&scratch, None).unwrap(),
     };
@@ -215,6 +238,15 @@ async fn random_pip_histories_render_what_a_full_reindex_renders() {
 }
 
 #[tokio::test]
+async fn random_pip_event_histories_render_what_a_full_reindex_renders() {
+    for seed in [1, 7, 42, 99] {
+        for find_links in [true, false] {
+            random_history("pip", "7-linux/python/", seed, Some(find_links)).await;
+        }
+    }
+}
+
+#[tokio::test]
 async fn random_apt_histories_render_what_a_full_reindex_renders() {
     for seed in [1, 7, 42] {
         random_history_matches_a_full_reindex("apt", DEB_ROOT, seed).await;
@@ -226,4 +258,103 @@ async fn random_dnf_histories_render_what_a_full_reindex_renders() {
     for seed in [1, 7, 42] {
         random_history_matches_a_full_reindex("dnf", RPM_ROOT, seed).await;
     }
+}
+
+/// Puts made into every test root before the files measured, so the memory store's ETags
+/// (`{sha}-{generation}`) of those files have as many digits whatever the root's size.
+const GENERATIONS: usize = 30_000;
+const PIP_ROOT: &str = "7-linux/python/";
+
+/// A pip root of `size` files: `size - 10` placeholder files of `size / 10 - 1` projects,
+/// indexed from a state written directly (as an older Quarry left it), and ten real wheels of
+/// project `target`; then split by a whole-root reindex.
+async fn pip_root(size: usize, config: &crate::IndexConfig) -> Arc<MemoryStore> {
+    let memory = Arc::new(MemoryStore::default());
+    let repo = RepoRoot::new(PIP_ROOT).unwrap();
+    let mut puts = 0;
+    for i in 0..size - 10 {
+        let key = Key::new(format!("{PIP_ROOT}bulk{:05}-1.{}-py3-none-any.whl", i / 10, i % 10)).unwrap();
+        memory.put_bytes(&key, Bytes::from_static(b"placeholder"), PutOptions::default()).await.unwrap();
+        puts += 1;
+    }
+    let mut state = crate::RepoState::empty();
+    for object in memory.list_all(PIP_ROOT, true).await.unwrap().objects {
+        let filename = object.key.filename().to_owned();
+        let entry = crate::Entry {
+            sha256: sha256_hex(filename.as_bytes()),
+            ..crate::Entry::stored(&object, &object, String::new())
+        };
+        state.entries.insert(filename, entry);
+    }
+    let body = Bytes::from(serde_json::to_vec(&state).unwrap());
+    memory.put_bytes(&repo.state_key(), body, PutOptions::default()).await.unwrap();
+    let pad = Key::new("pad").unwrap();
+    while puts < GENERATIONS {
+        memory.put_bytes(&pad, Bytes::new(), PutOptions::default()).await.unwrap();
+        puts += 1;
+    }
+    for v in 0..10 {
+        put(memory.as_ref(), PIP_ROOT, wheel("target", &format!("1.{v}"))).await;
+    }
+    let report = Indexer::new(memory.clone()).with_config(config.clone()).reindex(&repo).await.unwrap();
+    assert_eq!(report.added.len(), 10, "{report}");
+    memory
+}
+
+/// Every object's ETag and size, by key.
+async fn snapshot(store: &dyn Store) -> std::collections::BTreeMap<String, (String, u64)> {
+    let objects = store.list_all("", false).await.unwrap().objects;
+    objects.into_iter().map(|o| (o.key.to_string(), (o.etag, o.size))).collect()
+}
+
+/// The store operations of `+1 wheel` of project `target` (its own event, [`crate::Scope::for_key`])
+/// into a pip root of `size` files, and the bytes written by key.
+async fn plus_one_wheel(size: usize, find_links: bool) -> (OpCounts, std::collections::BTreeMap<String, u64>) {
+    let config = crate::IndexConfig { find_links: Some(find_links), ..crate::IndexConfig::default() };
+    let memory = pip_root(size, &config).await;
+    let (name, body) = wheel("target", "2.0");
+    let key = Key::new(format!("{PIP_ROOT}{name}")).unwrap();
+    memory.put_bytes(&key, Bytes::from(body), PutOptions::default()).await.unwrap();
+    let before = snapshot(memory.as_ref()).await;
+    let counting = Arc::new(CountingStore::new(memory.clone()));
+    let scope = crate::Scope::for_key(&key).unwrap();
+    let crate::Refreshed::Root(report) =
+        Indexer::new(counting.clone()).with_config(config).refresh(&scope).await.unwrap()
+    else {
+        panic!("not a root");
+    };
+    assert_eq!(report.added, [name], "{report}");
+    let counts = counting.counts();
+    let after = snapshot(memory.as_ref()).await;
+    let written = after.into_iter().filter(|(k, v)| before.get(k) != Some(v)).map(|(k, (_, size))| (k, size)).collect();
+    let audit = crate::check(memory.as_ref(), &RepoRoot::new(PIP_ROOT).unwrap()).await.unwrap();
+    assert!(audit.is_clean() && audit.files == size + 1, "{audit}");
+    (counts, written)
+}
+
+async fn assert_pip_constant(find_links: bool) {
+    let (small, small_written) = plus_one_wheel(1_000, find_links).await;
+    let (big, big_written) = plus_one_wheel(20_000, find_links).await;
+    let costs = format!("+1 wheel into 1,000: {small}, {small_written:?}; into 20,000: {big}, {big_written:?}");
+    tracing::info!("{costs}");
+    assert_eq!(small, big, "store operations grow with the root: {costs}");
+    assert!(big.total() <= 16, "{costs}");
+    let find_links_page = format!("{PIP_ROOT}index.html");
+    assert_eq!(small_written.contains_key(&find_links_page), find_links, "{costs}");
+    let without = |written: &std::collections::BTreeMap<String, u64>| {
+        written.iter().filter(|(k, _)| **k != find_links_page).map(|(k, v)| (k.clone(), *v)).collect::<Vec<_>>()
+    };
+    assert_eq!(without(&small_written), without(&big_written), "bytes written grow with the root: {costs}");
+    let state: u64 = without(&big_written).iter().filter(|(k, _)| k.contains(".quarry-index")).map(|(_, v)| v).sum();
+    assert!(state <= 64 * 1024, "{costs}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_more_wheel_costs_the_same_at_1000_and_20000_files_without_find_links() {
+    assert_pip_constant(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_more_wheel_costs_the_same_at_1000_and_20000_files_but_the_find_links_page() {
+    assert_pip_constant(true).await;
 }

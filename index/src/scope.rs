@@ -4,20 +4,59 @@
 
 use std::fmt;
 
+use quarry_packaging::{DistFilename, PackageName};
 use quarry_store::Key;
 
 use crate::error::IndexError;
 use crate::listing::{LISTING_PAGE, ListingDir, ListingReport, update_listing};
 use crate::plan::YANK_SUFFIX;
 use crate::publish::{Indexer, ReindexReport};
-use crate::root::RepoRoot;
+use crate::root::{RepoKind, RepoRoot};
+
+/// One project of a pip root, as an event names it: its normalized name and the spelling of
+/// the name at the start of the event's file name (the prefix its files are listed under).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProjectScope {
+    name: String,
+    spelling: String,
+}
+
+impl ProjectScope {
+    /// The project of a distribution file named `filename` (a wheel, an sdist), if it is one.
+    pub fn for_file(filename: &str) -> Option<Self> {
+        let name = filename.parse::<DistFilename>().ok()?.name().as_str().to_owned();
+        let spelling = spelling(filename, &name)?.to_owned();
+        Some(Self { name, spelling })
+    }
+
+    /// The normalized project name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How the event's file spells the name (a prefix of its file name).
+    pub fn spelling(&self) -> &str {
+        &self.spelling
+    }
+}
+
+/// The prefix of `filename` before a `-` that normalizes to `name`: how the file spells its
+/// project's name (wheel and sdist names start with it).
+pub(crate) fn spelling<'a>(filename: &'a str, name: &str) -> Option<&'a str> {
+    filename
+        .match_indices('-')
+        .map(|(i, _)| &filename[..i])
+        .find(|prefix| PackageName::new(prefix).is_ok_and(|p| p.as_str() == name))
+}
 
 /// What one refresh brings up to date.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Scope {
-    /// A repo root: pip (a distribution file or yank marker changed), apt (a `.deb` under
-    /// `pool/`) or dnf (an `.rpm`).
+    /// A repo root, all of it: pip (a full reconciliation), apt (a `.deb` under `pool/`
+    /// changed) or dnf (an `.rpm`).
     Root(RepoRoot),
+    /// One project of a pip root (one of its distribution files or yank markers changed).
+    Project(RepoRoot, ProjectScope),
     /// A run directory's artifact listing (an artifact, log or checksum changed).
     Listing(ListingDir),
 }
@@ -29,15 +68,23 @@ impl Scope {
     /// trigger it.
     pub fn for_key(key: &Key) -> Option<Self> {
         if let Some(root) = RepoRoot::for_key(key) {
-            return Some(Self::Root(root));
+            return Some(Self::for_file(root, key));
         }
         if let Some(target) = key.as_str().strip_suffix(YANK_SUFFIX)
             && let Ok(target) = Key::new(target)
             && let Some(root) = RepoRoot::for_key(&target)
         {
-            return Some(Self::Root(root));
+            return Some(Self::for_file(root, &target));
         }
         ListingDir::for_key(key).map(Self::Listing)
+    }
+
+    /// A pip file's project (the whole root when its name does not parse), any other root.
+    fn for_file(root: RepoRoot, key: &Key) -> Self {
+        match ProjectScope::for_file(key.filename()) {
+            Some(project) if root.kind() == RepoKind::Pip => Self::Project(root, project),
+            _ => Self::Root(root),
+        }
     }
 
     /// Every scope a change at `key` makes stale: [`Scope::for_key`], and for a listing each
@@ -53,7 +100,7 @@ impl Scope {
     /// The repo root, when this scope is one.
     pub fn root(&self) -> Option<&RepoRoot> {
         match self {
-            Self::Root(root) => Some(root),
+            Self::Root(root) | Self::Project(root, _) => Some(root),
             Self::Listing(_) => None,
         }
     }
@@ -63,7 +110,7 @@ impl fmt::Display for Scope {
     /// `12345-linux/python/` for a root, `12345-linux/index.html` for a listing.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Root(root) => write!(f, "{root}"),
+            Self::Root(root) | Self::Project(root, _) => write!(f, "{root}"),
             Self::Listing(dir) => write!(f, "{dir}{LISTING_PAGE}"),
         }
     }
@@ -99,6 +146,10 @@ impl Indexer {
     pub async fn refresh_with(&self, scope: &Scope, force: bool) -> Result<Refreshed, IndexError> {
         match scope {
             Scope::Root(root) => self.reindex_with(root, force).await.map(Refreshed::Root),
+            Scope::Project(root, _) if force => self.reindex_with(root, force).await.map(Refreshed::Root),
+            Scope::Project(root, project) => {
+                self.reindex_project(root, project, crate::Inspections::default()).await.map(Refreshed::Root)
+            }
             Scope::Listing(dir) => Ok(Refreshed::Listing(update_listing(self.store().as_ref(), dir).await?)),
         }
     }

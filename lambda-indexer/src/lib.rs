@@ -335,7 +335,9 @@ impl<S: Stores> Handler<S> {
                 }
             }
         }
+        // Several projects of one root are refreshed apart; the root is named once.
         summary.reindexed.sort();
+        summary.reindexed.dedup();
         summary
     }
 }

@@ -20,6 +20,11 @@ pub(crate) struct IndexArgs {
     /// Republish every page even where the state says nothing changed.
     #[arg(long)]
     force: bool,
+    /// Only what a change at this key makes stale, as its store event would (one project of a
+    /// pip root, a run's listings, …); repeatable. Without it every root under `--prefix` is
+    /// reconciled whole (listed entirely, every project's state read).
+    #[arg(long = "key", value_name = "KEY", conflicts_with = "check")]
+    keys: Vec<String>,
     /// Change nothing: audit each root as a client sees it (every link resolves, every
     /// advertised `.metadata` exists, every file in the listing is on the pages) and exit
     /// non-zero on any problem.
@@ -37,9 +42,18 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
     let store = Arc::new(CountingStore::new(inner));
     let started = std::time::Instant::now();
     // A prefix naming one pip root is that root: no need to list everything below it first.
-    let scopes = match RepoRoot::new(&args.prefix) {
-        Ok(root) => BTreeSet::from([Scope::Root(root)]),
-        Err(_) => discover_scopes(store.as_ref(), &args.prefix).await?,
+    let scopes = if !args.keys.is_empty() {
+        let mut scopes = BTreeSet::new();
+        for key in &args.keys {
+            let key = quarry_store::Key::new(key.as_str()).with_context(|| format!("--key {key}"))?;
+            scopes.extend(Scope::affected_by(&key));
+        }
+        scopes
+    } else {
+        match RepoRoot::new(&args.prefix) {
+            Ok(root) => BTreeSet::from([Scope::Root(root)]),
+            Err(_) => discover_scopes(store.as_ref(), &args.prefix).await?,
+        }
     };
     if args.check {
         return check(&args, store.as_ref(), scopes.iter().filter_map(Scope::root)).await;
