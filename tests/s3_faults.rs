@@ -60,8 +60,9 @@ async fn injected_faults_and_a_crash_converge_without_dangling_links() {
     assert_eq!(clean.attempts, 2, "{clean:?}");
     let counting = Arc::new(quarry_store::CountingStore::new(real.clone()));
     let again = quarry_index::Indexer::new(counting.clone()).reindex(&RepoRoot::new(ROOT).unwrap()).await.unwrap();
-    // s3s-fs lists without ETags; files are still recognized (size and time), not re-read.
-    assert!(again.added.is_empty() && counting.counts().get == 1, "{again:?} {}", counting.counts());
+    // s3s-fs lists without ETags; files are still recognized (size and time), not re-read:
+    // the reads are the root's manifest and its one project's state.
+    assert!(again.added.is_empty() && counting.counts().get == 2, "{again:?} {}", counting.counts());
     let faulty = Arc::new(FaultyStore::new(real.clone(), move |_, _| {
         x ^= x << 13;
         x ^= x >> 7;
@@ -101,7 +102,11 @@ async fn injected_faults_and_a_crash_converge_without_dangling_links() {
 
     // A crash after the pages went out and before the state was committed.
     faulty.heal();
-    faulty.set_rule(|op, key| (op == Op::Put && key.ends_with(quarry_index::STATE_NAME)).then_some(Fault::Crash));
+    // (A pip root's state is its manifest and one object per project under `.quarry-index/`.)
+    faulty.set_rule(|op, key| {
+        let state = key.ends_with(quarry_index::STATE_NAME) || key.contains(quarry_index::PROJECTS_DIR);
+        (op == Op::Put && state).then_some(Fault::Crash)
+    });
     let spec = WheelSpec::new("crashed", "1.0");
     let key = format!("{ROOT}{}", spec.filename());
     real.put_bytes(&Key::new(key.as_str()).unwrap(), spec.build().into(), PutOptions::default()).await.unwrap();

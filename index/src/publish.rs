@@ -98,6 +98,10 @@ pub(crate) struct Pass {
     /// Files already inspected, by key (by the caller, or by an earlier attempt): not read
     /// again while their version matches.
     pub(crate) inspected: Inspections,
+    /// Attempts about one project that found a root page not as the manifest records (most
+    /// often another event's page, its manifest not committed yet): retried like a lost race
+    /// a few times before the whole root is reconciled.
+    pub(crate) mismatches: u32,
 }
 
 impl Pass {
@@ -196,7 +200,14 @@ impl Indexer {
             return Err(IndexError::UnsafeStore(self.store.describe()));
         }
         let project = project.filter(|_| !force && root.kind() == RepoKind::Pip);
-        let mut pass = Pass { force_all: force, project, dirty: BTreeSet::new(), expect: Vec::new(), inspected: known };
+        let mut pass = Pass {
+            force_all: force,
+            project,
+            dirty: BTreeSet::new(),
+            expect: Vec::new(),
+            inspected: known,
+            mismatches: 0,
+        };
         let mut total = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
         for attempt in 1..=self.max_attempts {
             total.attempts = attempt;

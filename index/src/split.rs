@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use quarry_packaging::PackageName;
-use quarry_store::{Key, StoreExt, sha256_hex};
+use quarry_store::{Key, StoreError, StoreExt, sha256_hex};
 
 use crate::error::IndexError;
 use crate::plan::{Output, Plan, PlanInput, RootListing, plan};
@@ -35,6 +35,9 @@ use crate::state_io::{
 
 /// Project state objects committed at once by a whole-root reindex.
 const COMMIT_CONCURRENCY: usize = 16;
+/// Attempts about one project that find a root page not as recorded before reconciling the
+/// whole root.
+const MISMATCH_RETRIES: u32 = 6;
 /// Largest root page read back to splice.
 const MAX_ROOT_PAGE: u64 = 1 << 30;
 
@@ -193,6 +196,14 @@ impl Indexer {
         let Some(RootPages { manifest: next, writes: root_writes, deletes: root_deletes }) =
             self.root_pages(root, project, &manifest, &old, &state, &pass.dirty).await?
         else {
+            pass.mismatches += 1;
+            if pass.mismatches <= MISMATCH_RETRIES {
+                return Err(StoreError::Conflict {
+                    key: state_key.to_string(),
+                    reason: "a root page is not the one the manifest records (another event in flight?)".into(),
+                }
+                .into());
+            }
             tracing::info!(%root, project = project.name(), "root pages not as recorded; reconciling the whole root");
             return Ok(None);
         };

@@ -310,13 +310,20 @@ impl<S: Stores> Handler<S> {
                 }
             }
         }
-        let results: Vec<(String, Result<Refreshed, String>)> = futures_util::stream::iter(scopes)
-            .map(|(bucket, scope)| async move {
-                let indexer = Indexer::new(self.stores.for_bucket(&bucket)).with_config(self.config.clone());
-                let result = indexer.refresh(&scope).await.map_err(|e| e.to_string());
-                (format!("{bucket}/{scope}"), result)
+        // One root's projects one after the other (they would race each other for the root's
+        // pages), roots and listings concurrently.
+        let results: Vec<(String, Result<Refreshed, String>)> = futures_util::stream::iter(by_root(scopes))
+            .map(|group| async move {
+                let mut done = Vec::new();
+                for (bucket, scope) in group {
+                    let indexer = Indexer::new(self.stores.for_bucket(&bucket)).with_config(self.config.clone());
+                    let result = indexer.refresh(&scope).await.map_err(|e| e.to_string());
+                    done.push((format!("{bucket}/{scope}"), result));
+                }
+                done
             })
             .buffer_unordered(CONCURRENT_ROOTS)
+            .flat_map(futures_util::stream::iter)
             .collect()
             .await;
         for (name, result) in results {
@@ -340,6 +347,16 @@ impl<S: Stores> Handler<S> {
         summary.reindexed.dedup();
         summary
     }
+}
+
+/// Scopes grouped by the bucket and root (or listing) they refresh: a pip root's projects
+/// together.
+fn by_root(scopes: BTreeSet<(String, Scope)>) -> Vec<Vec<(String, Scope)>> {
+    let mut groups: std::collections::BTreeMap<(String, String), Vec<(String, Scope)>> = Default::default();
+    for (bucket, scope) in scopes {
+        groups.entry((bucket.clone(), scope.to_string())).or_default().push((bucket, scope));
+    }
+    groups.into_values().collect()
 }
 
 #[cfg(test)]
