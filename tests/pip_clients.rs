@@ -212,7 +212,9 @@ async fn local_versions_and_yanked_files() {
     // still gets 0.2 (PEP 592).
     let marker = server.store_dir().join(ROOT).join("Other_Pkg-0.2-py3-none-any.whl.yanked");
     std::fs::write(&marker, "broken build").unwrap();
-    server.upload(&WheelSpec::new("trigger", "1.0")).await;
+    // A marker written behind the server's back has no event: an upload into the same
+    // project (whose refresh reads the project's markers) brings it in.
+    server.upload(&WheelSpec::new("Other_Pkg", "0.0.1")).await;
     let (_, json) = server.get_text(&format!("{ROOT}simple/other-pkg/index.json")).await;
     assert!(json.contains("\"yanked\":\"broken build\""), "{json}");
     let target = tmp.path().join("yanked");

@@ -309,12 +309,14 @@ fn is_generated(key: &quarry_store::Key) -> bool {
     }
     let mut dirs = key.as_str().split('/');
     dirs.next_back();
-    dirs.any(|d| matches!(d, "simple" | "dists" | "repodata"))
+    dirs.any(|d| matches!(d, "simple" | "dists" | "repodata" | ".quarry-index"))
 }
 
 fn is_state(object: &ObjectMeta) -> bool {
     let name = object.key.filename();
-    (name.starts_with(".quarry-") && name.ends_with(".json")) || name == LISTING_CACHE
+    (name.starts_with(".quarry-") && name.ends_with(".json"))
+        || name == LISTING_CACHE
+        || object.key.as_str().contains("/.quarry-index/")
 }
 
 /// Delete every object under the run's prefix, its index state objects last; list again and

@@ -177,6 +177,15 @@ mod tests {
         }
         let root = Scope::for_key(&Key::new("1-linux/python/a-1.0.tar.gz").unwrap()).unwrap();
         assert_eq!(root.root().map(RepoRoot::as_str), Some("1-linux/python/"));
+        let Scope::Project(_, project) = root.clone() else { panic!("a pip file's scope is its project: {root:?}") };
+        assert_eq!((project.name(), project.spelling()), ("a", "a"));
+        let marker = Scope::for_key(&Key::new("1-linux/python/Foo.Bar-2.0-py3-none-any.whl.yanked").unwrap());
+        let Some(Scope::Project(_, project)) = marker else { panic!("{marker:?}") };
+        assert_eq!((project.name(), project.spelling()), ("foo-bar", "Foo.Bar"));
+        let sdist = ProjectScope::for_file("foo-bar-1.0.tar.gz").unwrap();
+        assert_eq!((sdist.name(), sdist.spelling()), ("foo-bar", "foo-bar"));
+        let apt = Scope::for_key(&Key::new("1-linux/packages/deb/pool/main/a_1_amd64.deb").unwrap());
+        assert!(matches!(apt, Some(Scope::Root(_))), "{apt:?}");
         let listing = Scope::for_key(&Key::new("1-linux/a.tar.zst").unwrap()).unwrap();
         assert!(listing.root().is_none() && root < listing, "roots sort first");
     }
