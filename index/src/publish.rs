@@ -136,20 +136,20 @@ impl Indexer {
 
     /// Bring `root`'s pages up to date with its listing.
     pub async fn reindex(&self, root: &RepoRoot) -> Result<ReindexReport, IndexError> {
-        self.run(root, false, Inspections::default()).await
+        self.reindex_then_views(root, false, Inspections::default()).await
     }
 
     /// Like [`Indexer::reindex`]; with `force`, every page is republished even when the state
     /// says nothing changed (repairs pages damaged or deleted behind the indexer's back).
     pub async fn reindex_with(&self, root: &RepoRoot, force: bool) -> Result<ReindexReport, IndexError> {
-        self.run(root, force, Inspections::default()).await
+        self.reindex_then_views(root, force, Inspections::default()).await
     }
 
     /// Like [`Indexer::reindex`], with files the caller has inspected already (an upload):
     /// each is used instead of reading the file again while the listed object's version is
     /// still the one inspected.
     pub async fn reindex_inspected(&self, root: &RepoRoot, known: Inspections) -> Result<ReindexReport, IndexError> {
-        self.run(root, false, known).await
+        self.reindex_then_views(root, false, known).await
     }
 
     /// A lost commit race is retried; the retry republishes every page this call wrote before,
@@ -157,7 +157,12 @@ impl Indexer {
     /// writes are not atomic ([`ConditionalWrites::Verify`]) a commit is read back: if another
     /// writer's state replaced it, or the listing holds files it lacks, the loop goes on.
     #[tracing::instrument(skip_all, fields(root = %root, force))]
-    async fn run(&self, root: &RepoRoot, force: bool, known: Inspections) -> Result<ReindexReport, IndexError> {
+    pub(crate) async fn run(
+        &self,
+        root: &RepoRoot,
+        force: bool,
+        known: Inspections,
+    ) -> Result<ReindexReport, IndexError> {
         let mode = self.store.conditional_writes();
         if mode == ConditionalWrites::Unsupported {
             return Err(IndexError::UnsafeStore(self.store.describe()));
@@ -201,6 +206,8 @@ impl Indexer {
         }
         let inspections = self.inspect_unknown(listing.unknown(&old), &mut pass.inspected).await?;
         let yanks = self.read_yank_reasons(listing.markers_to_read(&old, &inspections)).await?;
+        // A per-family view: the generic root's files, listed beside the view's own.
+        let view = crate::view::source_for(store, root).await?;
         let Plan { state, mut report, writes, pages, deletes, unchanged } = plan(PlanInput {
             root,
             old: &old,
@@ -212,6 +219,7 @@ impl Indexer {
             now: jiff::Timestamp::now().as_second(),
             force: pass.force_all,
             dirty: &pass.dirty,
+            view: view.as_ref(),
         })?;
         if unchanged {
             return Ok(report);

@@ -172,9 +172,12 @@ fn plan(
     let found: BTreeSet<String> = wheels.iter().filter_map(|(_, f)| f.clone()).flatten().collect();
     let families: BTreeSet<String> =
         if args.families.is_empty() { found } else { args.families.iter().cloned().collect() };
+    // Per-family views list the channel's generic root: a generic wheel is stored there once.
+    let generic = channel.generic();
     for (key, of) in wheels {
         let name = key.filename();
         let targets: Vec<String> = match of {
+            None if generic.is_some() => generic.iter().map(|g| format!("{g}{name}")).collect(),
             None if families.is_empty() => vec![format!("{}{name}", channel.pip(None))],
             None => families.iter().map(|f| format!("{}{name}", channel.pip(Some(f)))).collect(),
             Some(of) => {
@@ -241,7 +244,9 @@ async fn init(args: &PromoteArgs) -> anyhow::Result<()> {
     let wants = |k: &str| args.kinds.iter().any(|w| w == k);
     let mut prefixes = Vec::new();
     if wants("pip") {
-        if args.families.is_empty() {
+        if let Some(generic) = channel.generic() {
+            prefixes.push((generic, RepoKind::Pip));
+        } else if args.families.is_empty() {
             prefixes.push((channel.pip(None), RepoKind::Pip));
         }
         prefixes.extend(args.families.iter().map(|f| (channel.pip(Some(f)), RepoKind::Pip)));
@@ -412,11 +417,16 @@ async fn copy_sidecar(store: &dyn Store, from: &Key, to: &Key) -> anyhow::Result
     }
 }
 
-/// apt and dnf roots first, then pip: every file is in place before any page names it.
+/// apt and dnf roots first, then pip, a generic root before the per-family views that list it
+/// (its reindex refreshes them too): every file is in place before any page names it.
 async fn reindex(store: Arc<dyn Store>, roots: &BTreeSet<RepoRoot>, known: Inspections) -> anyhow::Result<()> {
     let indexer = Indexer::new(store);
+    let layout = quarry_store::layout::config::configured();
     let mut ordered: Vec<&RepoRoot> = roots.iter().collect();
-    ordered.sort_by_key(|r| (r.kind() == RepoKind::Pip, r.as_str().to_owned()));
+    ordered.sort_by_key(|r| {
+        let view = quarry_index::view::generic_of(layout, r).is_some();
+        (r.kind() == RepoKind::Pip, view, r.as_str().to_owned())
+    });
     for root in ordered {
         indexer.reindex_inspected(root, known.clone()).await.with_context(|| format!("reindexing {root}"))?;
     }

@@ -1,0 +1,189 @@
+//! Per-family views: a pip root the layout marks `view = "family"` with a `generic` root (the
+//! `therock-release` preset's `v2/{family}/` with `v2/generic/`) lists its own files plus the
+//! generic root's, without holding a copy of them: its pages link across roots
+//! (`../../../generic/x.whl` from `v2/gfx94X-dcgpu/simple/x/`), with the generic root's hashes
+//! and `.metadata` sidecars (PEP 658 finds a sidecar at the file's URL + `.metadata`).
+//!
+//! Readers never see a view naming a missing generic file: a view renders the generic root's
+//! *committed* state, which names only files (and sidecars) that landed before it was
+//! committed; and every reindex of a generic root refreshes its views after it
+//! ([`Indexer::reindex`] and its siblings), so a view learns of new generic files only once they
+//! are in place. Removal goes the other way round and has a window: a file deleted from the
+//! generic root (`quarry prune`, `quarry gc`, a delete event) is named by the views' pages
+//! until the generic root's reindex, which the deletion precedes, refreshes them.
+
+use quarry_store::layout::config::{Layout, RootKind, RootRule};
+use quarry_store::{Store, StoreExt};
+
+use crate::error::IndexError;
+use crate::inspect::Inspections;
+use crate::publish::{Indexer, ReindexReport};
+use crate::render::Extra;
+use crate::root::{RepoKind, RepoRoot};
+use crate::state::RepoState;
+use crate::state_io::read_state;
+
+/// What a view lists besides its own files: the generic root's committed state, and the href
+/// prefix leading from the view's root to the generic root.
+#[derive(Debug, Clone)]
+pub(crate) struct ViewSource {
+    pub(crate) state: RepoState,
+    pub(crate) href_prefix: String,
+}
+
+impl ViewSource {
+    /// The render hook's form.
+    pub(crate) fn extra(&self) -> Extra<'_> {
+        Extra { state: &self.state, href_prefix: &self.href_prefix }
+    }
+}
+
+/// Whether `rule` makes `prefix` a per-family view: `view = "family"` with a generic root
+/// that is not `prefix` itself (the generic root matches its views' pattern too).
+fn generic_root_of<'a>(rule: &'a RootRule, prefix: &str) -> Option<&'a str> {
+    let generic = rule.generic.as_deref().filter(|_| rule.view.as_deref() == Some("family"))?;
+    (generic.trim_end_matches('/') != prefix.trim_end_matches('/')).then_some(generic)
+}
+
+/// The generic root `root` is a per-family view of, under `layout`.
+pub fn generic_of(layout: &Layout, root: &RepoRoot) -> Option<RepoRoot> {
+    if root.kind() != RepoKind::Pip {
+        return None;
+    }
+    let rule = layout.rule_for(root.as_str())?;
+    RepoRoot::with_kind(generic_root_of(rule, root.as_str())?, RepoKind::Pip).ok()
+}
+
+/// The relative href from a page at `from` (a root prefix) to the files of root `to`:
+/// `../generic/` from `v2/gfx94X-dcgpu/` to `v2/generic/`. Segments are percent-encoded as
+/// file names in hrefs are.
+pub fn href_between(from: &str, to: &str) -> String {
+    let from: Vec<&str> = from.split('/').filter(|s| !s.is_empty()).collect();
+    let to: Vec<&str> = to.split('/').filter(|s| !s.is_empty()).collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut out = "../".repeat(from.len() - common);
+    for segment in &to[common..] {
+        out.push_str(&crate::render::encode_segment(segment));
+        out.push('/');
+    }
+    out
+}
+
+/// The generic root's committed state for a view's reindex (`None`: `root` is no view, or its
+/// generic root was never indexed).
+pub(crate) async fn source_for(store: &dyn Store, root: &RepoRoot) -> Result<Option<ViewSource>, IndexError> {
+    let Some(generic) = generic_of(quarry_store::layout::config::configured(), root) else {
+        return Ok(None);
+    };
+    let Some(state) = read_state(store, &generic).await? else {
+        return Ok(None);
+    };
+    Ok(Some(ViewSource { state, href_prefix: href_between(root.as_str(), generic.as_str()) }))
+}
+
+/// The view roots whose generic root is `generic`, found in the store: for each rule naming
+/// it, the prefixes its pattern matches (one delimiter listing per placeholder level), the
+/// generic root itself left out.
+pub async fn views_of(store: &dyn Store, layout: &Layout, generic: &RepoRoot) -> Result<Vec<RepoRoot>, IndexError> {
+    let mut views = Vec::new();
+    let names = |r: &RootRule| r.generic.as_deref().map(|g| g.trim_end_matches('/').to_owned());
+    let wanted = generic.as_str().trim_end_matches('/');
+    for rule in layout.roots.iter().filter(|r| r.kind == RootKind::Pip && names(r).as_deref() == Some(wanted)) {
+        let mut prefixes = vec![String::new()];
+        for segment in rule.prefix.trim_end_matches('/').split('/') {
+            if !segment.starts_with('{') {
+                prefixes.iter_mut().for_each(|p| p.push_str(&format!("{segment}/")));
+                continue;
+            }
+            let mut next = Vec::new();
+            for prefix in &prefixes {
+                next.extend(store.list_all(prefix, true).await?.common_prefixes);
+            }
+            prefixes = next;
+        }
+        for prefix in prefixes {
+            // The first matching rule decides, as everywhere else: a view of this generic root.
+            let root = RepoRoot::with_kind(&prefix, RepoKind::Pip).ok();
+            let view = root.filter(|r| generic_of(layout, r).as_ref() == Some(generic));
+            views.extend(view);
+        }
+    }
+    views.sort();
+    views.dedup();
+    Ok(views)
+}
+
+impl Indexer {
+    /// [`Indexer::reindex_with`] (with the caller's inspections), then, if `root` is a
+    /// generic root, every view of it (with the same inspections: a promotion's copies are not
+    /// read again): a view never names a generic file before the generic root's state does.
+    /// The report is `root`'s; the views' are logged.
+    pub(crate) async fn reindex_then_views(
+        &self,
+        root: &RepoRoot,
+        force: bool,
+        known: Inspections,
+    ) -> Result<ReindexReport, IndexError> {
+        let report = self.run(root, force, known.clone()).await?;
+        let layout = quarry_store::layout::config::configured();
+        if root.kind() != RepoKind::Pip || !layout.roots.iter().any(|r| r.generic.is_some()) {
+            return Ok(report);
+        }
+        for view in views_of(self.store().as_ref(), layout, root).await? {
+            // Not forced: a view's pages change with the generic root's state, which the plan
+            // compares; and a prefix the pattern matches that was never indexed stays so.
+            let done = self.run(&view, false, known.clone()).await?;
+            tracing::info!(view = %view, generic = %root, "view refreshed: {done}");
+        }
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn preset() -> Layout {
+        Layout::preset("therock-release").unwrap()
+    }
+
+    #[test]
+    fn hrefs_lead_from_a_view_to_its_generic_root() {
+        assert_eq!(href_between("v2/gfx94X-dcgpu/", "v2/generic/"), "../generic/");
+        assert_eq!(href_between("a/b/c/", "a/x/"), "../../x/");
+        assert_eq!(href_between("a/", "b/c/"), "../b/c/");
+        assert_eq!(href_between("a/b+c/", "a/d+e/"), "../d%2Be/");
+    }
+
+    #[test]
+    fn the_preset_families_are_views_of_their_generic_root_but_not_it() {
+        let layout = preset();
+        let root = |p: &str| RepoRoot::new_in(&layout, p).unwrap();
+        assert_eq!(generic_of(&layout, &root("v2/gfx94X-dcgpu/")), Some(root("v2/generic/")));
+        assert_eq!(generic_of(&layout, &root("v2-staging/gfx120X-all/")), Some(root("v2-staging/generic/")));
+        assert_eq!(generic_of(&layout, &root("v2/generic/")), None, "a generic root views nothing");
+        assert_eq!(generic_of(&layout, &root("python-deps/")), None);
+        assert_eq!(generic_of(&layout, &root("v3/packages/deb/")), None);
+    }
+
+    #[tokio::test]
+    async fn views_are_found_by_one_listing() {
+        let store = quarry_store::MemoryStore::default();
+        for key in [
+            "v2/generic/a-1.0-py3-none-any.whl",
+            "v2/gfx94X-dcgpu/b-1.0-py3-none-any.whl",
+            "v2/gfx120X-all/c-1.0-py3-none-any.whl",
+            "v2-staging/gfx950-dcgpu/d-1.0-py3-none-any.whl",
+        ] {
+            let key = quarry_store::Key::new(key).unwrap();
+            store.put_bytes(&key, bytes::Bytes::from_static(b"x"), quarry_store::PutOptions::default()).await.unwrap();
+        }
+        let layout = preset();
+        let generic = RepoRoot::new_in(&layout, "v2/generic/").unwrap();
+        let views = views_of(&store, &layout, &generic).await.unwrap();
+        let views: Vec<&str> = views.iter().map(RepoRoot::as_str).collect();
+        assert_eq!(views, ["v2/gfx120X-all/", "v2/gfx94X-dcgpu/"]);
+        let family = RepoRoot::new_in(&layout, "v2/gfx94X-dcgpu/").unwrap();
+        assert!(views_of(&store, &layout, &family).await.unwrap().is_empty());
+    }
+}
