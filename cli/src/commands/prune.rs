@@ -32,7 +32,8 @@ pub(crate) struct PruneArgs {
     /// the layout's `keep_days`/`keep_versions` (the flags below override them).
     #[arg(long, value_name = "PREFIX", conflicts_with_all = ["root", "kind"])]
     channel: Option<String>,
-    /// The layout's file (`quarry.toml`, see docs/configuration.md) for `--channel`.
+    /// The layout's file (`quarry.toml`, see docs/configuration.md): `--channel`'s roots, and
+    /// the per-family views a pruned generic root's reindex refreshes.
     #[arg(long, env = "QUARRY_CONFIG")]
     config: Option<std::path::PathBuf>,
     /// Keep versions whose newest file entered the root less than N days ago.
@@ -62,8 +63,9 @@ enum Kind {
 pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
     let config = IndexConfig::from_env()
         .map_err(|e| UsageError::new(format!("the index configuration from the environment: {e}")))?;
+    // Also for --root: a generic root's reindex refreshes the per-family views the layout names.
+    super::load_layout(args.config.as_deref())?;
     if let Some(channel) = &args.channel {
-        super::load_layout(args.config.as_deref())?;
         let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
         let indexer = Indexer::new(store).with_config(config);
         let reports = prune_channel(&indexer, channel, &args).await?;
