@@ -130,6 +130,8 @@ async fn family_views_link_the_generic_root_and_follow_its_promotions_and_prunes
     assert_success(&promote("700-linux").await, "quarry promote");
     let want = ["generic/rocm_sdk_core-6.0.0-py3-none-any.whl", "generic/rocm_sdk_core-7.0.0-py3-none-any.whl"];
     assert_eq!(cores(store), want, "each generic wheel stored once, in the generic root");
+    let check = ["index", &s, "--prefix", "v2/", "--check", "--config", &c];
+    assert_success(&quarry(&check).await, "quarry index --check: the views' links into the generic root resolve");
 
     let served = serve(store, &config, &token).await;
     let base = Url::parse(&served.url).unwrap();
@@ -172,6 +174,7 @@ async fn family_views_link_the_generic_root_and_follow_its_promotions_and_prunes
         assert!(!find_links.contains("rocm_sdk_core-7.0.0"), "{find_links}");
         assert!(find_links.contains(&format!("href=\"../generic/{}#", core.filename())), "{find_links}");
     }
+    assert_success(&quarry(&check).await, "quarry index --check after the prune");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -13,7 +13,7 @@
 //! until the generic root's reindex, which the deletion precedes, refreshes them.
 
 use quarry_store::layout::config::{Layout, RootKind, RootRule};
-use quarry_store::{Store, StoreExt};
+use quarry_store::{Store, StoreError, StoreExt};
 
 use crate::error::IndexError;
 use crate::inspect::Inspections;
@@ -27,6 +27,8 @@ use crate::state_io::read_state;
 /// prefix leading from the view's root to the generic root.
 #[derive(Debug, Clone)]
 pub(crate) struct ViewSource {
+    /// The generic root.
+    pub(crate) root: RepoRoot,
     pub(crate) state: RepoState,
     pub(crate) href_prefix: String,
 }
@@ -71,14 +73,15 @@ pub fn href_between(from: &str, to: &str) -> String {
 
 /// The generic root's committed state for a view's reindex (`None`: `root` is no view, or its
 /// generic root was never indexed).
-pub(crate) async fn source_for(store: &dyn Store, root: &RepoRoot) -> Result<Option<ViewSource>, IndexError> {
+pub(crate) async fn source_for(store: &dyn Store, root: &RepoRoot) -> Result<Option<ViewSource>, StoreError> {
     let Some(generic) = generic_of(quarry_store::layout::config::configured(), root) else {
         return Ok(None);
     };
     let Some(state) = read_state(store, &generic).await? else {
         return Ok(None);
     };
-    Ok(Some(ViewSource { state, href_prefix: href_between(root.as_str(), generic.as_str()) }))
+    let href_prefix = href_between(root.as_str(), generic.as_str());
+    Ok(Some(ViewSource { root: generic, state, href_prefix }))
 }
 
 /// The view roots whose generic root is `generic`, found in the store: for each rule naming
