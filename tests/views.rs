@@ -145,6 +145,18 @@ async fn family_views_link_the_generic_root_and_follow_its_promotions_and_prunes
         let root = client.get(base.join(&format!("v2/{family}/simple/")).unwrap()).send().await;
         assert!(root.unwrap().text().await.unwrap().contains("rocm-sdk-core"), "{family}'s simple index");
     }
+    // The browse pages: the runs page links the channels, each root's files show where they came from.
+    let runs = client.get(&served.url).send().await.unwrap().text().await.unwrap();
+    assert!(runs.contains("href=\"/-/channel/\""), "the runs page links the channel roots");
+    let channels = client.get(base.join("-/channel/").unwrap()).send().await.unwrap().text().await.unwrap();
+    assert!(channels.contains("href=\"/-/channel/v2/gfx94X-dcgpu/\""), "{channels}");
+    let shot = tmp.path().join("channel.png");
+    let dom = crate::browse::chromium(&format!("{}-/channel/v2/gfx94X-dcgpu/", served.url), &shot).await;
+    assert_eq!(crate::browse::by_id(&dom, "file-count"), "3 files, 3 promoted from runs.");
+    let core_row = dom.split("<tr data-file=\"rocm_sdk_core-7.0.0-py3-none-any.whl\"").nth(1).expect("the core's row");
+    let core_row = &core_row[..core_row.find("</tr>").unwrap()];
+    assert!(core_row.contains("from v2/generic/") && core_row.contains("href=\"/700-linux/\">700</a>"), "{core_row}");
+    assert!(crate::browse::links_resolve(&served.url, &dom).await >= 6, "the page's links resolve");
     let index = format!("{}v2/gfx94X-dcgpu/simple/", served.url);
     let target = tmp.path().join("pip");
     let out = pip_install(&["--index-url", &index, "rocm-sdk-libraries-gfx94X-dcgpu"], &target).await;

@@ -84,27 +84,49 @@ pub(crate) async fn source_for(store: &dyn Store, root: &RepoRoot) -> Result<Opt
     Ok(Some(ViewSource { root: generic, state, href_prefix }))
 }
 
+/// The prefixes the store holds that `rule`'s pattern matches: literal segments appended,
+/// each `{placeholder}` level found by one delimiter listing (`v2/{family}/`: one listing of
+/// `v2/`). Sorted.
+pub async fn roots_of_rule(store: &dyn Store, rule: &RootRule) -> Result<Vec<String>, StoreError> {
+    let mut prefixes = vec![String::new()];
+    for segment in rule.prefix.trim_end_matches('/').split('/') {
+        if !segment.starts_with('{') {
+            prefixes.iter_mut().for_each(|p| p.push_str(&format!("{segment}/")));
+            continue;
+        }
+        let mut next = Vec::new();
+        for prefix in &prefixes {
+            let listed = store.list_all(prefix, true).await?.common_prefixes;
+            next.extend(listed);
+        }
+        prefixes = next;
+    }
+    if !rule.prefix.contains('{') {
+        // A literal root: there when anything lies under it.
+        let mut there = Vec::new();
+        for prefix in prefixes {
+            let listed = store.list(&prefix, quarry_store::ListOptions { max_keys: Some(1), ..Default::default() });
+            let page = listed.await?;
+            if !page.objects.is_empty() || !page.common_prefixes.is_empty() {
+                there.push(prefix);
+            }
+        }
+        prefixes = there;
+    }
+    // Placeholders match no segment starting with `.`.
+    prefixes.retain(|p| rule.matches(p).is_some());
+    prefixes.sort();
+    Ok(prefixes)
+}
+
 /// The view roots whose generic root is `generic`, found in the store: for each rule naming
-/// it, the prefixes its pattern matches (one delimiter listing per placeholder level), the
-/// generic root itself left out.
+/// it, the prefixes its pattern matches ([`roots_of_rule`]), the generic root itself left out.
 pub async fn views_of(store: &dyn Store, layout: &Layout, generic: &RepoRoot) -> Result<Vec<RepoRoot>, IndexError> {
     let mut views = Vec::new();
     let names = |r: &RootRule| r.generic.as_deref().map(|g| g.trim_end_matches('/').to_owned());
     let wanted = generic.as_str().trim_end_matches('/');
     for rule in layout.roots.iter().filter(|r| r.kind == RootKind::Pip && names(r).as_deref() == Some(wanted)) {
-        let mut prefixes = vec![String::new()];
-        for segment in rule.prefix.trim_end_matches('/').split('/') {
-            if !segment.starts_with('{') {
-                prefixes.iter_mut().for_each(|p| p.push_str(&format!("{segment}/")));
-                continue;
-            }
-            let mut next = Vec::new();
-            for prefix in &prefixes {
-                next.extend(store.list_all(prefix, true).await?.common_prefixes);
-            }
-            prefixes = next;
-        }
-        for prefix in prefixes {
+        for prefix in roots_of_rule(store, rule).await? {
             // The first matching rule decides, as everywhere else: a view of this generic root.
             let root = RepoRoot::with_kind(&prefix, RepoKind::Pip).ok();
             let view = root.filter(|r| generic_of(layout, r).as_ref() == Some(generic));
@@ -186,6 +208,15 @@ mod tests {
         let views = views_of(&store, &layout, &generic).await.unwrap();
         let views: Vec<&str> = views.iter().map(RepoRoot::as_str).collect();
         assert_eq!(views, ["v2/gfx120X-all/", "v2/gfx94X-dcgpu/"]);
+        let rpm = layout.rule_for("v3/packages/rpm/x86_64/").unwrap();
+        assert!(roots_of_rule(&store, rpm).await.unwrap().is_empty());
+        let deps = layout.rule_for("python-deps/").unwrap();
+        assert!(
+            roots_of_rule(&store, deps).await.unwrap().is_empty(),
+            "a literal root is there once it holds something"
+        );
+        let staging = layout.rule_for("v2-staging/x/").unwrap();
+        assert_eq!(roots_of_rule(&store, staging).await.unwrap(), ["v2-staging/gfx950-dcgpu/"]);
         let family = RepoRoot::new_in(&layout, "v2/gfx94X-dcgpu/").unwrap();
         assert!(views_of(&store, &layout, &family).await.unwrap().is_empty());
     }

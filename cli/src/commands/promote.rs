@@ -107,13 +107,31 @@ async fn run_files(store: &dyn Store, run: &str) -> anyhow::Result<Vec<(ObjectMe
 }
 
 /// Each run file's entry (sha256, size, a wheel's metadata hash, a package's fields) from its
-/// root's index state while the state's ETag is the listed object's (no download); a file the
-/// state does not know yet is HEADed, and its entry has no ETag (the channel's reindex reads it).
-async fn run_entries(store: &dyn Store, files: &[(ObjectMeta, RepoRoot)]) -> anyhow::Result<BTreeMap<String, Entry>> {
+/// root's index state while the state's ETag is the listed object's (no download). A run root
+/// whose state does not know all its files is indexed first (so every promoted file carries
+/// its provenance); a file it still does not know (refused) is HEADed, and its entry has no
+/// ETag (the channel's reindex reads it).
+async fn run_entries(
+    store: &Arc<dyn Store>,
+    files: &[(ObjectMeta, RepoRoot)],
+) -> anyhow::Result<BTreeMap<String, Entry>> {
     let mut states = BTreeMap::new();
     for root in files.iter().map(|(_, r)| r).collect::<BTreeSet<_>>() {
-        states.insert(root.clone(), read_state(store, root).await?.unwrap_or_default());
+        let mut state = read_state(store.as_ref(), root).await?.unwrap_or_default();
+        let known = |state: &quarry_index::RepoState| {
+            files.iter().filter(|(_, r)| r == root).all(|(o, _)| {
+                let relative = o.key.as_str().strip_prefix(root.as_str()).unwrap_or_default();
+                state.entries.get(relative).is_some_and(|e| e.etag == o.version())
+                    || state.rejected.contains_key(relative)
+            })
+        };
+        if !known(&state) {
+            Indexer::new(store.clone()).reindex(root).await.with_context(|| format!("indexing {root}"))?;
+            state = read_state(store.as_ref(), root).await?.unwrap_or_default();
+        }
+        states.insert(root.clone(), state);
     }
+    let store = store.as_ref();
     let mut known = BTreeMap::new();
     for (object, root) in files {
         let name = object.key.as_str();
@@ -211,7 +229,7 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     anyhow::ensure!(!files.is_empty(), "{run}/ holds no wheels, sdists, debs or rpms");
     let targets = quarry_topology::families::AmdgpuTargets::builtin();
     let planned = plan(&args, run, &files, &targets.family_map())?;
-    let known = run_entries(store.as_ref(), &files).await?;
+    let known = run_entries(&store, &files).await?;
     let mut copies = check(store.as_ref(), &planned, &known).await?;
     let roots: BTreeSet<RepoRoot> = copies.iter().filter_map(|c| RepoRoot::for_key(&Key::new(&c.to).ok()?)).collect();
     if !args.dry_run {
