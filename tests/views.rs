@@ -178,7 +178,15 @@ async fn family_views_link_the_generic_root_and_follow_its_promotions_and_prunes
 
     // Pruning the generic root refreshes the views: they stop naming what it deleted.
     let prune = ["prune", "--store", &s, "--root", "v2/generic/", "--kind", "pip", "--keep-versions", "1"];
-    assert_success(&quarry(&[&prune[..], &["--config", &c]].concat()).await, "quarry prune of the generic root");
+    let out = quarry(&[&prune[..], &["--config", &c]].concat()).await;
+    assert_success(&out, "quarry prune of the generic root");
+    // The views were republished without the pruned files before those were deleted.
+    let log = String::from_utf8_lossy(&out.stderr);
+    for family in ["gfx94X-dcgpu", "gfx120X-all"] {
+        let line = log.lines().find(|l| l.contains("view refreshed before a deletion") && l.contains(family));
+        let line = line.unwrap_or_else(|| panic!("{family}'s view was not refreshed before the deletion:\n{log}"));
+        assert!(line.contains(": 0 added, 0 removed, 0 rejected, 3 written"), "{line}");
+    }
     assert_eq!(cores(store), [format!("generic/{}", core.filename())]);
     for family in ["gfx94X-dcgpu", "gfx120X-all"] {
         assert_eq!(check_view(&client, &base, family, "rocm-sdk-core").await, [core.filename()], "{family}");

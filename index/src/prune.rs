@@ -233,6 +233,12 @@ pub async fn prune_root(
     if dry_run || report.pruned.is_empty() {
         return Ok(report);
     }
+    // A generic root's views stop naming the pruned files before they go.
+    let leaving = report.pruned.iter().flat_map(|v| &v.files).map(|f| format!("{root}{f}")).collect();
+    indexer
+        .refresh_views_without(root, leaving)
+        .await
+        .map_err(|source| PruneError::Reindex { root: root.to_string(), source })?;
     for file in report.pruned.iter().flat_map(|v| &v.files) {
         report.deleted.extend(delete_with_sidecars(store, root, file).await?);
     }
