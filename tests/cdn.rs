@@ -53,15 +53,15 @@ async fn the_template_embeds_the_function_verbatim() {
 }
 
 /// The stand-in edge: node running the function in front of `origin`; killed when dropped.
-struct Edge {
+pub(crate) struct Edge {
     _child: tokio::process::Child,
-    url: String,
+    pub(crate) url: String,
     log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Edge {
-    async fn start(origin: &str) -> Self {
+    pub(crate) async fn start(origin: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let port_file = dir.path().join("port");
         let log = dir.path().join("edge.log");
@@ -87,7 +87,7 @@ impl Edge {
         Self { _child: child, url: format!("http://127.0.0.1:{port}"), log, _dir: dir }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }

@@ -46,6 +46,7 @@ mod upload_resets;
 mod upload_step;
 mod variants;
 mod versions;
+mod views;
 mod wheels;
 mod windows;
 mod workflows;

@@ -2,6 +2,9 @@
 //! and rpms promoted into `nightly`; pip installs through the family index, apt-get and dnf
 //! from the channel's repos, still after the run is deleted with `quarry gc`; promoting again
 //! writes nothing; other bytes under a name the channel holds are refused with nothing changed.
+//! Through the `therock-release` preset: a channel resolves before its first promotion, and
+//! apt-get and dnf install from `v3/packages/deb/` and `v3/packages/rpm/x86_64/` before and
+//! after the run is deleted.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -211,9 +214,67 @@ async fn a_preset_channel_resolves_before_its_first_promotion() {
         quarry(&["promote", "--from", "600-linux", "--to", "v2", "--kinds", "pip", "--config", &c, "--store", &s])
             .await;
     assert_success(&out, "quarry promote into the preset channel");
-    assert!(store.join("v2/gfx94X-dcgpu/rocm_sdk_core-7.0.0-py3-none-any.whl").exists(), "{}", text(&out));
+    // The generic core once, in the generic root the family views link.
+    assert!(store.join("v2/generic/rocm_sdk_core-7.0.0-py3-none-any.whl").exists(), "{}", text(&out));
+    assert!(!store.join("v2/gfx94X-dcgpu/rocm_sdk_core-7.0.0-py3-none-any.whl").exists());
     assert!(store.join("v2/gfx120X-all/simple/rocm-sdk-libraries-gfx120x-all/index.html").exists());
     let out = pip_install(&["--index-url", &index_url, "rocm-sdk-libraries-gfx94X-dcgpu"], &target).await;
     assert_success(&out, "pip install from v2/gfx94X-dcgpu/");
+    server.stop().await;
+}
+
+/// apt-get and dnf through the `therock-release` preset's own repos: a run's debs and rpms
+/// promoted with `--to v3` land in `v3/packages/deb/` and `v3/packages/rpm/x86_64/`; apt-get
+/// downloads and simulates the install, dnf installs, before and after `quarry gc` deletes the
+/// run.
+#[tokio::test(flavor = "multi_thread")]
+async fn debs_and_rpms_install_from_the_preset_repos_after_the_run_is_gone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixtures = tmp.path().join("fixtures");
+    build_fixtures(&fixtures, None).await;
+    let config = tmp.path().join("quarry.toml");
+    std::fs::write(&config, "[layout]\npreset = \"therock-release\"\n").unwrap();
+    let c = config.display().to_string();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = store_dir.path().to_path_buf();
+    let s = store.display().to_string();
+    for (dir, root) in [("deb", "packages/deb/pool/main"), ("rpm", "packages/rpm/x86_64")] {
+        for f in files_in(&fixtures.join(dir)) {
+            let name = f.file_name().unwrap().to_str().unwrap();
+            plant(&store, &format!("520-linux/{root}/{name}"), &std::fs::read(&f).unwrap());
+        }
+    }
+    // A later run, so that `gc --keep-last 1` deletes the promoted one.
+    let later = WheelSpec::new("later", "1.0");
+    plant(&store, &format!("521-linux/python/{}", later.filename()), &later.build());
+    let promote = ["promote", "--from", "520-linux", "--to", "v3", "--kinds", "deb,rpm", "--json"];
+    let out = quarry(&[&promote[..], &["--config", &c, "--store", &s]].concat()).await;
+    assert_success(&out, "quarry promote --to v3");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let to: Vec<&str> = report["files"].as_array().unwrap().iter().map(|f| f["to"].as_str().unwrap()).collect();
+    assert!(to.iter().any(|t| t.starts_with("v3/packages/deb/pool/main/") && t.ends_with(".deb")), "{to:?}");
+    assert!(to.iter().any(|t| t.starts_with("v3/packages/rpm/x86_64/") && t.ends_with(".rpm")), "{to:?}");
+    assert_eq!(report["roots"], serde_json::json!(["v3/packages/deb/", "v3/packages/rpm/x86_64/"]), "{report:#}");
+
+    let server = TestServer::start_in_store(store_dir).await;
+    for round in ["before gc", "after gc"] {
+        if round == "after gc" {
+            assert_success(&quarry(&["gc", "--store", &s, "--keep-last", "1"]).await, "quarry gc");
+            assert!(!store.join("520-linux").exists() && store.join("521-linux").exists());
+        }
+        let dir = tmp.path().join(round.replace(' ', "-"));
+        let apt = Apt::new(&dir.join("apt"), &format!("deb [trusted=yes] {}v3/packages/deb/ stable main", server.url));
+        apt.update().await;
+        let downloads = dir.join("downloads");
+        std::fs::create_dir_all(&downloads).unwrap();
+        assert_success(&apt.get_in(&downloads, &["download", "quarry-hello"]).await, "apt-get download");
+        assert_eq!(files_in(&downloads).len(), 1, "{round}: the .deb was downloaded");
+        assert_success(&apt.get(&["install", "-s", "quarry-hello"]).await, "apt-get install -s");
+        let root = dir.join("dnf");
+        let out =
+            dnf(&format!("{}v3/packages/rpm/x86_64/", server.url), &root, &[], &["install", "quarry-hello"]).await;
+        assert_success(&out, &format!("dnf install from v3/packages/rpm/x86_64/ ({round})"));
+        assert!(root.join("usr/bin/quarry-hello").exists(), "{}", text(&out));
+    }
     server.stop().await;
 }

@@ -91,6 +91,12 @@ async fn pip_and_uv_install_a_preset_channel_with_its_base_index_after_the_run_i
     assert_success(&quarry(&["index", &s]).await, "quarry index");
     let promote = ["promote", "--from", "800-linux", "--to", "v2", "--kinds", "pip", "--config", &c, "--store", &s];
     assert_success(&quarry(&promote).await, "quarry promote into the preset's v2/");
+    // The generic core is stored once, in the generic root the family views link.
+    let core = release_wheels()[0].filename();
+    let copies: Vec<String> = walk(&store.join("v2")).into_iter().filter(|p| p.ends_with(&core)).collect();
+    assert_eq!(copies, [format!("generic/{core}")], "the generic wheel is stored once");
+    let page = std::fs::read_to_string(store.join("v2/gfx94X-dcgpu/simple/rocm-sdk-core/index.html")).unwrap();
+    assert!(page.contains(&format!("href=\"../../../generic/{core}#sha256=")), "{page}");
 
     // python-deps/ from a local upstream holding the dependency.
     let upstream = TestServer::start().await;
@@ -160,10 +166,40 @@ async fn project_versions(client: &reqwest::Client, page: &Url, audit: &mut Audi
     versions
 }
 
+/// Where a channel's roots lie and how a run is promoted into it.
+struct Channel {
+    /// The family roots' parent.
+    pip: &'static str,
+    deb: &'static str,
+    rpm: &'static str,
+    /// `quarry promote --to` and `--kinds` of each promotion step.
+    steps: &'static [(&'static str, &'static str)],
+    /// Laid out by the `therock-release` preset (per-family views of a generic root).
+    preset: bool,
+}
+
+/// A channel laid out like a run: each family root holds its copy of the generic wheels.
+const NIGHTLY: Channel = Channel {
+    pip: "nightly/python/",
+    deb: "nightly/packages/deb/",
+    rpm: "nightly/packages/rpm/x86_64/",
+    steps: &[("nightly", "pip,deb,rpm")],
+    preset: false,
+};
+
+/// TheRock's release layout: `v2/{family}/` views of `v2/generic/`, `v3/packages/…`.
+const RELEASE: Channel = Channel {
+    pip: "v2/",
+    deb: "v3/packages/deb/",
+    rpm: "v3/packages/rpm/x86_64/",
+    steps: &[("v2", "pip"), ("v3", "deb,rpm")],
+    preset: true,
+};
+
 /// One pass over the channel as pip, apt and dnf read it (6 pages once the channel exists).
-async fn audit_once(client: &reqwest::Client, base: &Url, audit: &mut Audit) {
+async fn audit_once(client: &reqwest::Client, base: &Url, channel: &Channel, audit: &mut Audit) {
     for family in FAMILIES {
-        let simple = base.join(&format!("nightly/python/{family}/simple/")).unwrap();
+        let simple = base.join(&format!("{}{family}/simple/", channel.pip)).unwrap();
         let lower = family.to_lowercase();
         // The family's libraries first, then the generic core: pages only grow, so a library
         // version listed before its core is listed is a partial set.
@@ -173,10 +209,10 @@ async fn audit_once(client: &reqwest::Client, base: &Url, audit: &mut Audit) {
         let missing: Vec<&String> = libraries.iter().filter(|v| !core.contains(*v)).collect();
         assert!(missing.is_empty(), "{family}'s page lists libraries {missing:?} without their generic core");
     }
-    let packages = base.join("nightly/packages/deb/dists/stable/main/binary-amd64/Packages").unwrap();
+    let packages = base.join(&format!("{}dists/stable/main/binary-amd64/Packages", channel.deb)).unwrap();
     if let Some(body) = get(client, &packages).await {
         audit.pages += 1;
-        let root = base.join("nightly/packages/deb/").unwrap();
+        let root = base.join(channel.deb).unwrap();
         for line in String::from_utf8(body.to_vec()).unwrap().lines() {
             if let Some(path) = line.strip_prefix("Filename: ") {
                 let url = root.join(path).unwrap();
@@ -185,7 +221,7 @@ async fn audit_once(client: &reqwest::Client, base: &Url, audit: &mut Audit) {
             }
         }
     }
-    let repo = base.join("nightly/packages/rpm/x86_64/").unwrap();
+    let repo = base.join(channel.rpm).unwrap();
     if let Some(repomd) = get(client, &repo.join("repodata/repomd.xml").unwrap()).await {
         audit.pages += 1;
         let repomd = String::from_utf8(repomd.to_vec()).unwrap();
@@ -199,6 +235,25 @@ async fn audit_once(client: &reqwest::Client, base: &Url, audit: &mut Audit) {
             audit.files += 1;
         }
     }
+}
+
+/// Every file under `dir`, as `/`-separated paths relative to it.
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let relative = path.strip_prefix(dir).unwrap().components();
+                out.push(relative.map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/"));
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// The `href="…"` values of an XML document.
@@ -218,7 +273,22 @@ fn plant_natives(store: &Path, fixtures: &Path, run: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_audit_loop_never_sees_a_partial_promotion() {
+    audit_promotion(&NIGHTLY).await;
+}
+
+/// The same through per-family views: the generic core lands (and its root is indexed) before
+/// any family page links it across roots.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_audit_loop_never_sees_a_partial_promotion_through_family_views() {
+    audit_promotion(&RELEASE).await;
+}
+
+/// A first promotion, then 201 wheels and the native packages promoted while an audit loop
+/// reads the channel as clients do.
+async fn audit_promotion(channel: &'static Channel) {
     let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("quarry.toml");
+    std::fs::write(&config, if channel.preset { PRESET } else { "" }).unwrap();
     let (first, many) = (tmp.path().join("fixtures"), tmp.path().join("many"));
     build_fixtures(&first, None).await;
     build_fixtures(&many, Some(12)).await;
@@ -250,17 +320,30 @@ async fn an_audit_loop_never_sees_a_partial_promotion() {
     plant_natives(&store, &many, "900-linux");
     let s = store.display().to_string();
     assert_success(&quarry(&["index", &s]).await, "quarry index");
+    let c = config.display().to_string();
     let promote = |run: &'static str| {
-        let families = "gfx94X-dcgpu,gfx120X-all";
-        let s = s.clone();
-        async move { quarry(&["promote", "--from", run, "--to", "nightly", "--families", families, "--store", &s]).await }
+        let (s, c) = (s.clone(), c.clone());
+        async move {
+            let families = "gfx94X-dcgpu,gfx120X-all";
+            let mut outputs = Vec::new();
+            for (to, kinds) in channel.steps {
+                let args = ["promote", "--from", run, "--to", to, "--kinds", kinds, "--families", families];
+                let out = quarry(&[&args[..], &["--store", &s, "--config", &c]].concat()).await;
+                let failed = !out.status.success();
+                outputs.push(out);
+                if failed {
+                    break;
+                }
+            }
+            outputs.pop().expect("a channel has promotion steps")
+        }
     };
     assert_success(&promote("899-linux").await, "the first promotion");
 
     let server = TestServer::start_in_store(store_dir).await;
     let base = Url::parse(&server.url).unwrap();
     let mut before = Audit::default();
-    audit_once(&server.client, &base, &mut before).await;
+    audit_once(&server.client, &base, channel, &mut before).await;
     assert_eq!(before.pages, 6, "the first promotion published the channel's pages");
     let done = Arc::new(AtomicBool::new(false));
     let auditor = tokio::spawn({
@@ -271,7 +354,7 @@ async fn an_audit_loop_never_sees_a_partial_promotion() {
             // Bounded: until the promotion ends (plus one last pass), at most 2,000 passes.
             while passes < 2_000 {
                 let last = done.load(Ordering::SeqCst);
-                audit_once(&client, &base, &mut audit).await;
+                audit_once(&client, &base, channel, &mut audit).await;
                 passes += 1;
                 if last {
                     break;
@@ -288,8 +371,14 @@ async fn an_audit_loop_never_sees_a_partial_promotion() {
     assert!(passes >= 2 && audit.pages >= 6 * passes && audit.files > 0, "the audit checked nothing");
     // The last pass saw the whole promotion: per family 68 libraries and 68 cores, the natives.
     let mut last = Audit::default();
-    audit_once(&server.client, &base, &mut last).await;
+    audit_once(&server.client, &base, channel, &mut last).await;
     assert!(last.files >= 2 * 2 * (AUDIT_VERSIONS + 1) + 2 * 12, "the finished channel lists {} files", last.files);
+    let cores = walk(&store.join(channel.pip))
+        .into_iter()
+        .filter(|p| p.contains("rocm_sdk_core-") && p.ends_with(".whl"))
+        .count();
+    let stored_per_core = if channel.preset { 1 } else { FAMILIES.len() };
+    assert_eq!(cores, stored_per_core * (AUDIT_VERSIONS + 1), "generic wheels stored under {}", channel.pip);
     server.stop().await;
 }
 
@@ -332,7 +421,8 @@ async fn the_lambda_indexes_a_promotion_into_the_preset_layout_on_moto() {
     let listed = store.list_all("v2/", false).await.unwrap();
     let (packages, written): (Vec<_>, Vec<_>) =
         listed.objects.into_iter().map(|o| o.key).partition(|k| k.as_str().ends_with(".whl"));
-    assert_eq!(packages.len(), 4, "core into both families, each family's libraries: {packages:?}");
+    let names: Vec<&str> = packages.iter().map(|k| k.as_str().split('-').next().unwrap_or_default()).collect();
+    assert_eq!(names, ["v2/generic/rocm_sdk_core", "v2/gfx120X", "v2/gfx94X"], "core once, each family's libraries");
     assert!(!written.is_empty(), "promote published no page");
     for key in &written {
         store.delete(key).await.unwrap();

@@ -11,6 +11,8 @@
 //! - `/-/package/{run}/{project}/` shows one Python project: versions, files with sizes,
 //!   sha256 and requires-python, and the dependencies of the newest version.
 //! - `/-/dnf/{run}.repo` is a `.repo` file for the run's dnf repos.
+//! - `/-/channel/` and `/-/channel/{root}`: the configured layout's channel roots, each file
+//!   with the run, platform and commit it was promoted from ([`channel`]).
 //!
 //! Everything is read from the store on request: repo states for package lists, one
 //! recursive listing per run shown.
@@ -39,6 +41,7 @@ use quarry_store::{Key, ObjectMeta, Store, StoreExt as _};
 
 use crate::{AppError, AppState, ServedAt, encode_path};
 
+pub(crate) mod channel;
 mod timings;
 
 /// Runs per page of the run list.
@@ -165,6 +168,8 @@ struct RunsPage {
     /// The commit the list is filtered by, and its query string for the pager (`&commit=…`).
     commit: Option<String>,
     commit_query: String,
+    /// The layout configures channel roots: link their page.
+    channels: bool,
 }
 
 /// What a run holds, by where its objects are ([`layout::RunLayout::part_of`]).
@@ -278,6 +283,7 @@ pub(crate) async fn runs_page(State(state): State<AppState>, Query(q): Query<Pag
                 .map(|c| format!("&commit={}", encode_path(c).trim_start_matches('/')))
                 .unwrap_or_default(),
             commit,
+            channels: !quarry_store::layout::config::configured().roots.is_empty(),
         }
         .render(),
     )

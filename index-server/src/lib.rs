@@ -300,6 +300,8 @@ pub fn app(state: AppState) -> Router {
         .route("/-/package/{run}/{project}", get(browse::package_page))
         .route("/-/package/{run}/{project}/", get(browse::package_page))
         .route("/-/dnf/{file}", get(browse::dnf_repo_file))
+        .route("/-/channel/", get(browse::channel::channels_page))
+        .route("/-/channel/{*root}", get(browse::channel::channel_page))
         .route("/-/gpu/{run}", get(gpu::gpu_page))
         .route("/-/gpu/{run}/", get(gpu::gpu_page))
         .route("/{*path}", get(files::get_path).put(upload::put_path).post(legacy_upload::post_path))

@@ -127,7 +127,9 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
     let find_links =
         if has_find_links { read_page(store, root, "index.html", &mut report).await? } else { String::new() };
     let mut on_find_links = BTreeSet::new();
-    let ctx = Ctx { store, root, present: &present, state: &state };
+    // A per-family view's links into its generic root are checked there.
+    let view = crate::view::source_for(store, root).await?;
+    let ctx = Ctx { store, root, present: &present, state: &state, view: view.as_ref() };
     for a in anchors(&find_links) {
         check_file_link(&ctx, &a, &a.href, "index.html", &mut report).await?;
         on_find_links.insert(a.href.clone());
@@ -230,6 +232,7 @@ struct Ctx<'a> {
     root: &'a RepoRoot,
     present: &'a BTreeSet<String>,
     state: &'a RepoState,
+    view: Option<&'a crate::view::ViewSource>,
 }
 
 async fn check_file_link(
@@ -239,7 +242,13 @@ async fn check_file_link(
     page: &str,
     report: &mut CheckReport,
 ) -> Result<(), StoreError> {
-    let Ctx { store, root, present, state } = *ctx;
+    let Ctx { store, root, present, state, view } = *ctx;
+    let across = view.and_then(|v| Some((v, file.strip_prefix(v.href_prefix.as_str())?)));
+    let none = BTreeSet::new();
+    let (root, present, state, file) = match across {
+        Some((v, file)) => (&v.root, &none, &v.state, file),
+        None => (root, present, state, file),
+    };
     if !exists(store, root, present, file).await? {
         report.problems.push(format!("{page} {MISSING_FILE} {file}"));
     }

@@ -39,6 +39,7 @@ mod split;
 mod state;
 mod state_io;
 pub mod variant;
+pub mod view;
 mod wheel;
 
 pub use check::{CheckReport, check};
@@ -50,7 +51,7 @@ pub use listing::{ListingDir, ListingReport, update_listing};
 pub use metadata::{CoreMetadata, MetadataError};
 pub use plan::{METADATA_SUFFIX, YANK_SUFFIX};
 pub use publish::{Indexer, ReindexReport};
-pub use render::{Page, Stage, render};
+pub use render::{Extra, Page, Stage, render, render_with_extra};
 pub use root::{APT_STATE_NAME, DNF_STATE_NAME, RepoKind, RepoRoot, STATE_NAME, check_key_segments};
 pub use scope::{ProjectScope, Refreshed, Scope};
 pub use sign::{SignError, Signer};

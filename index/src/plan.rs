@@ -124,6 +124,9 @@ pub(crate) struct PlanInput<'a> {
     pub(crate) dirty: &'a BTreeSet<String>,
     /// Which of a pip root's pages to render (a project's own event renders its pages only).
     pub(crate) parts: render::Parts,
+    /// A per-family view's generic root (extra entries from another root, with an href
+    /// prefix), `crate::view`.
+    pub(crate) view: Option<&'a crate::view::ViewSource>,
 }
 
 /// What one attempt writes, commits and deletes.
@@ -148,7 +151,7 @@ pub(crate) struct Plan {
 
 /// Decide what an attempt writes, commits and deletes. Pure: the same input gives the same plan.
 pub(crate) fn plan(input: PlanInput<'_>) -> Result<Plan, IndexError> {
-    let PlanInput { root, old, committed, listing, inspections, yanks, config, now, force, dirty, parts } = input;
+    let PlanInput { root, old, committed, listing, inspections, yanks, config, now, force, dirty, parts, view } = input;
     let mut report = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
     let (mut state, sidecars) = admit(root, old, listing, inspections, &mut report)?;
     for (target, reason) in yanks {
@@ -158,7 +161,7 @@ pub(crate) fn plan(input: PlanInput<'_>) -> Result<Plan, IndexError> {
     }
     report.added.sort();
     report.removed = old.entries.keys().filter(|k| !state.entries.contains_key(*k)).cloned().collect();
-    let pages = render_outputs(root, old, &mut state, config, now, parts)?;
+    let pages = render_outputs(root, old, &mut state, config, now, parts, view)?;
     let expired = retire(root, old, &mut state, now, config.grace_seconds);
     // Pages this call wrote in an attempt that lost (or was overwritten) are rewritten even
     // when the state already holds everything: they may be the stale ones.
@@ -253,6 +256,7 @@ fn render_outputs(
     config: &IndexConfig,
     now: i64,
     parts: render::Parts,
+    view: Option<&crate::view::ViewSource>,
 ) -> Result<Vec<Page>, IndexError> {
     if root.kind() != RepoKind::Pip {
         state.generated = match old.generated {
@@ -262,7 +266,7 @@ fn render_outputs(
         };
     }
     let pages = match root.kind() {
-        RepoKind::Pip => render::render_parts(root, state, parts),
+        RepoKind::Pip => render::render_parts(root, state, parts, view.map(crate::view::ViewSource::extra)),
         RepoKind::Apt => crate::apt::render(state, &config.apt, config.signer.as_deref())?,
         RepoKind::Dnf => crate::dnf::render(state, config.signer.as_deref())?,
     };
@@ -416,6 +420,7 @@ mod tests {
                 force: self.force,
                 dirty: &self.dirty,
                 parts: render::Parts::ALL,
+                view: None,
             })
             .unwrap()
         }

@@ -38,6 +38,13 @@ pub struct PrunePolicy {
     pub keep_versions: Option<usize>,
 }
 
+impl PrunePolicy {
+    /// Whether the policy has a rule at all (without one nothing is pruned).
+    pub fn is_set(&self) -> bool {
+        self.keep_days.is_some() || self.keep_versions.is_some()
+    }
+}
+
 /// One version of one project in a root, and what the policy decided.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct VersionFiles {
@@ -203,7 +210,7 @@ pub async fn prune_root(
     now: Timestamp,
     dry_run: bool,
 ) -> Result<PruneReport, PruneError> {
-    if policy.keep_days.is_none() && policy.keep_versions.is_none() {
+    if !policy.is_set() {
         return Err(PruneError::NoRule);
     }
     let store = indexer.store().as_ref();
@@ -226,6 +233,12 @@ pub async fn prune_root(
     if dry_run || report.pruned.is_empty() {
         return Ok(report);
     }
+    // A generic root's views stop naming the pruned files before they go.
+    let leaving = report.pruned.iter().flat_map(|v| &v.files).map(|f| format!("{root}{f}")).collect();
+    indexer
+        .refresh_views_without(root, leaving)
+        .await
+        .map_err(|source| PruneError::Reindex { root: root.to_string(), source })?;
     for file in report.pruned.iter().flat_map(|v| &v.files) {
         report.deleted.extend(delete_with_sidecars(store, root, file).await?);
     }

@@ -151,20 +151,20 @@ impl Indexer {
 
     /// Bring `root`'s pages up to date with its listing.
     pub async fn reindex(&self, root: &RepoRoot) -> Result<ReindexReport, IndexError> {
-        self.run(root, false, Inspections::default()).await
+        self.reindex_then_views(root, None, false, Inspections::default()).await
     }
 
     /// Like [`Indexer::reindex`]; with `force`, every page is republished even when the state
     /// says nothing changed (repairs pages damaged or deleted behind the indexer's back).
     pub async fn reindex_with(&self, root: &RepoRoot, force: bool) -> Result<ReindexReport, IndexError> {
-        self.run(root, force, Inspections::default()).await
+        self.reindex_then_views(root, None, force, Inspections::default()).await
     }
 
     /// Like [`Indexer::reindex`], with files the caller has inspected already (an upload):
     /// each is used instead of reading the file again while the listed object's version is
     /// still the one inspected.
     pub async fn reindex_inspected(&self, root: &RepoRoot, known: Inspections) -> Result<ReindexReport, IndexError> {
-        self.run(root, false, known).await
+        self.reindex_then_views(root, None, false, known).await
     }
 
     /// Bring one project of a pip root up to date (an event about one of its files): only its
@@ -176,7 +176,7 @@ impl Indexer {
         project: &ProjectScope,
         known: Inspections,
     ) -> Result<ReindexReport, IndexError> {
-        self.run_scoped(root, Some(project.clone()), false, known).await
+        self.reindex_then_views(root, Some(project.clone()), false, known).await
     }
 
     /// A lost commit race is retried; the retry republishes every page this call wrote before,
@@ -184,11 +184,16 @@ impl Indexer {
     /// writes are not atomic ([`ConditionalWrites::Verify`]) a commit is read back: if another
     /// writer's state replaced it, or the listing holds files it lacks, the loop goes on.
     #[tracing::instrument(skip_all, fields(root = %root, force))]
-    async fn run(&self, root: &RepoRoot, force: bool, known: Inspections) -> Result<ReindexReport, IndexError> {
+    pub(crate) async fn run(
+        &self,
+        root: &RepoRoot,
+        force: bool,
+        known: Inspections,
+    ) -> Result<ReindexReport, IndexError> {
         self.run_scoped(root, None, force, known).await
     }
 
-    async fn run_scoped(
+    pub(crate) async fn run_scoped(
         &self,
         root: &RepoRoot,
         project: Option<ProjectScope>,
@@ -266,6 +271,7 @@ impl Indexer {
             force: pass.force_all,
             dirty: &pass.dirty,
             parts: crate::render::Parts::ALL,
+            view: None,
         })?;
         if unchanged {
             return Ok(report);

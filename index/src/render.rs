@@ -142,15 +142,31 @@ struct JsonFile<'a> {
     quarry_source_commit: Option<&'a str>,
 }
 
-/// The entries of one project, sorted by version then filename.
-struct Project<'a> {
-    name: PackageName,
-    files: Vec<(Version, &'a Entry)>,
+/// Extra entries from another root, with an href prefix: listed on this root's pages beside
+/// its own, each linked as `href_prefix` + its file name (relative to this root, e.g.
+/// `../generic/` for a per-family view listing its channel's generic wheels, `crate::view`).
+/// Their hashes and `.metadata` sidecars are the other root's. A file of the same name this
+/// root holds itself is listed instead.
+#[derive(Debug, Clone, Copy)]
+pub struct Extra<'a> {
+    pub state: &'a RepoState,
+    pub href_prefix: &'a str,
 }
 
-fn group(state: &RepoState) -> BTreeMap<PackageName, Project<'_>> {
-    let mut projects: BTreeMap<PackageName, Project<'_>> = BTreeMap::new();
-    for entry in state.entries.values() {
+/// The entries of one project, sorted by version then filename, each with its href prefix
+/// (empty for the root's own files).
+struct Project<'a> {
+    name: PackageName,
+    files: Vec<(Version, &'a Entry, &'a str)>,
+}
+
+fn group<'a>(state: &'a RepoState, extra: Option<Extra<'a>>) -> BTreeMap<PackageName, Project<'a>> {
+    let mut projects: BTreeMap<PackageName, Project<'a>> = BTreeMap::new();
+    let own = state.entries.values().map(|e| (e, ""));
+    let others = extra.into_iter().flat_map(|x| {
+        x.state.entries.values().filter(|e| !state.entries.contains_key(&e.filename)).map(move |e| (e, x.href_prefix))
+    });
+    for (entry, prefix) in own.chain(others) {
         // Entries are only admitted with a valid filename; skip defensively otherwise.
         let Ok(parsed) = entry.filename.parse::<DistFilename>() else {
             continue;
@@ -159,7 +175,7 @@ fn group(state: &RepoState) -> BTreeMap<PackageName, Project<'_>> {
             .entry(parsed.name().clone())
             .or_insert_with(|| Project { name: parsed.name().clone(), files: Vec::new() })
             .files
-            .push((parsed.version().clone(), entry));
+            .push((parsed.version().clone(), entry, prefix));
     }
     for p in projects.values_mut() {
         p.sort();
@@ -169,7 +185,7 @@ fn group(state: &RepoState) -> BTreeMap<PackageName, Project<'_>> {
 
 impl Project<'_> {
     fn sort(&mut self) {
-        self.files.sort_by(|(va, a), (vb, b)| va.cmp(vb).then_with(|| a.filename.cmp(&b.filename)));
+        self.files.sort_by(|(va, a, _), (vb, b, _)| va.cmp(vb).then_with(|| a.filename.cmp(&b.filename)));
     }
 }
 
@@ -187,9 +203,9 @@ struct VariantsFile {
 /// left without one). Its upload time is its newest variant wheel's.
 fn variants_files(state: &RepoState) -> Vec<VariantsFile> {
     let mut out = Vec::new();
-    for project in group(state).into_values() {
+    for project in group(state, None).into_values() {
         let mut releases: BTreeMap<&Version, Vec<&Entry>> = BTreeMap::new();
-        for (version, entry) in &project.files {
+        for (version, entry, _) in &project.files {
             if entry.variant.is_some() {
                 releases.entry(version).or_default().push(entry);
             }
@@ -228,6 +244,11 @@ fn view<'a>(entry: &'a Entry, href_base: &str) -> FileView<'a> {
     }
 }
 
+/// `segment` as it appears in an href (percent-encoded like file names).
+pub(crate) fn encode_segment(segment: &str) -> String {
+    utf8_percent_encode(segment, HREF_SEGMENT).to_string()
+}
+
 fn render_html(t: &impl Template) -> Vec<u8> {
     let mut s = t.render().expect("templates render infallibly from owned strings");
     s.push('\n');
@@ -260,13 +281,20 @@ impl Parts {
 /// `{name}-{version}-variants.json` (linked beside its wheels), project pages, then the
 /// simple root, then the find-links page.
 pub fn render(root: &RepoRoot, state: &RepoState) -> Vec<Page> {
-    render_parts(root, state, Parts::ALL)
+    render_parts(root, state, Parts::ALL, None)
 }
 
-/// [`render`], only the pages `parts` names beside the projects' own.
-pub fn render_parts(root: &RepoRoot, state: &RepoState, parts: Parts) -> Vec<Page> {
+/// [`render`], the pages also listing `extra`'s entries (and linking its variant releases'
+/// `-variants.json`, which its own root publishes), linked across roots.
+pub fn render_with_extra(root: &RepoRoot, state: &RepoState, extra: Option<Extra<'_>>) -> Vec<Page> {
+    render_parts(root, state, Parts::ALL, extra)
+}
+
+/// [`render_with_extra`], only the pages `parts` names beside the projects' own.
+pub fn render_parts(root: &RepoRoot, state: &RepoState, parts: Parts, extra: Option<Extra<'_>>) -> Vec<Page> {
     let variants = variants_files(state);
-    let projects = with_variants(state, &variants);
+    let extra_variants = extra.map(|x| variants_files(x.state)).unwrap_or_default();
+    let projects = with_variants(state, &variants, extra, &extra_variants);
     let mut pages = Vec::with_capacity(projects.len() * 2 + 3 + variants.len());
     pages.extend(variants.iter().map(|file| file.page.clone()));
     for project in projects.values() {
@@ -282,12 +310,22 @@ pub fn render_parts(root: &RepoRoot, state: &RepoState, parts: Parts) -> Vec<Pag
     pages
 }
 
-/// [`group`], each release's `-variants.json` beside its files.
-fn with_variants<'a>(state: &'a RepoState, variants: &'a [VariantsFile]) -> BTreeMap<PackageName, Project<'a>> {
-    let mut projects = group(state);
-    for file in variants {
-        if let Some(project) = projects.get_mut(&file.name) {
-            project.files.push((file.version.clone(), &file.entry));
+/// [`group`], each release's `-variants.json` beside its files (the root's own, then
+/// `extra`'s, linked across roots).
+fn with_variants<'a>(
+    state: &'a RepoState,
+    variants: &'a [VariantsFile],
+    extra: Option<Extra<'a>>,
+    extra_variants: &'a [VariantsFile],
+) -> BTreeMap<PackageName, Project<'a>> {
+    let mut projects = group(state, extra);
+    let own = variants.iter().map(|f| (f, ""));
+    let others = extra_variants.iter().map(|f| (f, extra.map_or("", |x| x.href_prefix)));
+    for (file, prefix) in own.chain(others) {
+        if let Some(project) = projects.get_mut(&file.name)
+            && !project.files.iter().any(|(_, e, _)| e.filename == file.entry.filename)
+        {
+            project.files.push((file.version.clone(), &file.entry, prefix));
             project.sort();
         }
     }
@@ -297,28 +335,29 @@ fn with_variants<'a>(state: &'a RepoState, variants: &'a [VariantsFile]) -> BTre
 /// A project's PEP 503 and PEP 691 pages.
 fn project_pages(project: &Project<'_>) -> [Page; 2] {
     let name = project.name.as_str();
-    let files: Vec<FileView<'_>> = project.files.iter().map(|(_, e)| view(e, "../../")).collect();
+    let files: Vec<FileView<'_>> =
+        project.files.iter().map(|(_, e, prefix)| view(e, &format!("../../{prefix}"))).collect();
     let html = Page::new(
         simple_project_html(&project.name),
         render_html(&SimpleProjectPage { name, files }),
         Stage::Index,
         HTML,
     );
-    let mut versions: Vec<&Version> = project.files.iter().map(|(v, _)| v).collect();
+    let mut versions: Vec<&Version> = project.files.iter().map(|(v, _, _)| v).collect();
     versions.dedup();
     let json = JsonProject {
         meta: Meta { api_version: API_VERSION },
         name,
         versions: versions.into_iter().map(ToString::to_string).collect(),
-        files: project.files.iter().map(|(_, e)| json_file(e)).collect(),
+        files: project.files.iter().map(|(_, e, prefix)| json_file(e, prefix)).collect(),
     };
     [html, Page::new(simple_project_json(&project.name), render_json(&json), Stage::Index, PEP691_JSON)]
 }
 
-fn json_file(e: &Entry) -> JsonFile<'_> {
+fn json_file<'a>(e: &'a Entry, href_prefix: &str) -> JsonFile<'a> {
     JsonFile {
         filename: &e.filename,
-        url: format!("../../{}", utf8_percent_encode(&e.filename, HREF_SEGMENT)),
+        url: format!("../../{href_prefix}{}", utf8_percent_encode(&e.filename, HREF_SEGMENT)),
         hashes: BTreeMap::from([("sha256", e.sha256.as_str())]),
         requires_python: e.requires_python.as_deref(),
         core_metadata: e.core_metadata_sha256.as_deref().map(|h| BTreeMap::from([("sha256", h)])),
@@ -350,7 +389,8 @@ pub fn simple_root_pages(names: &[&str]) -> [Page; 2] {
 }
 
 fn find_links_page(root: &RepoRoot, projects: &BTreeMap<PackageName, Project<'_>>) -> Page {
-    let all: Vec<FileView<'_>> = projects.values().flat_map(|p| p.files.iter().map(|(_, e)| view(e, ""))).collect();
+    let all: Vec<FileView<'_>> =
+        projects.values().flat_map(|p| p.files.iter().map(|(_, e, prefix)| view(e, prefix))).collect();
     Page::new(FIND_LINKS.into(), render_html(&FindLinksPage { title: root.as_str(), files: all }), Stage::Pointer, HTML)
 }
 
@@ -395,7 +435,7 @@ pub fn splice_find_links(root: &RepoRoot, current: &str, project: &PackageName, 
         return None;
     }
     let variants = variants_files(state);
-    let projects = with_variants(state, &variants);
+    let projects = with_variants(state, &variants, None, &[]);
     if projects.keys().any(|name| name != project) {
         return None;
     }
@@ -557,5 +597,35 @@ mod tests {
     fn rendering_is_deterministic() {
         let root = RepoRoot::new("python/").unwrap();
         assert_eq!(render(&root, &state()), render(&root, &state()));
+    }
+
+    #[test]
+    fn a_view_lists_another_roots_files_linked_across_roots() {
+        let mut own = RepoState::empty();
+        let mut generic = RepoState::empty();
+        for (in_generic, name) in [
+            (false, "rocm_sdk_libraries_gfx94X_dcgpu-7.0.0-py3-none-linux_x86_64.whl"),
+            (true, "rocm_sdk_core-7.0.0-py3-none-linux_x86_64.whl"),
+            (true, "rocm_sdk_core-7.0.0.tar.gz"),
+            // Held by both: the view's own file is listed, once.
+            (false, "rocm_sdk_core-6.0.0-py3-none-linux_x86_64.whl"),
+            (true, "rocm_sdk_core-6.0.0-py3-none-linux_x86_64.whl"),
+        ] {
+            let mut e = entry(name, Some(">=3.10"), name.ends_with(".whl"), None);
+            let state = if in_generic { &mut generic } else { &mut own };
+            if in_generic {
+                e.sha256 = "9".repeat(64);
+            }
+            state.entries.insert(e.filename.clone(), e);
+        }
+        let root = RepoRoot::with_kind("v2/gfx94X-dcgpu/", crate::root::RepoKind::Pip).unwrap();
+        let pages = render_with_extra(&root, &own, Some(Extra { state: &generic, href_prefix: "../generic/" }));
+        let paths: Vec<&str> = pages.iter().map(|p| p.path.as_str()).collect();
+        assert!(paths.contains(&"simple/rocm-sdk-core/index.json"), "{paths:?}");
+        insta::assert_snapshot!("view_find_links", page(&pages, "index.html"));
+        insta::assert_snapshot!("view_simple_root_html", page(&pages, "simple/index.html"));
+        insta::assert_snapshot!("view_project_html", page(&pages, "simple/rocm-sdk-core/index.html"));
+        insta::assert_snapshot!("view_project_json", page(&pages, "simple/rocm-sdk-core/index.json"));
+        assert_eq!(render_with_extra(&root, &own, None), render(&root, &own));
     }
 }

@@ -217,7 +217,7 @@ async fn random_history(kind: &str, root: &str, seed: u64, events: Option<bool>)
     let find_links = events.unwrap_or(true);
     let rendered = match repo.kind() {
         crate::RepoKind::Pip => {
-            crate::render::render_parts(&repo, &scratch, crate::render::Parts { simple_root: true, find_links })
+            crate::render::render_parts(&repo, &scratch, crate::render::Parts { simple_root: true, find_links }, None)
         }
         crate::RepoKind::Apt => crate::apt::render(&scratch, &config.apt, None).unwrap(),
         crate::RepoKind::Dnf => crate::dnf::render(&scratch, None).unwrap(),

@@ -76,6 +76,8 @@ impl Indexer {
         let inspections = self.inspect_unknown(listing.unknown(&old), &mut pass.inspected).await?;
         let yanks = self.read_yank_reasons(listing.markers_to_read(&old, &inspections)).await?;
         let parts = Parts { simple_root: true, find_links: self.config().find_links(root.as_str()) };
+        // A per-family view: the generic root's files, listed beside the view's own.
+        let view = crate::view::source_for(store, root).await?;
         let Plan { state, mut report, writes, pages, deletes, unchanged } = plan(PlanInput {
             root,
             old: &old,
@@ -88,6 +90,7 @@ impl Indexer {
             force: pass.force_all,
             dirty: &pass.dirty,
             parts,
+            view: view.as_ref(),
         })?;
         if unchanged {
             return Ok(report);
@@ -157,6 +160,10 @@ impl Indexer {
         project: &ProjectScope,
         pass: &mut Pass,
     ) -> Result<Option<ReindexReport>, IndexError> {
+        // A per-family view's pages list its generic root's files too: reconciled whole.
+        if crate::view::generic_of(quarry_store::layout::config::configured(), root).is_some() {
+            return Ok(None);
+        }
         let store = self.store().as_ref();
         let state_key = root.state_key();
         let Some((manifest, manifest_etag)) = load_object(store, &state_key).await? else {
@@ -192,6 +199,7 @@ impl Indexer {
             force: pass.force_all,
             dirty: &pass.dirty,
             parts: Parts::PROJECTS,
+            view: None,
         })?;
         let Some(RootPages { manifest: next, writes: root_writes, deletes: root_deletes }) =
             self.root_pages(root, project, &manifest, &old, &state, &pass.dirty).await?

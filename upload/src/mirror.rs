@@ -18,7 +18,7 @@ use futures_util::StreamExt;
 use quarry_index::origin::{OriginConflict, projects};
 use quarry_index::{Indexer, Inspections, MAX_METADATA_SIZE, ReindexReport, RepoRoot, read_state};
 use quarry_packaging::{DistFilename, PackageName, Version};
-use quarry_store::{Key, Sha256Hex, Store, StoreError, sha256_hex};
+use quarry_store::{Key, ObjectMeta, Sha256Hex, Store, StoreError, sha256_hex};
 use serde::Serialize;
 use tokio::io::AsyncWriteExt;
 
@@ -211,21 +211,22 @@ fn error_text(e: &MirrorError) -> String {
     quarry_store::error_chain(e)
 }
 
-/// Refuse a wanted project that a composed root supplies (naming both roots).
+/// Refuse a wanted project that a composed root supplies (naming both roots): the composed
+/// roots' projects and the wanted ones, in that order, through [`quarry_index::origin::conflicts`]
+/// (conflicts among the composed roots themselves are not this mirror's to refuse).
 async fn check_origins(store: &dyn Store, options: &MirrorOptions) -> Result<(), MirrorError> {
+    let mut sets = Vec::with_capacity(options.compose_with.len() + 1);
     for other in &options.compose_with {
         let state = read_state(store, other).await?.unwrap_or_default();
-        let supplied = projects(other.kind(), &state);
-        if let Some(w) = options.wanted.iter().find(|w| supplied.contains(w.project.as_str())) {
-            return Err(OriginConflict {
-                project: w.project.to_string(),
-                first: other.to_string(),
-                second: options.root.to_string(),
-            }
-            .into());
-        }
+        sets.push((other.to_string(), other.kind(), projects(other.kind(), &state)));
     }
-    Ok(())
+    let wanted = options.wanted.iter().map(|w| w.project.as_str().to_owned()).collect();
+    let root = options.root.to_string();
+    sets.push((root.clone(), options.root.kind(), wanted));
+    match quarry_index::origin::conflicts(&sets).into_iter().find(|c| c.second == root) {
+        Some(conflict) => Err(conflict.into()),
+        None => Ok(()),
+    }
 }
 
 /// GET `url` into memory (at most `limit` bytes): the body and its `Content-Type`.
@@ -348,26 +349,27 @@ impl FileJob<'_> {
         }
         let store = self.indexer.store().as_ref();
         let key = self.root.key(&file.filename).map_err(StoreError::from)?;
-        let status = match store.head(&key).await {
+        let stored = match store.head(&key).await {
             Ok(meta) => {
-                let stored = quarry_store::stored_sha256(store, &key, meta.sha256).await?;
+                let stored = quarry_store::stored_sha256(store, &key, meta.sha256.clone()).await?;
                 if stored != expected {
                     return Err(mismatch(format!("{key} already stored"), &expected, &stored));
                 }
-                "stored"
+                Some(meta)
             }
-            Err(e) if e.is_not_found() => {
-                let metadata = self.metadata(file).await?;
-                self.download_and_store(file, &key, &expected).await?;
-                return self
-                    .inspect(&key, upload_time.clone(), metadata, inspections)
-                    .await
-                    .map(|m| done("mirrored", m));
-            }
+            Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e.into()),
         };
+        // The upstream's metadata is checked before anything is stored.
         let metadata = self.metadata(file).await?;
-        let upstream_metadata = self.inspect(&key, upload_time.clone(), metadata, inspections).await?;
+        let (status, object) = match stored {
+            Some(meta) => ("stored", meta),
+            None => {
+                self.download_and_store(file, &key, &expected).await?;
+                ("mirrored", store.head(&key).await?)
+            }
+        };
+        let upstream_metadata = self.inspect(&object, upload_time.clone(), metadata, inspections).await?;
         Ok(done(status, upstream_metadata))
     }
 
@@ -420,14 +422,14 @@ impl FileJob<'_> {
     /// metadata in place of the store's; true when the metadata is the upstream's.
     async fn inspect(
         &self,
-        key: &Key,
+        object: &ObjectMeta,
         upload_time: Option<String>,
         metadata: Option<bytes::Bytes>,
         inspections: &mut Inspections,
     ) -> Result<bool, MirrorError> {
+        let key = &object.key;
         let filename = key.filename().to_owned();
-        let object = self.indexer.store().head(key).await?;
-        let mut found = quarry_index::inspect(self.indexer.store(), &object).await.map_err(|e| match e {
+        let mut found = quarry_index::inspect(self.indexer.store(), object).await.map_err(|e| match e {
             quarry_index::InspectError::Rejected(reason) => MirrorError::Refused { filename: filename.clone(), reason },
             source => MirrorError::Inspect { filename: filename.clone(), source },
         })?;

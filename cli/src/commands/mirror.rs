@@ -71,11 +71,25 @@ fn parse_python(text: &str) -> Result<(u32, u32), String> {
     Ok((major.parse().map_err(|_| bad())?, minor.parse().map_err(|_| bad())?))
 }
 
+/// The kinds of root a command names, by their labels (`pip`, `apt`, `dnf`).
+const KINDS: [RepoKind; 3] = [RepoKind::Pip, RepoKind::Apt, RepoKind::Dnf];
+
+/// A root kind by its label: `quarry prune --kind`, the `KIND:` of [`parse_root`].
+pub(crate) fn parse_kind(label: &str) -> Result<RepoKind, String> {
+    KINDS.into_iter().find(|k| k.label() == label).ok_or_else(|| format!("{label:?}: expected pip, apt or dnf"))
+}
+
+/// A key prefix naming a directory: no leading `/`, one trailing `/` (empty stays empty).
+pub(crate) fn dir_prefix(text: &str) -> String {
+    let trimmed = text.trim_matches('/');
+    if trimmed.is_empty() { String::new() } else { format!("{trimmed}/") }
+}
+
 /// A root from `[pip:|apt:|dnf:]PREFIX`: the kind given, else the layout's, else pip.
 pub(crate) fn parse_root(text: &str) -> anyhow::Result<RepoRoot> {
-    let kinds = [("pip:", RepoKind::Pip), ("apt:", RepoKind::Apt), ("dnf:", RepoKind::Dnf)];
     let bad = |e: quarry_store::KeyError| UsageError::new(format!("root {text:?}: {e}"));
-    if let Some((prefix, kind)) = kinds.iter().find_map(|(p, k)| text.strip_prefix(p).map(|rest| (rest, *k))) {
+    let kind = text.split_once(':').and_then(|(label, rest)| Some((parse_kind(label).ok()?, rest)));
+    if let Some((kind, prefix)) = kind {
         return RepoRoot::with_kind(prefix, kind).map_err(|e| bad(e).into());
     }
     RepoRoot::new(text).or_else(|_| RepoRoot::with_kind(text, RepoKind::Pip)).map_err(|e| bad(e).into())

@@ -107,13 +107,31 @@ async fn run_files(store: &dyn Store, run: &str) -> anyhow::Result<Vec<(ObjectMe
 }
 
 /// Each run file's entry (sha256, size, a wheel's metadata hash, a package's fields) from its
-/// root's index state while the state's ETag is the listed object's (no download); a file the
-/// state does not know yet is HEADed, and its entry has no ETag (the channel's reindex reads it).
-async fn run_entries(store: &dyn Store, files: &[(ObjectMeta, RepoRoot)]) -> anyhow::Result<BTreeMap<String, Entry>> {
+/// root's index state while the state's ETag is the listed object's (no download). A run root
+/// whose state does not know all its files is indexed first (so every promoted file carries
+/// its provenance); a file it still does not know (refused) is HEADed, and its entry has no
+/// ETag (the channel's reindex reads it).
+async fn run_entries(
+    store: &Arc<dyn Store>,
+    files: &[(ObjectMeta, RepoRoot)],
+) -> anyhow::Result<BTreeMap<String, Entry>> {
     let mut states = BTreeMap::new();
     for root in files.iter().map(|(_, r)| r).collect::<BTreeSet<_>>() {
-        states.insert(root.clone(), read_state(store, root).await?.unwrap_or_default());
+        let mut state = read_state(store.as_ref(), root).await?.unwrap_or_default();
+        let known = |state: &quarry_index::RepoState| {
+            files.iter().filter(|(_, r)| r == root).all(|(o, _)| {
+                let relative = o.key.as_str().strip_prefix(root.as_str()).unwrap_or_default();
+                state.entries.get(relative).is_some_and(|e| e.etag == o.version())
+                    || state.rejected.contains_key(relative)
+            })
+        };
+        if !known(&state) {
+            Indexer::new(store.clone()).reindex(root).await.with_context(|| format!("indexing {root}"))?;
+            state = read_state(store.as_ref(), root).await?.unwrap_or_default();
+        }
+        states.insert(root.clone(), state);
     }
+    let store = store.as_ref();
     let mut known = BTreeMap::new();
     for (object, root) in files {
         let name = object.key.as_str();
@@ -172,9 +190,12 @@ fn plan(
     let found: BTreeSet<String> = wheels.iter().filter_map(|(_, f)| f.clone()).flatten().collect();
     let families: BTreeSet<String> =
         if args.families.is_empty() { found } else { args.families.iter().cloned().collect() };
+    // Per-family views list the channel's generic root: a generic wheel is stored there once.
+    let generic = channel.generic();
     for (key, of) in wheels {
         let name = key.filename();
         let targets: Vec<String> = match of {
+            None if generic.is_some() => generic.iter().map(|g| format!("{g}{name}")).collect(),
             None if families.is_empty() => vec![format!("{}{name}", channel.pip(None))],
             None => families.iter().map(|f| format!("{}{name}", channel.pip(Some(f)))).collect(),
             Some(of) => {
@@ -208,7 +229,7 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     anyhow::ensure!(!files.is_empty(), "{run}/ holds no wheels, sdists, debs or rpms");
     let targets = quarry_topology::families::AmdgpuTargets::builtin();
     let planned = plan(&args, run, &files, &targets.family_map())?;
-    let known = run_entries(store.as_ref(), &files).await?;
+    let known = run_entries(&store, &files).await?;
     let mut copies = check(store.as_ref(), &planned, &known).await?;
     let roots: BTreeSet<RepoRoot> = copies.iter().filter_map(|c| RepoRoot::for_key(&Key::new(&c.to).ok()?)).collect();
     if !args.dry_run {
@@ -241,7 +262,9 @@ async fn init(args: &PromoteArgs) -> anyhow::Result<()> {
     let wants = |k: &str| args.kinds.iter().any(|w| w == k);
     let mut prefixes = Vec::new();
     if wants("pip") {
-        if args.families.is_empty() {
+        if let Some(generic) = channel.generic() {
+            prefixes.push((generic, RepoKind::Pip));
+        } else if args.families.is_empty() {
             prefixes.push((channel.pip(None), RepoKind::Pip));
         }
         prefixes.extend(args.families.iter().map(|f| (channel.pip(Some(f)), RepoKind::Pip)));
@@ -412,11 +435,16 @@ async fn copy_sidecar(store: &dyn Store, from: &Key, to: &Key) -> anyhow::Result
     }
 }
 
-/// apt and dnf roots first, then pip: every file is in place before any page names it.
+/// apt and dnf roots first, then pip, a generic root before the per-family views that list it
+/// (its reindex refreshes them too): every file is in place before any page names it.
 async fn reindex(store: Arc<dyn Store>, roots: &BTreeSet<RepoRoot>, known: Inspections) -> anyhow::Result<()> {
     let indexer = Indexer::new(store);
+    let layout = quarry_store::layout::config::configured();
     let mut ordered: Vec<&RepoRoot> = roots.iter().collect();
-    ordered.sort_by_key(|r| (r.kind() == RepoKind::Pip, r.as_str().to_owned()));
+    ordered.sort_by_key(|r| {
+        let view = quarry_index::view::generic_of(layout, r).is_some();
+        (r.kind() == RepoKind::Pip, view, r.as_str().to_owned())
+    });
     for root in ordered {
         indexer.reindex_inspected(root, known.clone()).await.with_context(|| format!("reindexing {root}"))?;
     }

@@ -25,14 +25,15 @@ pub(crate) struct PruneArgs {
     /// The root to prune (e.g. `v2/gfx94X-dcgpu/`, `v3/packages/deb/`).
     #[arg(long, value_name = "PREFIX", required_unless_present = "channel", requires = "kind")]
     root: Option<String>,
-    /// What the root serves.
-    #[arg(long, value_enum)]
-    kind: Option<Kind>,
+    /// What the root serves: pip, apt or dnf.
+    #[arg(long, value_parser = super::mirror::parse_kind)]
+    kind: Option<RepoKind>,
     /// Prune every root under this prefix (e.g. `v2/`) that the layout gives a retention, with
     /// the layout's `keep_days`/`keep_versions` (the flags below override them).
     #[arg(long, value_name = "PREFIX", conflicts_with_all = ["root", "kind"])]
     channel: Option<String>,
-    /// The layout's file (`quarry.toml`, see docs/configuration.md) for `--channel`.
+    /// The layout's file (`quarry.toml`, see docs/configuration.md): `--channel`'s roots, and
+    /// the per-family views a pruned generic root's reindex refreshes.
     #[arg(long, env = "QUARRY_CONFIG")]
     config: Option<std::path::PathBuf>,
     /// Keep versions whose newest file entered the root less than N days ago.
@@ -52,18 +53,12 @@ pub(crate) struct PruneArgs {
     json: bool,
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum Kind {
-    Pip,
-    Apt,
-    Dnf,
-}
-
 pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
     let config = IndexConfig::from_env()
         .map_err(|e| UsageError::new(format!("the index configuration from the environment: {e}")))?;
+    // Also for --root: a generic root's reindex refreshes the per-family views the layout names.
+    super::load_layout(args.config.as_deref())?;
     if let Some(channel) = &args.channel {
-        super::load_layout(args.config.as_deref())?;
         let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
         let indexer = Indexer::new(store).with_config(config);
         let reports = prune_channel(&indexer, channel, &args).await?;
@@ -71,16 +66,11 @@ pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
         return super::print(args.json, &reports, text);
     }
     let policy = PrunePolicy { keep_days: args.keep_days, keep_versions: args.keep_versions };
-    if policy.keep_days.is_none() && policy.keep_versions.is_none() {
+    if !policy.is_set() {
         return Err(UsageError::new("nothing to keep by: give --keep-days N, --keep-versions N, or both").into());
     }
     let (Some(prefix), Some(kind)) = (&args.root, args.kind) else {
         return Err(UsageError::new("give --root PREFIX --kind KIND, or --channel PREFIX").into());
-    };
-    let kind = match kind {
-        Kind::Pip => RepoKind::Pip,
-        Kind::Apt => RepoKind::Apt,
-        Kind::Dnf => RepoKind::Dnf,
     };
     let root = RepoRoot::with_kind(prefix, kind).map_err(|e| UsageError::new(format!("--root {prefix:?}: {e}")))?;
     let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
@@ -93,10 +83,7 @@ pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
 /// (or that the flags give one), pruned with its own policy; roots without one are left alone.
 async fn prune_channel(indexer: &Indexer, channel: &str, args: &PruneArgs) -> anyhow::Result<Vec<PruneReport>> {
     let layout = quarry_store::layout::config::configured();
-    let mut prefix = channel.trim_start_matches('/').to_owned();
-    if !prefix.is_empty() && !prefix.ends_with('/') {
-        prefix.push('/');
-    }
+    let prefix = super::mirror::dir_prefix(channel);
     let (roots, _) =
         quarry_index::discover(indexer.store().as_ref(), &prefix).await.with_context(|| format!("listing {prefix}"))?;
     let now = args.now.unwrap_or_else(Timestamp::now);
@@ -107,7 +94,7 @@ async fn prune_channel(indexer: &Indexer, channel: &str, args: &PruneArgs) -> an
             keep_days: args.keep_days.or(rule.and_then(|r| r.keep_days)),
             keep_versions: args.keep_versions.or(rule.and_then(|r| r.keep_versions).map(|n| n as usize)),
         };
-        if policy.keep_days.is_none() && policy.keep_versions.is_none() {
+        if !policy.is_set() {
             tracing::debug!(root = root.as_str(), "no retention configured; left alone");
             continue;
         }

@@ -336,6 +336,14 @@ impl<'a> ChannelRoots<'a> {
         }
     }
 
+    /// The root generic wheels are promoted into once when the channel's family roots are
+    /// per-family views (`view = "family"`, `generic = …`), listing them from there; `None`:
+    /// each family root holds its own copy.
+    pub fn generic(&self) -> Option<String> {
+        let rule = self.rule(RootKind::Pip, "{family}").filter(|r| r.view.as_deref() == Some("family"))?;
+        rule.generic.as_deref().map(|g| format!("{}/", g.trim_end_matches('/')))
+    }
+
     /// The apt root.
     pub fn deb(&self) -> String {
         let rule = self.rule(RootKind::Apt, "");
@@ -383,6 +391,9 @@ mod tests {
         assert_eq!(rule.fill(&[("family", "gfx950-dcgpu")]).as_deref(), Some("v2/gfx950-dcgpu/"));
         assert_eq!(rule.generic.as_deref(), Some("v2/generic/"));
         assert_eq!(rule.view.as_deref(), Some("family"));
+        assert_eq!(ChannelRoots::new("v2", &layout).generic().as_deref(), Some("v2/generic/"));
+        assert_eq!(ChannelRoots::new("v3", &layout).generic(), None);
+        assert_eq!(ChannelRoots::new("dev", &layout).generic(), None, "no view: a copy per family");
     }
 
     #[test]
