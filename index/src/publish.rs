@@ -201,6 +201,8 @@ impl Indexer {
         }
         let inspections = self.inspect_unknown(listing.unknown(&old), &mut pass.inspected).await?;
         let yanks = self.read_yank_reasons(listing.markers_to_read(&old, &inspections)).await?;
+        let changed = !inspections.is_empty() || old.entries.keys().any(|k| !listing.files.contains_key(k));
+        let chunks = crate::chunked::previous(store, root, &old, changed).await;
         let Plan { state, mut report, writes, pages, deletes, unchanged } = plan(PlanInput {
             root,
             old: &old,
@@ -212,6 +214,7 @@ impl Indexer {
             now: jiff::Timestamp::now().as_second(),
             force: pass.force_all,
             dirty: &pass.dirty,
+            chunks: &chunks,
         })?;
         if unchanged {
             return Ok(report);

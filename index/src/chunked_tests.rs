@@ -1,0 +1,73 @@
+//! `+1 .deb` / `+1 .rpm` into a 2,000-package repo compresses a bounded number of chunks, not
+//! the repo, and still writes what a from-scratch render writes, byte for byte.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use quarry_store::{Key, MemoryStore, PutOptions, Store, StoreExt};
+
+use crate::chunked::{ChunkCache, previous};
+use crate::scale_tests::{DEB_ROOT, RPM_ROOT, deb, rpm};
+use crate::{Indexer, RepoRoot};
+
+const SIZE: usize = 2000;
+
+async fn put(store: &dyn Store, root: &str, (name, body): (String, Vec<u8>)) {
+    let key = Key::new(format!("{root}{name}")).unwrap();
+    store.put_bytes(&key, Bytes::from(body), PutOptions::default()).await.unwrap();
+}
+
+/// Index `SIZE` packages, land one more (numbered `extra`), and reindex; then render the new
+/// state again with the chunks read back from the previous outputs (what the reindex did) and
+/// from nothing. Returns the cache used for the incremental render.
+async fn plus_one(root: &str, make: fn(usize) -> (String, Vec<u8>), extra: usize) -> ChunkCache {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let repo = RepoRoot::new(root).unwrap();
+    for n in (0..SIZE + 1).filter(|&n| n != extra) {
+        put(store.as_ref(), root, make(n)).await;
+    }
+    let indexer = Indexer::new(store.clone());
+    indexer.reindex(&repo).await.unwrap();
+    let old = crate::read_state(store.as_ref(), &repo).await.unwrap().unwrap();
+    put(store.as_ref(), root, make(extra)).await;
+    let cache = previous(store.as_ref(), &repo, &old, true).await;
+    assert!(cache.len().0 > SIZE / 100, "the previous outputs' chunks are read back: {:?}", cache.len());
+    let report = indexer.reindex(&repo).await.unwrap();
+    assert_eq!(report.added.len(), 1, "{report}");
+    let new = crate::read_state(store.as_ref(), &repo).await.unwrap().unwrap();
+    let options = crate::IndexConfig::default().apt;
+    let (incremental, scratch) = match repo.kind() {
+        crate::RepoKind::Apt => (
+            crate::apt::render_cached(&new, &options, None, &cache).unwrap(),
+            crate::apt::render(&new, &options, None).unwrap(),
+        ),
+        _ => (crate::dnf::render_cached(&new, None, &cache).unwrap(), crate::dnf::render(&new, None).unwrap()),
+    };
+    assert_eq!(incremental, scratch, "reused chunks give the from-scratch bytes");
+    for page in scratch {
+        let (_, stored) = store.get_bytes(&Key::new(format!("{root}{}", page.path)).unwrap(), 1 << 30).await.unwrap();
+        assert!(stored[..] == page.body[..], "{} as the reindex stored it differs from a fresh render", page.path);
+    }
+    cache
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_more_deb_compresses_a_chunk_or_two_of_2000_packages() {
+    // First, last and middle of the name order.
+    for extra in [0, SIZE / 2, SIZE] {
+        let cache = plus_one(DEB_ROOT, deb, extra).await;
+        // gzip and xz each: the chunk the package lands in (two when it starts a new cut).
+        assert!(cache.compressed_chunks() <= 4, "+1 .deb compressed {} chunks", cache.compressed_chunks());
+        assert!(cache.compressed_bytes() < 64 * 1024, "+1 .deb compressed {} bytes", cache.compressed_bytes());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_more_rpm_compresses_a_chunk_or_two_of_each_document() {
+    for extra in [0, SIZE / 2, SIZE] {
+        let cache = plus_one(RPM_ROOT, rpm, extra).await;
+        // primary, filelists, other: the header (package count) and one or two chunks each.
+        assert!(cache.compressed_chunks() <= 9, "+1 .rpm compressed {} chunks", cache.compressed_chunks());
+        assert!(cache.compressed_bytes() < 192 * 1024, "+1 .rpm compressed {} bytes", cache.compressed_bytes());
+    }
+}
