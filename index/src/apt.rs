@@ -1,6 +1,8 @@
 //! The apt repository of a root (`{run}-{platform}/packages/deb/`): `dists/stable/Release`,
 //! `InRelease`, `Release.gpg` and `main/binary-<arch>/Packages{,.gz,.xz}` with `by-hash/SHA256`
-//! copies, rendered purely from the repo state.
+//! copies, rendered purely from the repo state. `Packages.gz` and `.xz` are compressed in
+//! content-defined chunks ([`crate::chunked`]): a reindex compresses only the chunks it has not
+//! got from the previous outputs, and writes the bytes a from-scratch render writes.
 //!
 //! Release checksum lines are `hex size path` (the order `debian-packaging` 0.18 gets wrong)
 //! and list the uncompressed `Packages` too (apt skips an index whose uncompressed checksum is

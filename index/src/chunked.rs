@@ -429,6 +429,16 @@ mod tests {
         assert!(cache.is_empty());
     }
 
+    /// The framing, byte for byte: stream header, one block per chunk, an index of two records
+    /// and the footer; two gzip members.
+    #[test]
+    fn chunked_xz_and_gzip_snapshot() {
+        let chunks = ["Package: a\n\n".to_owned(), "Package: b\n\n".to_owned()];
+        let cache = ChunkCache::new();
+        let dump = |data: &[u8]| data.chunks(16).map(hex::encode).collect::<Vec<_>>().join("\n");
+        insta::assert_snapshot!(format!("xz:\n{}\ngz:\n{}", dump(&cache.xz(&chunks)), dump(&cache.gzip(&chunks))));
+    }
+
     #[test]
     fn cuts_depend_on_the_packages_only() {
         let mut a = Chunker::new();

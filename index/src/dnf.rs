@@ -1,7 +1,9 @@
 //! The dnf repository of a root (`{run}-{platform}/packages/rpm/x86_64/`):
 //! `repodata/<sha256>-{primary,filelists,other}.xml.gz` (content-addressed, immutable) and
 //! `repodata/repomd.xml` naming them, written last; `repomd.xml.asc` before it when signing.
-//! The XML follows createrepo_c's (namespaces, element order, primary file rules).
+//! The XML follows createrepo_c's (namespaces, element order, primary file rules). Each
+//! document is gzipped as one member per content-defined chunk ([`crate::chunked`]), so a
+//! reindex compresses only what changed.
 
 use std::fmt::Write as _;
 
