@@ -2,8 +2,10 @@
 //! independently compressed chunks, so one more package recompresses one chunk, not the repo.
 //!
 //! A document is cut into chunks at package boundaries chosen by content (after a package whose
-//! file sha256 is 0 mod [`CUT_EVERY`], or when a chunk reaches [`MAX_CHUNK`] bytes), so the
-//! same state always gives the same chunks, whichever history led to it. Each chunk is
+//! file sha256 is 0 mod [`CUT_EVERY`] once the chunk holds [`MIN_CHUNK`] bytes, or when it
+//! reaches [`MAX_CHUNK`] bytes), so the same state always gives the same chunks, whichever
+//! history led to it. A chunk costs its compressor a fresh start (about 0.5 KB of output each,
+//! bench/RESULTS.md), hence the minimum. Each chunk is
 //! compressed on its own and deterministically:
 //!
 //! - gzip: one member per chunk (`gzip -n`-like, level 6), concatenated. apt, zlib and dnf
@@ -22,9 +24,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::Digest as _;
 
-/// A cut after a package whose file sha256 (first 8 hex digits) is 0 mod this: chunks of 32
-/// packages on average.
-pub const CUT_EVERY: u64 = 32;
+/// A cut after a package whose file sha256 (first 8 hex digits) is 0 mod this, once the chunk
+/// holds [`MIN_CHUNK`] bytes: 16 packages past the minimum on average.
+pub const CUT_EVERY: u64 = 16;
+/// No content-defined cut before a chunk holds this many uncompressed bytes.
+pub const MIN_CHUNK: usize = 32 * 1024;
 /// A chunk is cut once it holds this many uncompressed bytes, whatever the hashes say.
 pub const MAX_CHUNK: usize = 256 * 1024;
 
@@ -57,7 +61,8 @@ impl Chunker {
     pub fn package(&mut self, text: &str, sha256: &str) {
         self.current.push_str(text);
         let key = sha256.get(..8).and_then(|h| u64::from_str_radix(h, 16).ok()).unwrap_or(1);
-        if key % CUT_EVERY == 0 || self.current.len() >= MAX_CHUNK {
+        let len = self.current.len();
+        if (key % CUT_EVERY == 0 && len >= MIN_CHUNK) || len >= MAX_CHUNK {
             self.cut();
         }
     }
@@ -441,13 +446,15 @@ mod tests {
 
     #[test]
     fn cuts_depend_on_the_packages_only() {
+        let big = "a".repeat(MIN_CHUNK);
         let mut a = Chunker::new();
         a.alone("<head>\n");
-        for (text, sha) in [("a\n", "00000020"), ("b\n", "00000001"), ("c\n", "ffffffff")] {
+        // The first 0 mod 16 comes before the minimum size: no cut there.
+        for (text, sha) in [("0\n", "00000010"), (&big, "00000020"), ("b\n", "00000001"), ("c\n", "ffffffff")] {
             a.package(text, sha);
         }
         a.alone("</head>\n");
-        assert_eq!(a.finish(), ["<head>\n", "a\n", "b\nc\n", "</head>\n"]);
+        assert_eq!(a.finish(), ["<head>\n".to_owned(), format!("0\n{big}"), "b\nc\n".into(), "</head>\n".into()]);
         assert_eq!(Chunker::new().finish(), [""]);
     }
 }
