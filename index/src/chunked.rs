@@ -225,20 +225,33 @@ pub(crate) async fn previous(
     if !changed || root.kind() == crate::RepoKind::Pip {
         return cache;
     }
-    let read = |key: String| read_proven(store, old, key);
-    let wanted = old.outputs.keys().filter(|k| !k.contains("/by-hash/"));
-    for key in wanted {
-        if key.ends_with(".xml.gz") && key.contains("/repodata/") {
-            if let Some(gz) = read(key.clone()).await {
-                cache.absorb_gzip(&gz);
+    // (gzip file, its xz sibling for apt): read all at once.
+    let wanted: Vec<(String, Option<String>)> = old
+        .outputs
+        .keys()
+        .filter(|k| !k.contains("/by-hash/"))
+        .filter_map(|key| {
+            if key.ends_with(".xml.gz") && key.contains("/repodata/") {
+                Some((key.clone(), None))
+            } else {
+                let dir = key.strip_suffix("/Packages.gz")?;
+                Some((key.clone(), Some(format!("{dir}/Packages.xz"))))
             }
-        } else if let Some(dir) = key.strip_suffix("/Packages.gz") {
-            let (Some(gz), Some(xz)) = (read(key.clone()).await, read(format!("{dir}/Packages.xz")).await) else {
-                continue;
-            };
-            if let Some(digests) = cache.absorb_gzip(&gz) {
-                cache.absorb_xz(&xz, &digests);
+        })
+        .collect();
+    let reads = wanted.into_iter().map(|(gz, xz)| async move {
+        let xz = async {
+            match xz {
+                Some(key) => read_proven(store, old, key).await,
+                None => None,
             }
+        };
+        futures_util::future::join(read_proven(store, old, gz), xz).await
+    });
+    for (gz, xz) in futures_util::future::join_all(reads).await {
+        let Some(gz) = gz else { continue };
+        if let (Some(digests), Some(xz)) = (cache.absorb_gzip(&gz), xz) {
+            cache.absorb_xz(&xz, &digests);
         }
     }
     tracing::debug!(root = %root, chunks = ?cache.len(), "compressed chunks read back");

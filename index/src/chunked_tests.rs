@@ -80,3 +80,32 @@ async fn one_more_rpm_compresses_a_chunk_or_two_of_each_document() {
         assert_bounded(plus_one(RPM_ROOT, rpm, extra).await, 9, "+1 .rpm");
     }
 }
+
+/// A previous output changed behind the indexer's back (its sha256 no longer the state's) is
+/// not learnt from: the reindex compresses those chunks again and still writes the right bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tampered_previous_output_is_not_reused() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let repo = RepoRoot::new(DEB_ROOT).unwrap();
+    for n in 0..300 {
+        put(store.as_ref(), DEB_ROOT, deb(n)).await;
+    }
+    let indexer = Indexer::new(store.clone());
+    indexer.reindex(&repo).await.unwrap();
+    let xz = Key::new(format!("{DEB_ROOT}dists/stable/main/binary-amd64/Packages.xz")).unwrap();
+    let (_, good) = store.get_bytes(&xz, 1 << 30).await.unwrap();
+    let mut bad = good.to_vec();
+    let at = bad.len() / 2;
+    bad[at] ^= 0xFF;
+    store.put_bytes(&xz, Bytes::from(bad), PutOptions::default()).await.unwrap();
+    let old = crate::read_state(store.as_ref(), &repo).await.unwrap().unwrap();
+    let cache = previous(store.as_ref(), &repo, &old, true).await;
+    assert!(cache.len().0 > 1 && cache.len().1 == 0, "only Packages.gz is learnt from: {:?}", cache.len());
+    put(store.as_ref(), DEB_ROOT, deb(300)).await;
+    indexer.reindex(&repo).await.unwrap();
+    let new = crate::read_state(store.as_ref(), &repo).await.unwrap().unwrap();
+    let pages = crate::apt::render(&new, &crate::IndexConfig::default().apt, None).unwrap();
+    let fresh = pages.iter().find(|p| p.path.ends_with("binary-amd64/Packages.xz")).unwrap();
+    let (_, stored) = store.get_bytes(&xz, 1 << 30).await.unwrap();
+    assert!(stored[..] == fresh.body[..], "the reindex wrote a sound Packages.xz");
+}
