@@ -19,7 +19,11 @@ fn plant_fixtures(fixtures: &Path, store: &Path, extra: bool) {
             let name = file.file_name().unwrap().to_str().unwrap().to_owned();
             let is_extra = name.starts_with(&format!("{EXTRA}_")) || name.starts_with(&format!("{EXTRA}-1.0"));
             if is_extra == extra {
-                plant(store, &format!("{prefix}{name}"), &std::fs::read(&file).unwrap());
+                let key = format!("{prefix}{name}");
+                plant(store, &key, &std::fs::read(&file).unwrap());
+                // primary.xml's `time file` is the upload time: the same in both stores.
+                let planted = std::fs::File::options().write(true).open(store.join(&key)).unwrap();
+                planted.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_000_000)).unwrap();
             }
         }
     }
