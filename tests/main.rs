@@ -8,6 +8,7 @@ mod bad_input;
 mod browse;
 mod build_summary;
 mod cdn;
+mod chunked_indexes;
 mod ci_matrix;
 mod cli;
 mod deb_builder;

@@ -228,7 +228,7 @@ async fn audit_once(client: &reqwest::Client, base: &Url, channel: &Channel, aud
         let primary = hrefs(&repomd).into_iter().find(|h| h.ends_with("-primary.xml.gz")).expect("primary in repomd");
         let gz = get(client, &repo.join(&primary).unwrap()).await.expect("repomd names a missing primary");
         let mut xml = String::new();
-        flate2::read::GzDecoder::new(&gz[..]).read_to_string(&mut xml).unwrap();
+        flate2::read::MultiGzDecoder::new(&gz[..]).read_to_string(&mut xml).unwrap();
         for href in hrefs(&xml) {
             let url = repo.join(&href).unwrap();
             assert!(get(client, &url).await.is_some(), "primary.xml names {url}, which is missing");

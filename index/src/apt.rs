@@ -1,6 +1,8 @@
 //! The apt repository of a root (`{run}-{platform}/packages/deb/`): `dists/stable/Release`,
 //! `InRelease`, `Release.gpg` and `main/binary-<arch>/Packages{,.gz,.xz}` with `by-hash/SHA256`
-//! copies, rendered purely from the repo state.
+//! copies, rendered purely from the repo state. `Packages.gz` and `.xz` are compressed in
+//! content-defined chunks ([`crate::chunked`]): a reindex compresses only the chunks it has not
+//! got from the previous outputs, and writes the bytes a from-scratch render writes.
 //!
 //! Release checksum lines are `hex size path` (the order `debian-packaging` 0.18 gets wrong)
 //! and list the uncompressed `Packages` too (apt skips an index whose uncompressed checksum is
@@ -13,6 +15,7 @@ use std::io::Write as _;
 use md5::Digest as _;
 use quarry_packaging::DebVersion;
 
+use crate::chunked::{ChunkCache, Chunker};
 use crate::render::{Page, Stage};
 use crate::sign::{SignError, Signer};
 use crate::state::{Entry, RepoState};
@@ -146,6 +149,11 @@ fn architectures(state: &RepoState) -> Vec<String> {
 /// `Packages` for one architecture: its packages and the `all` ones, ordered by name, then
 /// version as dpkg orders them, then filename.
 pub fn packages(state: &RepoState, arch: &str) -> String {
+    packages_chunks(state, arch).concat()
+}
+
+/// `Packages` for one architecture cut into chunks at stanza boundaries ([`Chunker`]).
+pub fn packages_chunks(state: &RepoState, arch: &str) -> Vec<String> {
     let mut entries: Vec<(&str, DebVersion, &Entry)> = state
         .entries
         .values()
@@ -160,26 +168,19 @@ pub fn packages(state: &RepoState, arch: &str) -> String {
         })
         .collect();
     entries.sort_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.cmp(&b.1)).then_with(|| a.2.filename.cmp(&b.2.filename)));
-    let mut out = String::new();
+    let mut chunker = Chunker::new();
     // Each stanza ends with a blank line, as dpkg-scanpackages writes them.
     for (_, _, entry) in &entries {
-        out.push_str(&stanza(entry));
-        out.push('\n');
+        let mut text = stanza(entry);
+        text.push('\n');
+        chunker.package(&text, &entry.sha256);
     }
-    out
+    chunker.finish()
 }
 
 /// gzip with no name and no time, so equal input gives equal bytes.
 pub fn gzip(data: &[u8]) -> Vec<u8> {
     let mut encoder = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::default());
-    encoder.write_all(data).expect("writing to memory");
-    encoder.finish().expect("writing to memory")
-}
-
-/// xz at preset 3: a 2,000-package index compresses in a quarter of preset 6's time for 20%
-/// more bytes, and every upload event pays this (bench/RESULTS.md).
-pub fn xz(data: &[u8]) -> Vec<u8> {
-    let mut encoder = xz2::write::XzEncoder::new(Vec::new(), 3);
     encoder.write_all(data).expect("writing to memory");
     encoder.finish().expect("writing to memory")
 }
@@ -192,6 +193,17 @@ pub fn digests(data: &[u8]) -> [String; 3] {
 /// Every apt output for `state`, in publish stages: by-hash copies, the canonical indices,
 /// `Release`, `Release.gpg`, `InRelease` (and the public key when signing).
 pub fn render(state: &RepoState, options: &AptOptions, signer: Option<&Signer>) -> Result<Vec<Page>, SignError> {
+    render_cached(state, options, signer, &ChunkCache::new())
+}
+
+/// [`render`], reusing the compressed chunks `cache` holds: the same bytes, compressing only
+/// the chunks it lacks.
+pub fn render_cached(
+    state: &RepoState,
+    options: &AptOptions,
+    signer: Option<&Signer>,
+    cache: &ChunkCache,
+) -> Result<Vec<Page>, SignError> {
     let date = state.generated.unwrap_or(0);
     let dists = format!("dists/{SUITE}/");
     let mut pages = Vec::new();
@@ -200,12 +212,13 @@ pub fn render(state: &RepoState, options: &AptOptions, signer: Option<&Signer>) 
     let arches = architectures(state);
     for arch in &arches {
         let dir = format!("{COMPONENT}/binary-{arch}/");
-        let plain = packages(state, arch).into_bytes();
+        let chunks = packages_chunks(state, arch);
         // The two compressions run side by side.
         let (gz, xzed) = std::thread::scope(|scope| {
-            let xzed = scope.spawn(|| xz(&plain));
-            (gzip(&plain), xzed.join().expect("xz compression does not panic"))
+            let xzed = scope.spawn(|| cache.xz(&chunks));
+            (cache.gzip(&chunks), xzed.join().expect("xz compression does not panic"))
         });
+        let plain = chunks.concat().into_bytes();
         let variants = [("Packages.gz", gz), ("Packages.xz", xzed), ("Packages", plain)];
         for (name, body) in variants {
             let sums = digests(&body);

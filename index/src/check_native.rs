@@ -213,7 +213,7 @@ async fn check_dnf(
         }
         if kind == "primary" {
             let mut xml = String::new();
-            if flate2::read::GzDecoder::new(&body[..]).take(MAX_DOCUMENT).read_to_string(&mut xml).is_err() {
+            if flate2::read::MultiGzDecoder::new(&body[..]).take(MAX_DOCUMENT).read_to_string(&mut xml).is_err() {
                 report.problems.push(format!("{href} is not gzipped XML"));
                 continue;
             }

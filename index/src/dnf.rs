@@ -1,13 +1,15 @@
 //! The dnf repository of a root (`{run}-{platform}/packages/rpm/x86_64/`):
 //! `repodata/<sha256>-{primary,filelists,other}.xml.gz` (content-addressed, immutable) and
 //! `repodata/repomd.xml` naming them, written last; `repomd.xml.asc` before it when signing.
-//! The XML follows createrepo_c's (namespaces, element order, primary file rules).
+//! The XML follows createrepo_c's (namespaces, element order, primary file rules). Each
+//! document is gzipped as one member per content-defined chunk ([`crate::chunked`]), so a
+//! reindex compresses only what changed.
 
 use std::fmt::Write as _;
 
 use quarry_store::sha256_hex;
 
-use crate::apt::gzip;
+use crate::chunked::{ChunkCache, Chunker};
 use crate::render::{Page, Stage};
 use crate::rpmhead::{RpmDep, RpmInfo, is_primary_file};
 use crate::sign::{SignError, Signer};
@@ -103,66 +105,83 @@ pub fn evr_cmp(a: &RpmInfo, b: &RpmInfo) -> std::cmp::Ordering {
 }
 
 pub fn primary(packages: &[(&Entry, &RpmInfo)]) -> String {
-    let mut out = String::with_capacity(packages.len() * 2048 + 256);
-    out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    primary_chunks(packages).concat()
+}
+
+/// primary.xml cut into chunks at `<package>` boundaries ([`Chunker`]).
+pub fn primary_chunks(packages: &[(&Entry, &RpmInfo)]) -> Vec<String> {
+    let mut chunker = Chunker::new();
+    let mut head = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
-        out,
+        head,
         "<metadata xmlns=\"http://linux.duke.edu/metadata/common\" xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\" packages=\"{}\">",
         packages.len()
     );
+    chunker.alone(&head);
+    let mut out = String::with_capacity(4096);
     for &(entry, rpm) in packages {
-        out.push_str("<package type=\"rpm\">\n");
-        let _ = writeln!(out, "  <name>{}</name>", escape(&rpm.name));
-        let _ = writeln!(out, "  <arch>{}</arch>", escape(&rpm.arch));
-        version(&mut out, rpm);
-        let _ = writeln!(out, "  <checksum type=\"sha256\" pkgid=\"YES\">{}</checksum>", entry.sha256);
-        let _ = writeln!(out, "  <summary>{}</summary>", escape(&rpm.summary));
-        let _ = writeln!(out, "  <description>{}</description>", escape(&rpm.description));
-        let _ = writeln!(out, "  <packager>{}</packager>", escape(&rpm.packager));
-        let _ = writeln!(out, "  <url>{}</url>", escape(&rpm.url));
-        let _ = writeln!(out, "  <time file=\"{}\" build=\"{}\"/>", upload_seconds(entry), rpm.build_time);
-        let _ = writeln!(
-            out,
-            "  <size package=\"{}\" installed=\"{}\" archive=\"{}\"/>",
-            entry.size, rpm.installed_size, rpm.archive_size
-        );
-        let _ = writeln!(out, "  <location href=\"{}\"/>", escape(&entry.filename));
-        out.push_str("  <format>\n");
-        let _ = writeln!(out, "    <rpm:license>{}</rpm:license>", escape(&rpm.license));
-        let _ = writeln!(out, "    <rpm:vendor>{}</rpm:vendor>", escape(&rpm.vendor));
-        let _ = writeln!(out, "    <rpm:group>{}</rpm:group>", escape(&rpm.group));
-        let _ = writeln!(out, "    <rpm:buildhost>{}</rpm:buildhost>", escape(&rpm.buildhost));
-        let _ = writeln!(out, "    <rpm:sourcerpm>{}</rpm:sourcerpm>", escape(&rpm.sourcerpm));
-        let _ = writeln!(out, "    <rpm:header-range start=\"{}\" end=\"{}\"/>", rpm.header_start, rpm.header_end);
-        deps(&mut out, "provides", &rpm.provides);
-        deps(&mut out, "requires", &rpm.requires);
-        deps(&mut out, "conflicts", &rpm.conflicts);
-        deps(&mut out, "obsoletes", &rpm.obsoletes);
-        deps(&mut out, "suggests", &rpm.suggests);
-        deps(&mut out, "enhances", &rpm.enhances);
-        deps(&mut out, "recommends", &rpm.recommends);
-        deps(&mut out, "supplements", &rpm.supplements);
-        for f in rpm.files.iter().filter(|f| is_primary_file(&f.path)) {
-            file(&mut out, "    ", &f.path, &f.kind);
-        }
-        out.push_str("  </format>\n</package>\n");
+        out.clear();
+        primary_package(&mut out, entry, rpm);
+        chunker.package(&out, &entry.sha256);
     }
-    out.push_str("</metadata>\n");
-    out
+    chunker.alone("</metadata>\n");
+    chunker.finish()
+}
+
+/// One package's `<package>` element of primary.xml.
+fn primary_package(out: &mut String, entry: &Entry, rpm: &RpmInfo) {
+    out.push_str("<package type=\"rpm\">\n");
+    let _ = writeln!(out, "  <name>{}</name>", escape(&rpm.name));
+    let _ = writeln!(out, "  <arch>{}</arch>", escape(&rpm.arch));
+    version(out, rpm);
+    let _ = writeln!(out, "  <checksum type=\"sha256\" pkgid=\"YES\">{}</checksum>", entry.sha256);
+    let _ = writeln!(out, "  <summary>{}</summary>", escape(&rpm.summary));
+    let _ = writeln!(out, "  <description>{}</description>", escape(&rpm.description));
+    let _ = writeln!(out, "  <packager>{}</packager>", escape(&rpm.packager));
+    let _ = writeln!(out, "  <url>{}</url>", escape(&rpm.url));
+    let _ = writeln!(out, "  <time file=\"{}\" build=\"{}\"/>", upload_seconds(entry), rpm.build_time);
+    let _ = writeln!(
+        out,
+        "  <size package=\"{}\" installed=\"{}\" archive=\"{}\"/>",
+        entry.size, rpm.installed_size, rpm.archive_size
+    );
+    let _ = writeln!(out, "  <location href=\"{}\"/>", escape(&entry.filename));
+    out.push_str("  <format>\n");
+    let _ = writeln!(out, "    <rpm:license>{}</rpm:license>", escape(&rpm.license));
+    let _ = writeln!(out, "    <rpm:vendor>{}</rpm:vendor>", escape(&rpm.vendor));
+    let _ = writeln!(out, "    <rpm:group>{}</rpm:group>", escape(&rpm.group));
+    let _ = writeln!(out, "    <rpm:buildhost>{}</rpm:buildhost>", escape(&rpm.buildhost));
+    let _ = writeln!(out, "    <rpm:sourcerpm>{}</rpm:sourcerpm>", escape(&rpm.sourcerpm));
+    let _ = writeln!(out, "    <rpm:header-range start=\"{}\" end=\"{}\"/>", rpm.header_start, rpm.header_end);
+    deps(out, "provides", &rpm.provides);
+    deps(out, "requires", &rpm.requires);
+    deps(out, "conflicts", &rpm.conflicts);
+    deps(out, "obsoletes", &rpm.obsoletes);
+    deps(out, "suggests", &rpm.suggests);
+    deps(out, "enhances", &rpm.enhances);
+    deps(out, "recommends", &rpm.recommends);
+    deps(out, "supplements", &rpm.supplements);
+    for f in rpm.files.iter().filter(|f| is_primary_file(&f.path)) {
+        file(out, "    ", &f.path, &f.kind);
+    }
+    out.push_str("  </format>\n</package>\n");
 }
 
 /// A document with one `<package pkgid name arch>` (and `<version>`) per package, the
-/// package's own elements written by `body`: filelists.xml and other.xml.
+/// package's own elements written by `body`, in chunks: filelists.xml and other.xml.
 fn per_package(
     root: &str,
     namespace: &str,
     packages: &[(&Entry, &RpmInfo)],
     body: impl Fn(&mut String, &RpmInfo),
-) -> String {
-    let mut out = String::with_capacity(packages.len() * 1024 + 256);
-    out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(out, "<{root} xmlns=\"{namespace}\" packages=\"{}\">", packages.len());
+) -> Vec<String> {
+    let mut chunker = Chunker::new();
+    let mut head = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(head, "<{root} xmlns=\"{namespace}\" packages=\"{}\">", packages.len());
+    chunker.alone(&head);
+    let mut out = String::with_capacity(1024);
     for &(entry, rpm) in packages {
+        out.clear();
         let _ = writeln!(
             out,
             "<package pkgid=\"{}\" name=\"{}\" arch=\"{}\">",
@@ -173,12 +192,17 @@ fn per_package(
         version(&mut out, rpm);
         body(&mut out, rpm);
         out.push_str("</package>\n");
+        chunker.package(&out, &entry.sha256);
     }
-    let _ = writeln!(out, "</{root}>");
-    out
+    chunker.alone(&format!("</{root}>\n"));
+    chunker.finish()
 }
 
 pub fn filelists(packages: &[(&Entry, &RpmInfo)]) -> String {
+    filelists_chunks(packages).concat()
+}
+
+pub fn filelists_chunks(packages: &[(&Entry, &RpmInfo)]) -> Vec<String> {
     per_package("filelists", "http://linux.duke.edu/metadata/filelists", packages, |out, rpm| {
         for f in &rpm.files {
             file(out, "  ", &f.path, &f.kind);
@@ -187,6 +211,10 @@ pub fn filelists(packages: &[(&Entry, &RpmInfo)]) -> String {
 }
 
 pub fn other(packages: &[(&Entry, &RpmInfo)]) -> String {
+    other_chunks(packages).concat()
+}
+
+pub fn other_chunks(packages: &[(&Entry, &RpmInfo)]) -> Vec<String> {
     per_package("otherdata", "http://linux.duke.edu/metadata/other", packages, |out, rpm| {
         for change in &rpm.changelog {
             let _ = writeln!(
@@ -208,8 +236,36 @@ pub fn upload_seconds(entry: &Entry) -> i64 {
 /// Every dnf output for `state`: the three gzipped documents, then `repomd.xml.asc`, then
 /// `repomd.xml`.
 pub fn render(state: &RepoState, signer: Option<&Signer>) -> Result<Vec<Page>, SignError> {
-    let time = state.generated.unwrap_or(0);
+    render_cached(state, signer, &ChunkCache::new())
+}
+
+/// The three documents, each cut into chunks, rendered and compressed side by side (the
+/// chunks `cache` holds are not compressed again).
+fn documents(state: &RepoState, cache: &ChunkCache) -> Vec<(&'static str, String, Vec<u8>)> {
     let packages = packages(state);
+    let packages = &packages;
+    let kinds: [(&str, DocumentChunks); 3] =
+        [("primary", primary_chunks), ("filelists", filelists_chunks), ("other", other_chunks)];
+    std::thread::scope(|scope| {
+        let done: Vec<_> = kinds
+            .into_iter()
+            .map(|(kind, chunks)| {
+                scope.spawn(move || {
+                    let chunks = chunks(packages);
+                    (kind, chunks.concat(), cache.gzip(&chunks))
+                })
+            })
+            .collect();
+        done.into_iter().map(|d| d.join().expect("rendering does not panic")).collect()
+    })
+}
+
+/// A document's chunks from the packages in order.
+type DocumentChunks = fn(&[(&Entry, &RpmInfo)]) -> Vec<String>;
+
+/// [`render`], reusing the compressed chunks `cache` holds: the same bytes.
+pub fn render_cached(state: &RepoState, signer: Option<&Signer>, cache: &ChunkCache) -> Result<Vec<Page>, SignError> {
+    let time = state.generated.unwrap_or(0);
     let mut pages = Vec::new();
     let mut repomd = String::new();
     repomd.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -217,11 +273,8 @@ pub fn render(state: &RepoState, signer: Option<&Signer>) -> Result<Vec<Page>, S
         "<repomd xmlns=\"http://linux.duke.edu/metadata/repo\" xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\">\n",
     );
     let _ = writeln!(repomd, "  <revision>{time}</revision>");
-    for (kind, xml) in
-        [("primary", primary(&packages)), ("filelists", filelists(&packages)), ("other", other(&packages))]
-    {
+    for (kind, xml, gz) in documents(state, cache) {
         let open = sha256_hex(xml.as_bytes());
-        let gz = gzip(xml.as_bytes());
         let closed = sha256_hex(&gz);
         let href = format!("repodata/{closed}-{kind}.xml.gz");
         let _ = writeln!(repomd, "  <data type=\"{kind}\">");

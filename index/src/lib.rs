@@ -13,6 +13,9 @@
 pub mod apt;
 pub mod check;
 mod check_native;
+pub mod chunked;
+#[cfg(test)]
+mod chunked_tests;
 mod config;
 pub mod deb;
 mod discover;

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 use quarry_store::{Key, ObjectMeta, sha256_hex};
 
+use crate::chunked::ChunkCache;
 use crate::config::IndexConfig;
 use crate::error::IndexError;
 use crate::inspect::Inspected;
@@ -127,6 +128,8 @@ pub(crate) struct PlanInput<'a> {
     /// A per-family view's generic root (extra entries from another root, with an href
     /// prefix), `crate::view`.
     pub(crate) view: Option<&'a crate::view::ViewSource>,
+    /// Compressed chunks of the previous apt/dnf outputs, reused where they still fit.
+    pub(crate) chunks: &'a ChunkCache,
 }
 
 /// What one attempt writes, commits and deletes.
@@ -151,7 +154,7 @@ pub(crate) struct Plan {
 
 /// Decide what an attempt writes, commits and deletes. Pure: the same input gives the same plan.
 pub(crate) fn plan(input: PlanInput<'_>) -> Result<Plan, IndexError> {
-    let PlanInput { root, old, committed, listing, inspections, yanks, config, now, force, dirty, parts, view } = input;
+    let PlanInput { root, old, committed, listing, inspections, yanks, config, now, force, dirty, parts, view, chunks } = input;
     let mut report = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
     let (mut state, sidecars) = admit(root, old, listing, inspections, &mut report)?;
     for (target, reason) in yanks {
@@ -161,7 +164,7 @@ pub(crate) fn plan(input: PlanInput<'_>) -> Result<Plan, IndexError> {
     }
     report.added.sort();
     report.removed = old.entries.keys().filter(|k| !state.entries.contains_key(*k)).cloned().collect();
-    let pages = render_outputs(root, old, &mut state, config, now, parts, view)?;
+    let pages = render_outputs(root, old, &mut state, config, now, parts, view, chunks)?;
     let expired = retire(root, old, &mut state, now, config.grace_seconds);
     // Pages this call wrote in an attempt that lost (or was overwritten) are rewritten even
     // when the state already holds everything: they may be the stale ones.
@@ -257,6 +260,7 @@ fn render_outputs(
     now: i64,
     parts: render::Parts,
     view: Option<&crate::view::ViewSource>,
+    chunks: &ChunkCache,
 ) -> Result<Vec<Page>, IndexError> {
     if root.kind() != RepoKind::Pip {
         state.generated = match old.generated {
@@ -267,8 +271,8 @@ fn render_outputs(
     }
     let pages = match root.kind() {
         RepoKind::Pip => render::render_parts(root, state, parts, view.map(crate::view::ViewSource::extra)),
-        RepoKind::Apt => crate::apt::render(state, &config.apt, config.signer.as_deref())?,
-        RepoKind::Dnf => crate::dnf::render(state, config.signer.as_deref())?,
+        RepoKind::Apt => crate::apt::render_cached(state, &config.apt, config.signer.as_deref(), chunks)?,
+        RepoKind::Dnf => crate::dnf::render_cached(state, config.signer.as_deref(), chunks)?,
     };
     for page in &pages {
         state.outputs.insert(format!("{root}{}", page.path), sha256_hex(&page.body));
@@ -421,6 +425,7 @@ mod tests {
                 dirty: &self.dirty,
                 parts: render::Parts::ALL,
                 view: None,
+                chunks: &ChunkCache::new(),
             })
             .unwrap()
         }

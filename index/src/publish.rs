@@ -259,6 +259,8 @@ impl Indexer {
         }
         let inspections = self.inspect_unknown(listing.unknown(&old), &mut pass.inspected).await?;
         let yanks = self.read_yank_reasons(listing.markers_to_read(&old, &inspections)).await?;
+        let changed = !inspections.is_empty() || old.entries.keys().any(|k| !listing.files.contains_key(k));
+        let chunks = crate::chunked::previous(store, root, &old, changed).await;
         let Plan { state, mut report, writes, pages, deletes, unchanged } = plan(PlanInput {
             root,
             old: &old,
@@ -272,6 +274,7 @@ impl Indexer {
             dirty: &pass.dirty,
             parts: crate::render::Parts::ALL,
             view: None,
+            chunks: &chunks,
         })?;
         if unchanged {
             return Ok(report);

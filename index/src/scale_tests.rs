@@ -10,11 +10,11 @@ use quarry_store::{CountingStore, Key, MemoryStore, OpCounts, PutOptions, Store,
 
 use crate::{Indexer, RepoRoot};
 
-const DEB_ROOT: &str = "7-linux/packages/deb/";
-const RPM_ROOT: &str = "7-linux/packages/rpm/x86_64/";
+pub(crate) const DEB_ROOT: &str = "7-linux/packages/deb/";
+pub(crate) const RPM_ROOT: &str = "7-linux/packages/rpm/x86_64/";
 
 /// A minimal `.deb` for package `n` (gzip members: building thousands stays quick).
-fn deb(n: usize) -> (String, Vec<u8>) {
+pub(crate) fn deb(n: usize) -> (String, Vec<u8>) {
     let control = format!(
         "Package: pkg{n:05}\nVersion: 1.0-{n}\nArchitecture: amd64\nMaintainer: Q <q@example.com>\nDescription: package {n}\n"
     );
@@ -22,7 +22,7 @@ fn deb(n: usize) -> (String, Vec<u8>) {
 }
 
 /// A minimal `.rpm` for package `n`: one small file (uncompressed payload).
-fn rpm(n: usize) -> (String, Vec<u8>) {
+pub(crate) fn rpm(n: usize) -> (String, Vec<u8>) {
     let name = format!("pkg{n:05}");
     let config = rpm::BuildConfig::default().compression(rpm::CompressionType::None).source_date(1_700_000_000);
     let package = rpm::PackageBuilder::new(&name, "1.0", "MIT", "x86_64", "a package")

@@ -91,6 +91,7 @@ impl Indexer {
             dirty: &pass.dirty,
             parts,
             view: view.as_ref(),
+            chunks: &crate::chunked::ChunkCache::new(),
         })?;
         if unchanged {
             return Ok(report);
@@ -200,6 +201,7 @@ impl Indexer {
             dirty: &pass.dirty,
             parts: Parts::PROJECTS,
             view: None,
+            chunks: &crate::chunked::ChunkCache::new(),
         })?;
         let Some(RootPages { manifest: next, writes: root_writes, deletes: root_deletes }) =
             self.root_pages(root, project, &manifest, &old, &state, &pass.dirty).await?

@@ -1,0 +1,473 @@
+//! Whole-repo compressed indexes (`Packages.gz`/`.xz`, dnf's `*.xml.gz`) built from
+//! independently compressed chunks, so one more package recompresses one chunk, not the repo.
+//!
+//! A document is cut into chunks at package boundaries chosen by content (after a package whose
+//! file sha256 is 0 mod [`CUT_EVERY`] once the chunk holds [`MIN_CHUNK`] bytes, or when it
+//! reaches [`MAX_CHUNK`] bytes), so the same state always gives the same chunks, whichever
+//! history led to it. A chunk costs its compressor a fresh start (about 0.5 KB of output each,
+//! bench/RESULTS.md), hence the minimum. Each chunk is
+//! compressed on its own and deterministically:
+//!
+//! - gzip: one member per chunk (`gzip -n`-like, level 6), concatenated. apt, zlib and dnf
+//!   (libsolv) read multi-member gzip (bench/RESULTS.md).
+//! - xz: ONE stream holding one block per chunk (apt 2.6 reads only the first of several
+//!   streams): each chunk is xz-compressed alone, its block lifted out of that stream and the
+//!   blocks framed with a stream header, index and footer written here.
+//!
+//! A [`ChunkCache`] holds compressed chunks by the sha256 of their uncompressed bytes. It is
+//! filled from the previous outputs (as the state's sha256 of them proves them to be), and a
+//! render reuses whatever chunk it finds there: the bytes are the same as compressing it again.
+
+use std::collections::HashMap;
+use std::io::{Read as _, Write as _};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::Digest as _;
+
+/// A cut after a package whose file sha256 (first 8 hex digits) is 0 mod this, once the chunk
+/// holds [`MIN_CHUNK`] bytes: 16 packages past the minimum on average.
+pub const CUT_EVERY: u64 = 16;
+/// No content-defined cut before a chunk holds this many uncompressed bytes.
+pub const MIN_CHUNK: usize = 32 * 1024;
+/// A chunk is cut once it holds this many uncompressed bytes, whatever the hashes say.
+pub const MAX_CHUNK: usize = 256 * 1024;
+
+const XZ_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0];
+/// Stream flags: check type CRC64 (what `XzEncoder::new` writes).
+const XZ_FLAGS: [u8; 2] = [0, 0x04];
+const XZ_PRESET: u32 = 3;
+
+/// A document cut into chunks at package boundaries.
+#[derive(Debug, Default)]
+pub struct Chunker {
+    chunks: Vec<String>,
+    current: String,
+}
+
+impl Chunker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Text that stands in a chunk of its own (a document's header or footer, which changes
+    /// with the package count or not at all).
+    pub fn alone(&mut self, text: &str) {
+        self.cut();
+        self.chunks.push(text.to_owned());
+    }
+
+    /// One package's text; `sha256` (lowercase hex of the package file) decides whether a chunk
+    /// ends after it.
+    pub fn package(&mut self, text: &str, sha256: &str) {
+        self.current.push_str(text);
+        let key = sha256.get(..8).and_then(|h| u64::from_str_radix(h, 16).ok()).unwrap_or(1);
+        let len = self.current.len();
+        if (key % CUT_EVERY == 0 && len >= MIN_CHUNK) || len >= MAX_CHUNK {
+            self.cut();
+        }
+    }
+
+    fn cut(&mut self) {
+        if !self.current.is_empty() {
+            self.chunks.push(std::mem::take(&mut self.current));
+        }
+    }
+
+    /// The chunks; a document with no text is one empty chunk.
+    pub fn finish(mut self) -> Vec<String> {
+        self.cut();
+        if self.chunks.is_empty() {
+            self.chunks.push(String::new());
+        }
+        self.chunks
+    }
+}
+
+/// One chunk's xz block as it stands in a stream: the bytes (padded to 4), the unpadded size
+/// and the uncompressed size the index records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct XzBlocks {
+    bytes: Vec<u8>,
+    /// (unpadded size, uncompressed size) of each block (0 or 1 of them).
+    records: Vec<(u64, u64)>,
+}
+
+type Digest = [u8; 32];
+
+fn digest(data: &[u8]) -> Digest {
+    sha2::Sha256::digest(data).into()
+}
+
+/// Compressed chunks by the sha256 of their uncompressed bytes, and a count of the bytes this
+/// cache had to compress (the cost of a render).
+#[derive(Debug, Default)]
+pub struct ChunkCache {
+    gz: HashMap<Digest, Vec<u8>>,
+    xz: HashMap<Digest, XzBlocks>,
+    compressed: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl ChunkCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Uncompressed bytes compressed (not found in the cache) since this cache was made.
+    pub fn compressed_bytes(&self) -> u64 {
+        self.compressed.load(Ordering::Relaxed)
+    }
+
+    /// Chunks compressed (not found in the cache), counting gzip and xz apart.
+    pub fn compressed_chunks(&self) -> u64 {
+        self.misses.load(Ordering::Relaxed)
+    }
+
+    /// Compressed chunks held (gzip members, xz blocks).
+    pub fn len(&self) -> (usize, usize) {
+        (self.gz.len(), self.xz.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.gz.is_empty() && self.xz.is_empty()
+    }
+
+    /// `chunks` gzipped, one member each, concatenated (one empty member for no chunk: a gzip
+    /// file has at least one).
+    pub fn gzip(&self, chunks: &[String]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let empty = [String::new()];
+        for chunk in if chunks.is_empty() { &empty[..] } else { chunks } {
+            match self.gz.get(&digest(chunk.as_bytes())) {
+                Some(member) => out.extend_from_slice(member),
+                None => {
+                    self.compressed.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    self.misses.fetch_add(1, Ordering::Relaxed);
+                    out.extend_from_slice(&gzip_member(chunk.as_bytes()));
+                }
+            }
+        }
+        out
+    }
+
+    /// `chunks` as one xz stream of one block each.
+    pub fn xz(&self, chunks: &[String]) -> Vec<u8> {
+        let mut body = Vec::new();
+        let mut records = Vec::new();
+        for chunk in chunks {
+            let fresh;
+            let blocks = match self.xz.get(&digest(chunk.as_bytes())) {
+                Some(blocks) => blocks,
+                None => {
+                    self.compressed.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    self.misses.fetch_add(1, Ordering::Relaxed);
+                    fresh = xz_blocks(chunk.as_bytes());
+                    &fresh
+                }
+            };
+            body.extend_from_slice(&blocks.bytes);
+            records.extend_from_slice(&blocks.records);
+        }
+        xz_stream(&body, &records)
+    }
+
+    /// Learn the members of a multi-member gzip file written by [`ChunkCache::gzip`]; their
+    /// uncompressed chunks, in order (`None` when `gz` is not a well-formed gzip file).
+    pub fn absorb_gzip(&mut self, gz: &[u8]) -> Option<Vec<Digest>> {
+        let mut digests = Vec::new();
+        let mut rest = gz;
+        while !rest.is_empty() {
+            let mut decoder = flate2::bufread::GzDecoder::new(rest);
+            let mut chunk = Vec::new();
+            decoder.read_to_end(&mut chunk).ok()?;
+            let left = decoder.into_inner();
+            let member = &rest[..rest.len() - left.len()];
+            if member.is_empty() {
+                return None;
+            }
+            let key = digest(&chunk);
+            self.gz.insert(key, member.to_vec());
+            digests.push(key);
+            rest = left;
+        }
+        Some(digests)
+    }
+
+    /// Learn the blocks of an xz stream written by [`ChunkCache::xz`] for the chunks whose
+    /// digests `chunks` gives in order (those of the gzip file rendered beside it). Nothing is
+    /// learnt unless the stream has one block per chunk.
+    pub fn absorb_xz(&mut self, xz: &[u8], chunks: &[Digest]) -> bool {
+        let Some(blocks) = split_xz(xz) else { return false };
+        if blocks.len() != chunks.len() {
+            return false;
+        }
+        for (key, block) in chunks.iter().zip(blocks) {
+            self.xz.insert(*key, block);
+        }
+        true
+    }
+}
+
+/// Largest previous output read back into the cache.
+const MAX_PREVIOUS: u64 = 1 << 30;
+
+/// The compressed chunks of `old`'s apt or dnf outputs, read back from `store` when `changed`
+/// (something will be rendered anew): `Packages.gz` with `Packages.xz` per architecture, or
+/// the three `repodata/*.xml.gz`. Only outputs whose bytes still have the sha256 the state
+/// recorded are learnt from; anything unreadable is skipped (the cache only saves time).
+pub(crate) async fn previous(
+    store: &dyn quarry_store::Store,
+    root: &crate::RepoRoot,
+    old: &crate::RepoState,
+    changed: bool,
+) -> ChunkCache {
+    let mut cache = ChunkCache::new();
+    if !changed || root.kind() == crate::RepoKind::Pip {
+        return cache;
+    }
+    // (gzip file, its xz sibling for apt): read all at once.
+    let wanted: Vec<(String, Option<String>)> = old
+        .outputs
+        .keys()
+        .filter(|k| !k.contains("/by-hash/"))
+        .filter_map(|key| {
+            if key.ends_with(".xml.gz") && key.contains("/repodata/") {
+                Some((key.clone(), None))
+            } else {
+                let dir = key.strip_suffix("/Packages.gz")?;
+                Some((key.clone(), Some(format!("{dir}/Packages.xz"))))
+            }
+        })
+        .collect();
+    let reads = wanted.into_iter().map(|(gz, xz)| async move {
+        let xz = async {
+            match xz {
+                Some(key) => read_proven(store, old, key).await,
+                None => None,
+            }
+        };
+        futures_util::future::join(read_proven(store, old, gz), xz).await
+    });
+    for (gz, xz) in futures_util::future::join_all(reads).await {
+        let Some(gz) = gz else { continue };
+        if let (Some(digests), Some(xz)) = (cache.absorb_gzip(&gz), xz) {
+            cache.absorb_xz(&xz, &digests);
+        }
+    }
+    tracing::debug!(root = %root, chunks = ?cache.len(), "compressed chunks read back");
+    cache
+}
+
+/// The bytes of `old`'s output `key` if they still have the sha256 the state recorded.
+async fn read_proven(store: &dyn quarry_store::Store, old: &crate::RepoState, key: String) -> Option<bytes::Bytes> {
+    use quarry_store::StoreExt as _;
+    let key = quarry_store::Key::new(key).ok()?;
+    let (_, body) = store.get_bytes(&key, MAX_PREVIOUS).await.ok()?;
+    let proven = old.outputs.get(key.as_str()).is_some_and(|sha| *sha == quarry_store::sha256_hex(&body));
+    proven.then_some(body)
+}
+
+/// gzip of one chunk: no name, no time, level 6 (what `apt::gzip` writes).
+fn gzip_member(data: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::default());
+    encoder.write_all(data).expect("writing to memory");
+    encoder.finish().expect("writing to memory")
+}
+
+/// One chunk xz-compressed alone, its blocks lifted out of the stream.
+fn xz_blocks(data: &[u8]) -> XzBlocks {
+    let mut encoder = xz2::write::XzEncoder::new(Vec::new(), XZ_PRESET);
+    encoder.write_all(data).expect("writing to memory");
+    let stream = encoder.finish().expect("writing to memory");
+    let mut blocks = split_xz(&stream).expect("liblzma writes a well-formed stream");
+    match blocks.len() {
+        0 => XzBlocks { bytes: Vec::new(), records: Vec::new() },
+        _ => {
+            let mut all = blocks.remove(0);
+            for more in blocks {
+                all.bytes.extend_from_slice(&more.bytes);
+                all.records.extend_from_slice(&more.records);
+            }
+            all
+        }
+    }
+}
+
+fn crc32(data: &[u8]) -> [u8; 4] {
+    let mut crc = flate2::Crc::new();
+    crc.update(data);
+    crc.sum().to_le_bytes()
+}
+
+fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn get_varint(data: &[u8], at: &mut usize) -> Option<u64> {
+    let mut n = 0u64;
+    for shift in (0..63).step_by(7) {
+        let byte = *data.get(*at)?;
+        *at += 1;
+        n |= u64::from(byte & 0x7F) << shift;
+        if byte & 0x80 == 0 {
+            return Some(n);
+        }
+    }
+    None
+}
+
+/// An xz stream of `body` (blocks, each padded to 4) whose index lists `records`.
+fn xz_stream(body: &[u8], records: &[(u64, u64)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 64 + records.len() * 8);
+    out.extend_from_slice(&XZ_MAGIC);
+    out.extend_from_slice(&XZ_FLAGS);
+    out.extend_from_slice(&crc32(&XZ_FLAGS));
+    out.extend_from_slice(body);
+    let mut index = vec![0u8];
+    put_varint(&mut index, records.len() as u64);
+    for &(unpadded, uncompressed) in records {
+        put_varint(&mut index, unpadded);
+        put_varint(&mut index, uncompressed);
+    }
+    while index.len() % 4 != 0 {
+        index.push(0);
+    }
+    let crc = crc32(&index);
+    index.extend_from_slice(&crc);
+    let backward = ((index.len() / 4 - 1) as u32).to_le_bytes();
+    out.extend_from_slice(&index);
+    let mut tail = Vec::with_capacity(6);
+    tail.extend_from_slice(&backward);
+    tail.extend_from_slice(&XZ_FLAGS);
+    out.extend_from_slice(&crc32(&tail));
+    out.extend_from_slice(&tail);
+    out.extend_from_slice(b"YZ");
+    out
+}
+
+/// The blocks of a single-stream xz file (CRC64 check) with one index record each, located
+/// through the stream's index; `None` for anything else.
+fn split_xz(xz: &[u8]) -> Option<Vec<XzBlocks>> {
+    if xz.len() < 24 || xz[..6] != XZ_MAGIC || xz[6..8] != XZ_FLAGS || !xz.ends_with(b"YZ") {
+        return None;
+    }
+    let footer = &xz[xz.len() - 12..];
+    if footer[8..10] != XZ_FLAGS {
+        return None;
+    }
+    let backward = u32::from_le_bytes(footer[4..8].try_into().ok()?);
+    let index_len = (backward as usize + 1) * 4;
+    let index_start = (xz.len() - 12).checked_sub(index_len)?;
+    let index = &xz[index_start..xz.len() - 12];
+    if index.first() != Some(&0) || crc32(&index[..index_len - 4]) != index[index_len - 4..] {
+        return None;
+    }
+    let mut at = 1;
+    let count = get_varint(index, &mut at)?;
+    let mut blocks = Vec::new();
+    let mut offset = 12usize;
+    for _ in 0..count {
+        let unpadded = get_varint(index, &mut at)?;
+        let uncompressed = get_varint(index, &mut at)?;
+        let padded = usize::try_from(unpadded.div_ceil(4) * 4).ok()?;
+        let end = offset.checked_add(padded).filter(|&end| end <= index_start)?;
+        blocks.push(XzBlocks { bytes: xz[offset..end].to_vec(), records: vec![(unpadded, uncompressed)] });
+        offset = end;
+    }
+    (offset == index_start).then_some(blocks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("Package: p{i}\nVersion: 1.{i}\n\n").repeat(20)).collect()
+    }
+
+    fn xz_decode(data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        xz2::read::XzDecoder::new(data).read_to_end(&mut out).unwrap();
+        out
+    }
+
+    fn gz_decode(data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(data).read_to_end(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_chunked_stream_decodes_to_the_whole_document() {
+        for n in [0, 1, 5] {
+            let chunks = chunks(n);
+            let whole: String = chunks.concat();
+            let cache = ChunkCache::new();
+            assert_eq!(xz_decode(&cache.xz(&chunks)), whole.as_bytes(), "{n} chunks");
+            assert_eq!(gz_decode(&cache.gzip(&chunks)), whole.as_bytes(), "{n} chunks");
+        }
+        // One stream, not several: a decoder that stops after the first stream reads it all.
+        let stream = ChunkCache::new().xz(&chunks(3));
+        let mut decoder = xz2::stream::Stream::new_stream_decoder(u64::MAX, 0).unwrap();
+        let mut out = Vec::with_capacity(1 << 20);
+        decoder.process_vec(&stream, &mut out, xz2::stream::Action::Finish).unwrap();
+        assert_eq!(out, chunks(3).concat().as_bytes());
+    }
+
+    #[test]
+    fn cached_chunks_give_the_same_bytes_and_skip_the_compressor() {
+        let old = chunks(4);
+        let fresh = ChunkCache::new();
+        let (gz, xz) = (fresh.gzip(&old), fresh.xz(&old));
+        let mut cache = ChunkCache::new();
+        let digests = cache.absorb_gzip(&gz).unwrap();
+        assert!(cache.absorb_xz(&xz, &digests));
+        assert_eq!(cache.len(), (4, 4));
+        let mut new = old.clone();
+        new.insert(2, "Package: added\n\n".into());
+        assert_eq!(cache.gzip(&new), ChunkCache::new().gzip(&new));
+        assert_eq!(cache.xz(&new), ChunkCache::new().xz(&new));
+        assert_eq!(cache.compressed_bytes(), 2 * new[2].len() as u64);
+    }
+
+    #[test]
+    fn foreign_or_damaged_files_teach_nothing() {
+        let mut cache = ChunkCache::new();
+        assert!(cache.absorb_gzip(b"not gzip").is_none());
+        let xz = ChunkCache::new().xz(&chunks(2));
+        assert!(!cache.absorb_xz(&xz, &[[0; 32]]), "one digest for two blocks");
+        let mut damaged = xz.clone();
+        let at = damaged.len() - 14;
+        damaged[at] ^= 1;
+        assert!(!cache.absorb_xz(&damaged, &[[0; 32], [1; 32]]));
+        assert!(cache.is_empty());
+    }
+
+    /// The framing, byte for byte: stream header, one block per chunk, an index of two records
+    /// and the footer; two gzip members.
+    #[test]
+    fn chunked_xz_and_gzip_snapshot() {
+        let chunks = ["Package: a\n\n".to_owned(), "Package: b\n\n".to_owned()];
+        let cache = ChunkCache::new();
+        let dump = |data: &[u8]| data.chunks(16).map(hex::encode).collect::<Vec<_>>().join("\n");
+        insta::assert_snapshot!(format!("xz:\n{}\ngz:\n{}", dump(&cache.xz(&chunks)), dump(&cache.gzip(&chunks))));
+    }
+
+    #[test]
+    fn cuts_depend_on_the_packages_only() {
+        let big = "a".repeat(MIN_CHUNK);
+        let mut a = Chunker::new();
+        a.alone("<head>\n");
+        // The first 0 mod 16 comes before the minimum size: no cut there.
+        for (text, sha) in [("0\n", "00000010"), (&big, "00000020"), ("b\n", "00000001"), ("c\n", "ffffffff")] {
+            a.package(text, sha);
+        }
+        a.alone("</head>\n");
+        assert_eq!(a.finish(), ["<head>\n".to_owned(), format!("0\n{big}"), "b\nc\n".into(), "</head>\n".into()]);
+        assert_eq!(Chunker::new().finish(), [""]);
+    }
+}
