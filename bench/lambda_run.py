@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
+import hashlib
 import http.server
 import io
 import json
@@ -157,8 +158,10 @@ COMPONENTS = ["lib", "dev", "dbg", "doc", "run", "test", "license"]
 FAMILIES = ["gfx94X-dcgpu", "gfx110X-all", "gfx1151", "gfx120X-all", "generic"]
 
 
-def artifact_archives(n: int, out: Path) -> list[Path]:
-    """`n` small artifact archives (zstd-compressed tars of one file), TheRock's naming."""
+def artifact_archives(n: int, out: Path, sums: bool) -> list[Path]:
+    """`n` small artifact archives (zstd-compressed tars of one file), TheRock's naming, each
+    followed by its `.sha256sum` sibling when `sums` (TheRock's `artifact_manager push` uploads
+    both)."""
     out.mkdir(parents=True, exist_ok=True)
     names = [f"{a}_{c}_{f}.tar.zst" for f in FAMILIES for a in ARTIFACTS for c in COMPONENTS][:n]
     rng = random.Random(7)
@@ -173,6 +176,11 @@ def artifact_archives(n: int, out: Path) -> list[Path]:
         path = out / name
         subprocess.run(["zstd", "-q", "-f", "-o", str(path)], input=buf.getvalue(), check=True)
         paths.append(path)
+        if sums:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            sidecar = out / f"{name}.sha256sum"
+            sidecar.write_text(f"{digest}  {name}\n")
+            paths.append(sidecar)
     return paths
 
 
@@ -203,7 +211,7 @@ def therock_inputs(args, work: Path) -> list[list[tuple[Path, str]]]:
                          f"tests/fixtures/native/build.sh {fx} --many {max(args.debs, args.rpms)}")
     wheels, _ = sb.generate(work, max(1, args.wheels // 3), 3, 0)
     wheels = wheels[: args.wheels]
-    archives = artifact_archives(args.artifacts, work / "artifacts")
+    archives = artifact_archives(args.artifacts, work / "artifacts", args.sha256sum)
     kinds = [
         [(p, RUN + p.name) for p in archives],
         [(p, RUN + "packages/deb/pool/main/" + p.name) for p in debs],
@@ -271,11 +279,13 @@ def check_indexes(server: sb.Server, stages: list[list[tuple[Path, str]]]) -> st
         return server.s3.get_object(Bucket=sb.BUCKET, Key=key)["Body"].read().decode("utf-8", "replace")
 
     keys = [k for files in stages for _, k in files]
+    wheels_page = text(RUN + "python/index.html")
     want = collections.Counter("deb" if k.endswith(".deb") else "rpm" if k.endswith(".rpm") else
-                               "whl" if k.endswith(".whl") else "archive" for k in keys)
+                               "whl" if k.endswith(".whl") else "archive" for k in keys
+                               if not k.endswith(".sha256sum"))
     got = {
         "deb": text(RUN + "packages/deb/dists/stable/main/binary-amd64/Packages").count("\nPackage: ") + 1,
-        "whl": text(RUN + "python/index.html").count(".whl\""),
+        "whl": sum(k[len(RUN) + len("python/"):] in wheels_page for k in keys if k.endswith(".whl")),
         "archive": sum(text(RUN + "index.html").count(k[len(RUN):] + "\"") > 0 for k in keys
                        if k.endswith(".tar.zst")),
     }
@@ -350,6 +360,8 @@ def main() -> int:
     ap.add_argument("--rpms", type=int, default=500)
     ap.add_argument("--wheels", type=int, default=30)
     ap.add_argument("--batch", type=int, default=10)
+    ap.add_argument("--no-sha256sum", dest="sha256sum", action="store_false",
+                    help="run: artifact archives without their .sha256sum siblings")
     ap.add_argument("--projects", type=int, default=10000)
     ap.add_argument("--versions", type=int, default=10)
     ap.add_argument("--cold", type=int, default=5, help="big: cold starts to time")

@@ -14,7 +14,8 @@
 # target/lambda/quarry-lambda-indexer/bootstrap, else target/release/quarry-lambda-indexer,
 # built if missing). FIXTURES: a directory with deb/ and rpm/ from
 # `tests/fixtures/native/build.sh DIR --many 500` (built into the scratch directory if unset;
-# needs dpkg-deb and rpmbuild). Knobs: ARTIFACTS, DEBS, RPMS, WHEELS, BATCH, PROJECTS, VERSIONS.
+# needs dpkg-deb and rpmbuild). Knobs: ARTIFACTS, DEBS, RPMS, WHEELS, BATCH, PROJECTS, VERSIONS,
+# SHA256SUM=0 (artifact archives without the .sha256sum siblings TheRock uploads with them).
 source "$(dirname "${BASH_SOURCE[0]}")/s3_common.sh"
 
 what=${WHAT:-run big}
@@ -44,7 +45,7 @@ if [[ "$what" == *run* ]]; then
     echo
     "$py" "$here/lambda_run.py" run --work "$work" --quarry "$quarry" --bootstrap "$work/bootstrap" \
         --fixtures "$fixtures" --artifacts "${ARTIFACTS:-500}" --debs "${DEBS:-500}" --rpms "${RPMS:-500}" \
-        --wheels "${WHEELS:-30}" --batch "${BATCH:-10}"
+        --wheels "${WHEELS:-30}" --batch "${BATCH:-10}" $([[ "${SHA256SUM:-1}" == 0 ]] && echo --no-sha256sum)
     echo
 fi
 if [[ "$what" == *big* ]]; then
