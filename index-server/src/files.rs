@@ -9,15 +9,12 @@ use futures_util::TryStreamExt;
 use quarry_index::RepoRoot;
 use quarry_packaging::PackageName;
 use quarry_store::layout::RunSegment;
-use quarry_store::{ByteRange, ByteStream, Key, ObjectMeta, StoreError};
+use quarry_store::{ByteRange, Key, ObjectMeta, StoreError};
 
 use crate::negotiate::{SimpleFormat, negotiate};
 use crate::{AppError, AppState, ServedAt, decode_path, encode_path};
 
 use quarry_store::presentation::PAGE_CACHE;
-
-/// Bodies up to this size are gathered into one buffer before the response is sent.
-const WHOLE_BODY: u64 = 64 * 1024;
 
 /// How a stored object is presented.
 struct Presentation {
@@ -209,13 +206,7 @@ impl Reader<'_> {
             return Ok(response);
         }
         let partial = range.map(|_| got.range);
-        let len = got.range.1 - got.range.0;
-        let body = if len <= WHOLE_BODY {
-            // Small (a generated page): one buffer, so hyper writes head and body together.
-            Body::from(gather(got.body, len).await.map_err(|e| AppError::Internal(format!("reading {key}: {e}")))?)
-        } else {
-            Body::from_stream(got.body.map_err(std::io::Error::other))
-        };
+        let body = Body::from_stream(got.body.map_err(std::io::Error::other));
         let mut response = Response::new(body);
         self.decorate(&mut response, &got.meta, &p, partial)?;
         Ok(response)
@@ -254,29 +245,6 @@ impl Reader<'_> {
         }
         Ok(())
     }
-}
-
-/// The `len` bytes of `body`, without a copy when they come as one chunk.
-async fn gather(mut body: ByteStream, len: u64) -> std::io::Result<bytes::Bytes> {
-    let mut whole: Option<bytes::Bytes> = None;
-    let mut joined = Vec::new();
-    while let Some(chunk) = body.try_next().await? {
-        if (joined.len() + whole.as_ref().map_or(0, bytes::Bytes::len) + chunk.len()) as u64 > len {
-            return Err(std::io::Error::other(format!("longer than the {len} bytes announced")));
-        }
-        match whole.take() {
-            None if joined.is_empty() => whole = Some(chunk),
-            first => {
-                joined.extend_from_slice(&first.unwrap_or_default());
-                joined.extend_from_slice(&chunk);
-            }
-        }
-    }
-    let data = whole.unwrap_or_else(|| joined.into());
-    if data.len() as u64 != len {
-        return Err(std::io::Error::other(format!("{} bytes where {len} were announced", data.len())));
-    }
-    Ok(data)
 }
 
 /// `Content-Disposition: attachment` naming `filename` (RFC 6266 `filename*`, percent-encoded).
@@ -388,20 +356,6 @@ mod tests {
         }
         assert!(!p("r-linux/python/a-1-py3-none-any.whl").1);
         assert_eq!(attachment("a b\"c;.html"), "attachment; filename*=UTF-8''a%20b%22c%3B.html");
-    }
-
-    #[tokio::test]
-    async fn small_bodies_are_gathered_whole() {
-        let chunks = |parts: &[&'static [u8]]| -> ByteStream {
-            let items: Vec<std::io::Result<bytes::Bytes>> =
-                parts.iter().map(|p| Ok(bytes::Bytes::from_static(p))).collect();
-            Box::pin(futures_util::stream::iter(items))
-        };
-        assert_eq!(gather(chunks(&[b"page"]), 4).await.unwrap(), &b"page"[..]);
-        assert_eq!(gather(chunks(&[b"pa", b"g", b"e"]), 4).await.unwrap(), &b"page"[..]);
-        assert_eq!(gather(chunks(&[]), 0).await.unwrap(), &b""[..]);
-        assert!(gather(chunks(&[b"pa", b"ges"]), 4).await.is_err(), "longer than announced");
-        assert!(gather(chunks(&[b"pa"]), 4).await.is_err(), "cut short");
     }
 
     #[test]
