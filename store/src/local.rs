@@ -56,7 +56,7 @@ use read_cache::{READ_CACHE_BYTES, ReadCache};
 #[derive(Debug, Clone)]
 pub struct LocalStore {
     root: PathBuf,
-    /// Small objects read lately, checked against their file on every read.
+    /// Small pages and metadata documents read lately, checked against their file on every read.
     cache: Arc<ReadCache>,
 }
 
@@ -525,7 +525,11 @@ impl Store for LocalStore {
                 return Ok(GetObject { meta, range: (start, end), body });
             }
             let opened = self.open_for_get(key, range)?;
-            if let (None, Some(body)) = (range, &opened.1) {
+            // Pages and repository metadata are read again and again; package files (read
+            // once by an indexer, and the server's clients cache them for a year) are not kept.
+            if let (None, Some(body)) = (range, &opened.1)
+                && !crate::presentation::immutable(key.as_str())
+            {
                 self.cache.insert(&opened.2, body);
             }
             opened
@@ -831,6 +835,12 @@ mod tests {
         // Removed by the other store: gone at once.
         other.delete(&key(page)).await.unwrap();
         assert!(store.get(&key(page), None).await.unwrap_err().is_not_found());
+
+        // Package files are read the same way but not kept.
+        put(&store, "r/a-1.0-py3-none-any.whl", b"wheel").await.unwrap();
+        let held = store.cache.held();
+        assert_eq!(read(&store, "r/a-1.0-py3-none-any.whl", None).await.1, b"wheel");
+        assert_eq!(store.cache.held(), held);
 
         // Larger files are streamed from the blocking pool as before, and not kept.
         let big = vec![7u8; INLINE_READ as usize + 1];
