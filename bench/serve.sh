@@ -6,10 +6,14 @@
 #   bench/serve.sh                          # 30 wheels, 16 connections, 10 s per server
 #   CONNECTIONS=64 SECONDS_EACH=20 bench/serve.sh
 #   QUARRY=/path/to/quarry bench/serve.sh   # a prebuilt binary instead of building one
+#   RUNS=5 bench/serve.sh                   # runs alternating the two servers (default 3)
+#   RUST_LOG=warn bench/serve.sh            # quarry without its access log (nginx has none)
 #
 # Needs: nginx, wrk (apt-get install nginx wrk), python3. nginx runs as the current user with
 # its own config and temp paths under the scratch directory; nothing is installed or started
-# system-wide. The ratio is quarry / nginx (goal ≥ 0.8).
+# system-wide. The ratio is quarry / nginx (goal ≥ 0.8), per run, with its median and best; the
+# CPU time each server spent per request (user + system, from /proc) is beside it, a figure
+# less sensitive than requests/s to other load on the machine.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=bench/lib.sh
@@ -89,19 +93,51 @@ curl -fsS -o "$work/from-nginx" "$nginx_url/$page" || die "nginx does not serve 
 curl -fsS -o "$work/from-quarry" "$url/$page" || die "quarry does not serve $page"
 cmp -s "$work/from-nginx" "$work/from-quarry" || die "the two servers return different bytes"
 
-# requests/s of wrk against one URL
-rps() {
-    wrk -t"$threads" -c"$connections" -d"${seconds}s" "$1" | awk '/^Requests\/sec:/ { print $2 }'
+# CPU seconds (user + system) of processes, from /proc/PID/stat.
+cpu_of() {
+    local total=0 pid
+    for pid in "$@"; do
+        total=$(awk -v t="$total" -v hz="$(getconf CLK_TCK)" '{ print t + ($14 + $15) / hz }' "/proc/$pid/stat")
+    done
+    echo "$total"
 }
-quarry_rps=$(rps "$url/$page")
-nginx_rps=$(rps "$nginx_url/$page")
+# nginx's master and workers.
+nginx_pids() { echo "$nginx_pid $(pgrep -P "$nginx_pid" | tr '\n' ' ')"; }
 
+# One wrk run against URL while measuring the CPU of PIDS: "requests/s cpu-µs-per-request".
+measure() {
+    local url=$1
+    shift
+    local before after out
+    before=$(cpu_of "$@")
+    out=$(wrk -t"$threads" -c"$connections" -d"${seconds}s" "$url")
+    after=$(cpu_of "$@")
+    awk -v b="$before" -v a="$after" '
+        / requests in / { n = $1 }
+        /^Requests\/sec:/ { rps = $2 }
+        END { printf "%s %.1f\n", rps, (a - b) * 1e6 / n }' <<<"$out"
+}
+
+# RUNS alternating runs of each server; per run the ratio, then the median and best.
+runs=${RUNS:-3}
 echo "date: $(date -u +%FT%TZ)"
 echo "quarry: $("$quarry" --version) (git $quarry_rev); $(nginx -v 2>&1); $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)"
 bench_host
-echo "page: $page, $(wc -c <"$store/$page") bytes; wrk -t$threads -c$connections -d${seconds}s, keep-alive"
+echo "page: $page, $(wc -c <"$store/$page") bytes; wrk -t$threads -c$connections -d${seconds}s, keep-alive; quarry's access log ${RUST_LOG:-on (info)}; nginx access_log off"
 echo
-echo "| server | requests/s | ratio to nginx |"
-echo "| --- | ---: | ---: |"
-printf '| quarry serve | %s | %.2f |\n' "$quarry_rps" "$(echo "$quarry_rps / $nginx_rps" | bc -l)"
-printf '| nginx | %s | 1.00 |\n' "$nginx_rps"
+echo "| run | load | quarry requests/s | nginx requests/s | ratio | quarry CPU µs/request | nginx CPU µs/request |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"
+ratios=()
+for run in $(seq 1 "$runs"); do
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    # shellcheck disable=SC2046  # the pids are words
+    read -r q_rps q_cpu <<<"$(measure "$url/$page" "$server")"
+    # shellcheck disable=SC2046
+    read -r n_rps n_cpu <<<"$(measure "$nginx_url/$page" $(nginx_pids))"
+    ratio=$(echo "$q_rps / $n_rps" | bc -l)
+    ratios+=("$ratio")
+    printf '| %s | %s | %s | %s | %.2f | %s | %s |\n' "$run" "$load" "$q_rps" "$n_rps" "$ratio" "$q_cpu" "$n_cpu"
+done
+sorted=$(printf '%s\n' "${ratios[@]}" | sort -g)
+printf '\nratio quarry / nginx: median %.2f, best %.2f (goal >= 0.8)\n' \
+    "$(sed -n "$(( (runs + 1) / 2 ))p" <<<"$sorted")" "$(tail -1 <<<"$sorted")"

@@ -41,6 +41,7 @@ mod s3_faults;
 mod s3_index;
 mod s3_stores;
 mod s3_upload;
+mod serve_cache;
 mod server_limits;
 mod squatting;
 mod upload_resets;

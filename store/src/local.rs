@@ -20,6 +20,7 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -33,10 +34,30 @@ use crate::{
 const INTERNAL_DIR: &str = ".quarry";
 /// Bodies and ranges up to this size are moved in one blocking call rather than streamed.
 const SMALL_BODY: usize = 256 * 1024;
+/// Files up to this size are read on the calling thread by [`Store::get`] (see
+/// [`LocalStore::small_file`]).
+const INLINE_READ: u64 = 64 * 1024;
+
+/// The byte range `range` names in an object of `size` bytes (all of it for `None`).
+fn resolve_range(key: &Key, range: Option<ByteRange>, size: u64) -> Result<(u64, u64)> {
+    match range {
+        None => Ok((0, size)),
+        Some(r) => r.resolve(size).ok_or_else(|| StoreError::RangeNotSatisfiable { key: key.to_string(), size }),
+    }
+}
+
+/// An object opened for a read: the file, its body when small, its metadata and the range.
+type OpenedForGet = (fs::File, Option<bytes::Bytes>, ObjectMeta, (u64, u64));
+
+mod read_cache;
+
+use read_cache::{READ_CACHE_BYTES, ReadCache};
 
 #[derive(Debug, Clone)]
 pub struct LocalStore {
     root: PathBuf,
+    /// Small pages and metadata documents read lately, checked against their file on every read.
+    cache: Arc<ReadCache>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -158,7 +179,7 @@ impl LocalStore {
             fs::create_dir_all(path.join(INTERNAL_DIR).join(sub)).map_err(io_err(&shown))?;
         }
         let root = fs::canonicalize(path).map_err(io_err(&shown))?;
-        let store = Self { root };
+        let store = Self { root, cache: Arc::new(ReadCache::new(READ_CACHE_BYTES)) };
         store.sweep_temp();
         Ok(store)
     }
@@ -410,6 +431,41 @@ impl LocalStore {
         Ok((meta, whole))
     }
 
+    /// The metadata of `key`'s file (one `lstat`) when it is a regular file of at most
+    /// [`INLINE_READ`] bytes, read without the blocking pool. Anything else, missing keys
+    /// included, takes the pool.
+    fn small_file(&self, key: &Key) -> Option<fs::Metadata> {
+        fs::symlink_metadata(self.path(key)).ok().filter(|m| m.is_file() && m.len() <= INLINE_READ)
+    }
+
+    /// [`Store::get`]'s blocking part: check, open, stat and position the file; a body or range
+    /// of at most [`SMALL_BODY`] bytes is read whole.
+    fn open_for_get(&self, key: &Key, range: Option<ByteRange>) -> Result<OpenedForGet> {
+        let k = key.as_str();
+        let path = self.path(key);
+        // Symlinks are not objects: never follow one out of the store.
+        self.check_parents(key, false)?;
+        if !fs::symlink_metadata(&path).map_err(io_err(k))?.is_file() {
+            return Err(StoreError::NotFound(k.to_owned()));
+        }
+        let mut file = fs::File::open(&path).map_err(io_err(k))?;
+        let fs_meta = file.metadata().map_err(io_err(k))?;
+        let meta = self.object_meta(key, &fs_meta, false);
+        let (start, end) = resolve_range(key, range, meta.size)?;
+        if start > 0 {
+            io::Seek::seek(&mut file, io::SeekFrom::Start(start)).map_err(io_err(k))?;
+        }
+        let len = end - start;
+        let small = if len <= SMALL_BODY as u64 {
+            let mut data = vec![0; len as usize];
+            io::Read::read_exact(&mut file, &mut data).map_err(io_err(k))?;
+            Some(bytes::Bytes::from(data))
+        } else {
+            None
+        };
+        Ok((file, small, meta, (start, end)))
+    }
+
     /// Hash `body` and check its size limit and declared digest. A small body is returned in
     /// memory (written later, in the same blocking call as the commit); a larger one is streamed
     /// into `tmp`. Returns the small body, if any, the size and the sha256.
@@ -458,39 +514,30 @@ impl Store for LocalStore {
     }
 
     async fn get(&self, key: &Key, range: Option<ByteRange>) -> Result<GetObject> {
-        // One trip to the blocking pool: check, open, stat and position the file.
-        let (this, owned) = (self.clone(), key.clone());
-        let (file, small, meta, (start, end)) = blocking(move || {
-            let k = owned.as_str();
-            let path = this.path(&owned);
-            // Symlinks are not objects: never follow one out of the store.
-            this.check_parents(&owned, false)?;
-            if !fs::symlink_metadata(&path).map_err(io_err(k))?.is_file() {
-                return Err(StoreError::NotFound(k.to_owned()));
+        // A small file (a generated page, a sidecar, a state document) is read on the calling
+        // thread: a handful of syscalls on cached metadata cost less than the hop to the
+        // blocking pool and back, which dominated serving prebuilt pages.
+        let opened = if let Some(fs_meta) = self.small_file(key) {
+            // Unchanged since it was cached (same inode, mtime and size): no open, no read.
+            if let Some((meta, body)) = self.cache.get(key.as_str(), &fingerprint(&fs_meta)) {
+                let (start, end) = resolve_range(key, range, meta.size)?;
+                let body = crate::bytes_stream(body.slice(start as usize..end as usize));
+                return Ok(GetObject { meta, range: (start, end), body });
             }
-            let mut file = fs::File::open(&path).map_err(io_err(k))?;
-            let fs_meta = file.metadata().map_err(io_err(k))?;
-            let meta = this.object_meta(&owned, &fs_meta, false);
-            let (start, end) = match range {
-                None => (0, meta.size),
-                Some(r) => r
-                    .resolve(meta.size)
-                    .ok_or_else(|| StoreError::RangeNotSatisfiable { key: k.to_owned(), size: meta.size })?,
-            };
-            if start > 0 {
-                io::Seek::seek(&mut file, io::SeekFrom::Start(start)).map_err(io_err(k))?;
+            let opened = self.open_for_get(key, range)?;
+            // Pages and repository metadata are read again and again; package files (read
+            // once by an indexer, and the server's clients cache them for a year) are not kept.
+            if let (None, Some(body)) = (range, &opened.1)
+                && !crate::presentation::immutable(key.as_str())
+            {
+                self.cache.insert(&opened.2, body);
             }
-            let len = end - start;
-            let small = if len <= SMALL_BODY as u64 {
-                let mut data = vec![0; len as usize];
-                io::Read::read_exact(&mut file, &mut data).map_err(io_err(k))?;
-                Some(bytes::Bytes::from(data))
-            } else {
-                None
-            };
-            Ok((file, small, meta, (start, end)))
-        })
-        .await?;
+            opened
+        } else {
+            let (this, owned) = (self.clone(), key.clone());
+            blocking(move || this.open_for_get(&owned, range)).await?
+        };
+        let (file, small, meta, (start, end)) = opened;
         if let Some(data) = small {
             return Ok(GetObject { meta, range: (start, end), body: crate::bytes_stream(data) });
         }
@@ -748,6 +795,58 @@ mod tests {
 
     async fn put(store: &LocalStore, k: &str, body: &[u8]) -> Result<PutResult> {
         store.put(&key(k), crate::bytes_stream(bytes::Bytes::copy_from_slice(body)), PutOptions::default()).await
+    }
+
+    async fn read(store: &LocalStore, k: &str, range: Option<ByteRange>) -> (String, Vec<u8>) {
+        let got = store.get(&key(k), range).await.unwrap();
+        (got.meta.etag, crate::collect(got.body, 1 << 20).await.unwrap().to_vec())
+    }
+
+    #[tokio::test]
+    async fn small_reads_see_every_other_writer_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        // Another process's store on the same directory (its own cache).
+        let other = LocalStore::open(dir.path()).unwrap();
+        let page = "r/simple/a/index.html";
+        put(&store, page, b"first page").await.unwrap();
+        let (etag, body) = read(&store, page, None).await;
+        assert_eq!(body, b"first page");
+        assert_eq!(read(&store, page, None).await, (etag.clone(), body), "a cached read answers the same");
+        assert_eq!(read(&store, page, Some(ByteRange::Closed(0, 4))).await.1, b"first");
+        assert!(matches!(
+            store.get(&key(page), Some(ByteRange::From(99))).await,
+            Err(StoreError::RangeNotSatisfiable { size: 10, .. })
+        ));
+
+        put(&other, page, b"second page").await.unwrap();
+        let (etag2, body) = read(&store, page, None).await;
+        assert_eq!(body, b"second page");
+        assert_ne!(etag2, etag);
+
+        // A foreign writer rewriting the file in place, the size changed or not.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(dir.path().join(page), b"third, longer page").unwrap();
+        assert_eq!(read(&store, page, None).await.1, b"third, longer page");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(dir.path().join(page), b"fourth longer page").unwrap();
+        assert_eq!(read(&store, page, None).await.1, b"fourth longer page");
+
+        // Removed by the other store: gone at once.
+        other.delete(&key(page)).await.unwrap();
+        assert!(store.get(&key(page), None).await.unwrap_err().is_not_found());
+
+        // Package files are read the same way but not kept.
+        put(&store, "r/a-1.0-py3-none-any.whl", b"wheel").await.unwrap();
+        let held = store.cache.held();
+        assert_eq!(read(&store, "r/a-1.0-py3-none-any.whl", None).await.1, b"wheel");
+        assert_eq!(store.cache.held(), held);
+
+        // Larger files are streamed from the blocking pool as before, and not kept.
+        let big = vec![7u8; INLINE_READ as usize + 1];
+        put(&store, "r/big.bin", &big).await.unwrap();
+        assert_eq!(read(&store, "r/big.bin", None).await.1, big);
+        assert!(store.cache.held().1 <= INLINE_READ as usize);
     }
 
     #[tokio::test]
