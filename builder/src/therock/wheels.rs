@@ -14,7 +14,7 @@ use crate::elf::binary_platform;
 use crate::python::{
     BuiltDist, Populated, WheelContext, build_devel_wheel, build_runtime_wheel, build_sdist, populate,
 };
-use crate::rpath::stage_files;
+use crate::rpath::stage_wheel_files;
 
 /// What a run built, and for which targets (kpack: base targets; else families).
 #[derive(Debug)]
@@ -34,8 +34,28 @@ impl std::fmt::Display for WheelSummary {
     }
 }
 
-/// One runtime wheel: its files populated, its ELF files' RUNPATH made RPATH on staged copies
-/// (as TheRock's `_normalize_rpath` does, unless RUNPATH is kept), the wheel written.
+/// What TheRock's `build_python_packages.py` gives each runtime wheel with `rpath_dep(core, …)`:
+/// the core package's directories its ELF files also search.
+fn rpath_deps(kind: &DistKind) -> &'static [&'static str] {
+    match kind {
+        DistKind::Core => &["lib/llvm/lib", "lib/rocm_sysdeps/lib"],
+        DistKind::Profiler => &["lib", "lib/llvm/lib", "lib/rocm_sysdeps/lib"],
+        DistKind::Libraries(_) => &["lib", "lib/rocm_sysdeps/lib", "lib/host-math/lib", "lib/llvm/lib"],
+        DistKind::Device(_) => &["lib", "lib/rocm_sysdeps/lib"],
+        DistKind::Devel => &[],
+    }
+}
+
+/// The search path entries TheRock's `_extend_rpath` adds to the ELF file at `path` (relative to
+/// its platform package): `$ORIGIN/{up to site-packages}/{core package}/{dir}` per dependency.
+fn rpath_additions(path: &str, core_package: &str, deps: &[&str]) -> Vec<String> {
+    let up = vec![".."; path.split('/').count()].join("/");
+    deps.iter().map(|dir| format!("$ORIGIN/{up}/{core_package}/{dir}")).collect()
+}
+
+/// One runtime wheel: its files populated, then on staged copies of its ELF files (Linux wheels)
+/// TheRock's `$ORIGIN/…` entries added and the search path made DT_RPATH (`_extend_rpath`,
+/// `_normalize_rpath`; DT_RUNPATH with `--runpath-pkg`), the wheel written.
 fn runtime_wheel(
     ctx: &WheelContext<'_>,
     wheel: &PlannedWheel,
@@ -48,10 +68,16 @@ fn runtime_wheel(
             file.mode = windows_mode(path);
         }
     }
+    let core = ctx.plan.wheels.iter().find(|w| w.kind == DistKind::Core).map(|w| w.platform_package.as_str());
+    let deps = match core {
+        Some(_) if !ctx.opts.platform.starts_with("win") => rpath_deps(&wheel.kind),
+        _ => &[],
+    };
+    let additions = |path: &str| rpath_additions(path, core.unwrap_or_default(), deps);
     let files = populated.files.iter_mut().map(|(path, file)| (path.as_str(), &mut file.source));
-    let edits = stage_files(files, settings.rpath, false, &settings.dest_dir)?;
+    let edits = stage_wheel_files(files, settings.rpath, &additions, &settings.dest_dir)?;
     if !edits.converted.is_empty() {
-        tracing::info!(wheel = %wheel.file_name, files = edits.converted.len(), "DT_RUNPATH -> DT_RPATH");
+        tracing::info!(wheel = %wheel.file_name, files = edits.converted.len(), "search paths set");
     }
     let built = build_runtime_wheel(ctx, wheel, &populated).map_err(failed)?;
     Ok((populated, built))
@@ -153,7 +179,18 @@ pub fn artifacts_platform(staged: &StagedArtifacts) -> Result<Option<&'static st
 
 #[cfg(test)]
 mod tests {
-    use super::windows_mode;
+    use super::{rpath_additions, windows_mode};
+
+    #[test]
+    fn additions_climb_to_site_packages() {
+        assert_eq!(
+            rpath_additions("lib/libx.so", "_rocm_sdk_core", &["lib/llvm/lib", "lib/rocm_sysdeps/lib"]),
+            ["$ORIGIN/../../_rocm_sdk_core/lib/llvm/lib", "$ORIGIN/../../_rocm_sdk_core/lib/rocm_sysdeps/lib"]
+        );
+        assert_eq!(rpath_additions("bin/x", "_c", &["lib"]), ["$ORIGIN/../../_c/lib"]);
+        assert_eq!(rpath_additions("x", "_c", &["lib"]), ["$ORIGIN/../_c/lib"]);
+        assert_eq!(rpath_additions("lib/rocblas/library/x.so", "_c", &["lib"]), ["$ORIGIN/../../../../_c/lib"]);
+    }
 
     #[test]
     fn windows_modes_follow_the_extension() {

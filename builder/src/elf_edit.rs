@@ -1,0 +1,521 @@
+//! Setting an ELF file's library search path to any string, as `patchelf --set-rpath` does
+//! (`--force-rpath` or not), without reading the file whole.
+//!
+//! A string that fits where the old one is (and that nothing else in the string table points
+//! into) is written in place. A longer one goes into a copy of `.dynstr` with the new string at
+//! its end, appended to the file in a new read-only `PT_LOAD` segment. That segment also holds
+//! the program header table, moved there so it has room for the new entry (the old table stays
+//! where it was, unused): `e_phoff`, `PT_PHDR`, `DT_STRTAB`, `DT_STRSZ` and the `.dynstr`
+//! section header are updated. The new segment keeps the first segment's offset-to-address
+//! difference, so `load address + e_phoff` (what kernels before 5.18 give as `AT_PHDR`) still
+//! finds the table; the gap up to it is zeros. A file without a search path takes a spare
+//! `DT_NULL` slot of its dynamic segment (GNU ld leaves a few).
+//!
+//! What cannot be done soundly is refused with [`RpathError::Unsupported`], never written:
+//! no spare dynamic slot (the dynamic section would have to move), `PN_XNUM` program headers,
+//! segments that break the alignment rule. Offsets and sizes from the file are checked before
+//! use ([`RpathError::Malformed`]). Only headers, the dynamic segment and the string table's
+//! users are read; the string table is copied in 64 KiB chunks.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use object::elf::{
+    DT_AUDIT, DT_AUXILIARY, DT_CONFIG, DT_DEPAUDIT, DT_FILTER, DT_NEEDED, DT_NULL, DT_RPATH, DT_RUNPATH, DT_SONAME,
+    DT_STRSZ, DT_STRTAB, FileHeader32, FileHeader64, PT_LOAD, PT_PHDR, ProgramFlags, ProgramType, SHF_ALLOC,
+    SHT_DYNSYM, SHT_STRTAB,
+};
+use object::read::elf::{Dyn as _, FileHeader, ProgramHeader as _, SectionHeader as _, Sym as _};
+use object::{Endian as _, Endianness, ReadCache, ReadRef};
+
+use crate::rpath::RpathError;
+
+/// The longest search path written (bytes).
+const MAX_PATH_LEN: usize = 64 * 1024;
+/// The largest `.dynstr` copied into a new segment (bytes).
+const MAX_STRTAB: u64 = 512 * 1024 * 1024;
+
+/// Which dynamic tag carries the search path after the edit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathTag {
+    /// `DT_RPATH` (`--force-rpath`): applies to the file's dependencies too, and
+    /// `LD_LIBRARY_PATH` does not override it.
+    Rpath,
+    /// `DT_RUNPATH` (what `patchelf --set-rpath` writes by default).
+    Runpath,
+}
+
+/// Where the new search path went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// The file already had it, with that tag.
+    Unchanged,
+    /// Over the old string.
+    InPlace,
+    /// In a copy of the string table, in a new segment at the end of the file.
+    Appended,
+}
+
+/// One program header, whatever the class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Phdr {
+    p_type: ProgramType,
+    p_flags: ProgramFlags,
+    offset: u64,
+    vaddr: u64,
+    paddr: u64,
+    filesz: u64,
+    memsz: u64,
+    align: u64,
+}
+
+/// What the edit needs to know of a file.
+#[derive(Debug)]
+struct Layout {
+    is64: bool,
+    big_endian: bool,
+    file_len: u64,
+    phentsize: u64,
+    phdrs: Vec<Phdr>,
+    /// File offset of the dynamic segment and how many entries it has room for.
+    dyn_offset: u64,
+    dyn_slots: u64,
+    /// The entries before the first `DT_NULL`.
+    entries: Vec<(i64, u64)>,
+    strtab_offset: u64,
+    strsz: u64,
+    /// File offset of the `.dynstr` section header, if the file has section headers.
+    dynstr_header: Option<u64>,
+    /// Every string table offset the symbols and version records use; `None` when unknown
+    /// (no section headers), and then nothing is written in place.
+    string_users: Option<Vec<u64>>,
+}
+
+impl Layout {
+    fn word(&self) -> u64 {
+        if self.is64 { 8 } else { 4 }
+    }
+
+    fn encode(&self, value: u64, size: usize) -> Vec<u8> {
+        let bytes = if self.big_endian { value.to_be_bytes() } else { value.to_le_bytes() };
+        if self.big_endian { bytes[8 - size..].to_vec() } else { bytes[..size].to_vec() }
+    }
+
+    fn encode_word(&self, value: u64) -> Vec<u8> {
+        self.encode(value, if self.is64 { 8 } else { 4 })
+    }
+
+    fn encode_phdr(&self, p: &Phdr) -> Vec<u8> {
+        let mut out = self.encode(u64::from(p.p_type.0), 4);
+        if self.is64 {
+            out.extend(self.encode(u64::from(p.p_flags.0), 4));
+            for v in [p.offset, p.vaddr, p.paddr, p.filesz, p.memsz, p.align] {
+                out.extend(self.encode(v, 8));
+            }
+        } else {
+            for v in [p.offset, p.vaddr, p.paddr, p.filesz, p.memsz] {
+                out.extend(self.encode(v, 4));
+            }
+            out.extend(self.encode(u64::from(p.p_flags.0), 4));
+            out.extend(self.encode(p.align, 4));
+        }
+        out
+    }
+
+    /// The file offset of dynamic entry `index`.
+    fn entry_offset(&self, index: usize) -> u64 {
+        self.dyn_offset + index as u64 * 2 * self.word()
+    }
+
+    /// The string at `offset` in the string table.
+    fn string(&self, file: &mut File, offset: u64) -> Result<String, String> {
+        if offset >= self.strsz {
+            return Err(format!("a search path at {offset} past the string table's {} bytes", self.strsz));
+        }
+        let len = (self.strsz - offset).min(MAX_PATH_LEN as u64 + 1);
+        let mut bytes = vec![0u8; usize::try_from(len).map_err(|e| e.to_string())?];
+        file.seek(SeekFrom::Start(self.strtab_offset + offset)).map_err(|e| e.to_string())?;
+        file.read_exact(&mut bytes).map_err(|_| "the string table is cut short".to_owned())?;
+        let end = bytes.iter().position(|&b| b == 0).ok_or("a search path without its NUL")?;
+        Ok(String::from_utf8_lossy(&bytes[..end]).into_owned())
+    }
+}
+
+/// Sets the search path of the ELF file at `path` to `value`, carried by `tag` (every
+/// `DT_RPATH` and `DT_RUNPATH` entry is rewritten; one is added when there is none). The file
+/// is edited in place: callers edit their own copy.
+pub fn set_search_path(path: &Path, value: &str, tag: PathTag) -> Result<Placement, RpathError> {
+    let io_err = |source| RpathError::Io { path: path.to_path_buf(), source };
+    let malformed = |message: String| RpathError::Malformed { path: path.to_path_buf(), message };
+    let unsupported = |message: String| RpathError::Unsupported { path: path.to_path_buf(), message };
+    if value.len() > MAX_PATH_LEN || value.contains('\0') {
+        return Err(unsupported(format!("a search path of {} bytes, or with a NUL", value.len())));
+    }
+    let file = OpenOptions::new().read(true).write(true).open(path).map_err(io_err)?;
+    let (layout, mut file) = read_layout(file).map_err(|e| match e {
+        LayoutError::Io(source) => io_err(source),
+        LayoutError::Malformed(m) => malformed(m),
+        LayoutError::NoDynamic => unsupported("not a dynamically linked ELF file".into()),
+    })?;
+    let plan = plan_edit(&layout, &mut file, value, tag).map_err(|e| match e {
+        PlanError::Malformed(m) => malformed(m),
+        PlanError::Unsupported(m) => unsupported(m),
+    })?;
+    if let Some(plan) = &plan {
+        apply(&layout, &mut file, value, plan).map_err(io_err)?;
+        file.sync_data().map_err(io_err)?;
+    }
+    Ok(plan.map_or(Placement::Unchanged, |p| p.placement()))
+}
+
+enum LayoutError {
+    Io(io::Error),
+    Malformed(String),
+    NoDynamic,
+}
+
+enum PlanError {
+    Malformed(String),
+    Unsupported(String),
+}
+
+fn read_layout(mut file: File) -> Result<(Layout, File), LayoutError> {
+    let mut ident = [0u8; 6];
+    file.read_exact(&mut ident).map_err(|_| LayoutError::Malformed("not an ELF file".into()))?;
+    if &ident[..4] != b"\x7fELF" {
+        return Err(LayoutError::Malformed("not an ELF file".into()));
+    }
+    let cache = ReadCache::new(file);
+    let layout = match ident[4] {
+        1 => parse::<FileHeader32<Endianness>, _>(&cache, false),
+        2 => parse::<FileHeader64<Endianness>, _>(&cache, true),
+        class => Err(LayoutError::Malformed(format!("unknown ELF class {class}"))),
+    }?;
+    Ok((layout, cache.into_inner()))
+}
+
+fn parse<'data, Elf, R>(data: R, is64: bool) -> Result<Layout, LayoutError>
+where
+    Elf: FileHeader<Endian = Endianness>,
+    R: ReadRef<'data>,
+{
+    let bad = |e: object::Error| LayoutError::Malformed(e.to_string());
+    let header = Elf::parse(data).map_err(bad)?;
+    let endian = header.endian().map_err(bad)?;
+    if header.e_phnum(endian) == 0xffff {
+        return Err(LayoutError::Malformed("PN_XNUM program headers".into()));
+    }
+    let segments = header.program_headers(endian, data).map_err(bad)?;
+    let phdrs: Vec<Phdr> = segments
+        .iter()
+        .map(|s| Phdr {
+            p_type: s.p_type(endian),
+            p_flags: s.p_flags(endian),
+            offset: s.p_offset(endian).into(),
+            vaddr: s.p_vaddr(endian).into(),
+            paddr: s.p_paddr(endian).into(),
+            filesz: s.p_filesz(endian).into(),
+            memsz: s.p_memsz(endian).into(),
+            align: s.p_align(endian).into(),
+        })
+        .collect();
+    let Some((segment, dyns)) = segments.iter().find_map(|s| s.dynamic(endian, data).transpose().map(|d| (s, d)))
+    else {
+        return Err(LayoutError::NoDynamic);
+    };
+    let dyns = dyns.map_err(bad)?;
+    let entries: Vec<(i64, u64)> =
+        dyns.iter().map(|d| (d.d_tag(endian).0, d.val(endian))).take_while(|(tag, _)| *tag != DT_NULL.0).collect();
+    let find = |tag: object::elf::DynamicTag| entries.iter().find(|(t, _)| *t == tag.0).map(|(_, v)| *v);
+    let (Some(strtab_vaddr), Some(strsz)) = (find(DT_STRTAB), find(DT_STRSZ)) else {
+        return Err(LayoutError::Malformed("a dynamic section without DT_STRTAB or DT_STRSZ".into()));
+    };
+    let file_len = data.len().map_err(|()| LayoutError::Io(io::Error::other("cannot read the file's length")))?;
+    let strtab_offset = phdrs
+        .iter()
+        .filter(|p| p.p_type == PT_LOAD)
+        .find(|p| strtab_vaddr >= p.vaddr && strtab_vaddr - p.vaddr < p.filesz)
+        .map(|p| p.offset + (strtab_vaddr - p.vaddr))
+        .ok_or_else(|| LayoutError::Malformed(format!("DT_STRTAB {strtab_vaddr:#x} is in no loaded segment")))?;
+    if strtab_offset.checked_add(strsz).is_none_or(|end| end > file_len) {
+        return Err(LayoutError::Malformed(format!("the string table ({strsz} bytes) runs past the end of the file")));
+    }
+    let (dynstr_header, string_users) = sections::<Elf, R>(header, endian, data, strtab_vaddr);
+    Ok(Layout {
+        is64,
+        big_endian: endian.is_big_endian(),
+        file_len,
+        phentsize: u64::from(header.e_phentsize(endian)),
+        phdrs,
+        dyn_offset: segment.p_offset(endian).into(),
+        dyn_slots: dyns.len() as u64,
+        entries,
+        strtab_offset,
+        strsz,
+        dynstr_header,
+        string_users,
+    })
+}
+
+/// The `.dynstr` section header's file offset, and the string offsets the dynamic symbols and
+/// the version records use (either `None` when the sections cannot be read).
+fn sections<'data, Elf, R>(
+    header: &Elf,
+    endian: Endianness,
+    data: R,
+    strtab_vaddr: u64,
+) -> (Option<u64>, Option<Vec<u64>>)
+where
+    Elf: FileHeader<Endian = Endianness>,
+    R: ReadRef<'data>,
+{
+    let Ok(table) = header.sections(endian, data) else { return (None, None) };
+    if table.is_empty() {
+        return (None, None);
+    }
+    let shoff: u64 = header.e_shoff(endian).into();
+    let shentsize = u64::from(header.e_shentsize(endian));
+    let dynstr = table
+        .enumerate()
+        .find(|(_, s)| {
+            s.sh_type(endian) == SHT_STRTAB
+                && s.sh_flags(endian).0 & SHF_ALLOC.0 != 0
+                && s.sh_addr(endian).into() == strtab_vaddr
+        })
+        .map(|(index, _)| shoff + index.0 as u64 * shentsize);
+    let users = || -> object::Result<Vec<u64>> {
+        let mut users = Vec::new();
+        let symbols = table.symbols(endian, data, SHT_DYNSYM)?;
+        users.extend(symbols.iter().map(|s| u64::from(s.st_name(endian))));
+        if let Some((mut needs, _)) = table.gnu_verneed(endian, data)? {
+            while let Some((need, mut aux)) = needs.next()? {
+                users.push(u64::from(need.vn_file.get(endian)));
+                while let Some(a) = aux.next()? {
+                    users.push(u64::from(a.vna_name.get(endian)));
+                }
+            }
+        }
+        if let Some((mut defs, _)) = table.gnu_verdef(endian, data)? {
+            while let Some((_, mut aux)) = defs.next()? {
+                while let Some(a) = aux.next()? {
+                    users.push(u64::from(a.vda_name.get(endian)));
+                }
+            }
+        }
+        Ok(users)
+    };
+    (dynstr, users().ok())
+}
+
+/// What [`apply`] writes.
+#[derive(Debug)]
+struct Plan {
+    /// Dynamic entries to write, `(index, tag, value)`.
+    entries: Vec<(usize, i64, u64)>,
+    /// Write the string over the old one (`offset`, bytes to cover) ...
+    in_place: Option<(u64, u64)>,
+    /// ... or into a new segment.
+    segment: Option<Segment>,
+}
+
+impl Plan {
+    fn placement(&self) -> Placement {
+        if self.segment.is_some() { Placement::Appended } else { Placement::InPlace }
+    }
+}
+
+#[derive(Debug)]
+struct Segment {
+    offset: u64,
+    vaddr: u64,
+    phdrs: Vec<Phdr>,
+    /// Bytes of program headers at the segment's start; the string table follows.
+    table_size: u64,
+    strsz: u64,
+}
+
+/// Dynamic string tags other than the search paths.
+const STRING_TAGS: [object::elf::DynamicTag; 7] =
+    [DT_NEEDED, DT_SONAME, DT_AUXILIARY, DT_FILTER, DT_CONFIG, DT_DEPAUDIT, DT_AUDIT];
+
+fn plan_edit(layout: &Layout, file: &mut File, value: &str, tag: PathTag) -> Result<Option<Plan>, PlanError> {
+    let target = match tag {
+        PathTag::Rpath => DT_RPATH.0,
+        PathTag::Runpath => DT_RUNPATH.0,
+    };
+    let paths: Vec<usize> =
+        (0..layout.entries.len()).filter(|&i| [DT_RPATH.0, DT_RUNPATH.0].contains(&layout.entries[i].0)).collect();
+    // The string in effect: RUNPATH's when there is one (the loader then ignores RPATH).
+    let current = paths
+        .iter()
+        .copied()
+        .find(|&i| layout.entries[i].0 == DT_RUNPATH.0)
+        .or_else(|| paths.first().copied())
+        .map(|i| layout.entries[i].1);
+    let old = match current {
+        Some(offset) => Some((offset, layout.string(file, offset).map_err(PlanError::Malformed)?)),
+        None => None,
+    };
+    let same_tags = paths.iter().all(|&i| layout.entries[i].0 == target);
+    if let Some((offset, text)) = &old
+        && text == value
+        && same_tags
+        && paths.iter().all(|&i| layout.entries[i].1 == *offset)
+    {
+        return Ok(None);
+    }
+    let slots: Vec<usize> = if paths.is_empty() {
+        let free = layout.entries.len();
+        if (free as u64) + 1 >= layout.dyn_slots {
+            return Err(PlanError::Unsupported(
+                "no spare slot in the dynamic section for a search path (it would have to move)".into(),
+            ));
+        }
+        vec![free]
+    } else {
+        paths.clone()
+    };
+    let in_place = old.as_ref().and_then(|(offset, text)| {
+        let span = text.len() as u64;
+        let fits = value.len() as u64 <= span;
+        (fits && writable_in_place(layout, &paths, *offset, span)).then_some((*offset, span + 1))
+    });
+    let (string_offset, segment) = match in_place {
+        Some((offset, _)) => (offset, None),
+        None => (layout.strsz, Some(new_segment(layout, value.len() as u64 + 1)?)),
+    };
+    let mut entries: Vec<(usize, i64, u64)> = slots.iter().map(|&i| (i, target, string_offset)).collect();
+    if paths.is_empty() {
+        entries.push((slots[0] + 1, DT_NULL.0, 0));
+    }
+    if let Some(segment) = &segment {
+        for (i, (t, _)) in layout.entries.iter().enumerate() {
+            if *t == DT_STRTAB.0 {
+                entries.push((i, *t, segment.vaddr + segment.table_size));
+            } else if *t == DT_STRSZ.0 {
+                entries.push((i, *t, segment.strsz));
+            }
+        }
+    }
+    Ok(Some(Plan { entries, in_place, segment }))
+}
+
+/// Whether the string at `offset` (`span` bytes before its NUL) can be overwritten: nothing but
+/// the search path entries points into it.
+fn writable_in_place(layout: &Layout, paths: &[usize], offset: u64, span: u64) -> bool {
+    let Some(users) = &layout.string_users else { return false };
+    let inside = |at: u64| at >= offset && at < offset + span;
+    let dynamic = layout
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(i, (t, _))| !paths.contains(i) && STRING_TAGS.iter().any(|s| s.0 == *t))
+        .any(|(_, (_, v))| inside(*v));
+    let shared_path = paths.iter().any(|&i| layout.entries[i].1 != offset && inside(layout.entries[i].1));
+    !dynamic && !shared_path && !users.iter().any(|&u| inside(u))
+}
+
+/// The new segment: program headers (the old ones, `PT_PHDR` moved, and the new `PT_LOAD`),
+/// then the string table with `extra` more bytes.
+fn new_segment(layout: &Layout, extra: u64) -> Result<Segment, PlanError> {
+    let unsupported = |m: &str| PlanError::Unsupported(m.to_owned());
+    let malformed = |m: &str| PlanError::Malformed(m.to_owned());
+    let loads: Vec<&Phdr> = layout.phdrs.iter().filter(|p| p.p_type == PT_LOAD).collect();
+    let first = loads.first().ok_or_else(|| malformed("no PT_LOAD segment"))?;
+    let bias = first.vaddr.checked_sub(first.offset).ok_or_else(|| unsupported("a first segment below its offset"))?;
+    let align = loads.iter().map(|p| p.align).max().unwrap_or(1).max(1);
+    if !align.is_power_of_two() || bias % align != 0 || loads.iter().any(|p| p.vaddr % align != p.offset % align) {
+        return Err(unsupported("segments whose addresses and offsets disagree modulo their alignment"));
+    }
+    let mem_end = loads
+        .iter()
+        .map(|p| p.vaddr.checked_add(p.memsz))
+        .try_fold(0u64, |end, e| e.map(|e| end.max(e)))
+        .ok_or_else(|| malformed("a segment past the end of the address space"))?;
+    if layout.strsz > MAX_STRTAB {
+        return Err(unsupported("a string table over 512 MiB"));
+    }
+    let expected = if layout.is64 { 56 } else { 32 };
+    if layout.phentsize != expected {
+        return Err(malformed("program headers of an unexpected size"));
+    }
+    let count = layout.phdrs.len() as u64 + 1;
+    if count >= 0xffff {
+        return Err(unsupported("too many program headers"));
+    }
+    let start = layout.file_len.max(mem_end.saturating_sub(bias));
+    let offset = start.div_ceil(align).checked_mul(align).ok_or_else(|| malformed("offsets overflow"))?;
+    let vaddr = offset.checked_add(bias).ok_or_else(|| malformed("addresses overflow"))?;
+    let table_size = count * layout.phentsize;
+    let strsz = layout.strsz + extra;
+    let size = table_size + strsz;
+    if !layout.is64 && vaddr.checked_add(size).is_none_or(|end| end > u64::from(u32::MAX)) {
+        return Err(unsupported("no room left in a 32-bit address space"));
+    }
+    let mut phdrs = layout.phdrs.clone();
+    for p in phdrs.iter_mut().filter(|p| p.p_type == PT_PHDR) {
+        *p = Phdr { offset, vaddr, paddr: vaddr, filesz: table_size, memsz: table_size, ..*p };
+    }
+    phdrs.push(Phdr {
+        p_type: PT_LOAD,
+        p_flags: object::elf::PF_R,
+        offset,
+        vaddr,
+        paddr: vaddr,
+        filesz: size,
+        memsz: size,
+        align,
+    });
+    Ok(Segment { offset, vaddr, phdrs, table_size, strsz })
+}
+
+fn write_at(file: &mut File, offset: u64, bytes: &[u8]) -> io::Result<()> {
+    file.seek(SeekFrom::Start(offset))?;
+    file.write_all(bytes)
+}
+
+fn apply(layout: &Layout, file: &mut File, value: &str, plan: &Plan) -> io::Result<()> {
+    let mut string = value.as_bytes().to_vec();
+    if let Some((offset, cover)) = plan.in_place {
+        string.resize(usize::try_from(cover).map_err(io::Error::other)?, 0);
+        write_at(file, layout.strtab_offset + offset, &string)?;
+    }
+    if let Some(segment) = &plan.segment {
+        string.push(0);
+        file.set_len(segment.offset)?;
+        let table: Vec<u8> = segment.phdrs.iter().flat_map(|p| layout.encode_phdr(p)).collect();
+        write_at(file, segment.offset, &table)?;
+        copy_within(file, layout.strtab_offset, segment.offset + segment.table_size, layout.strsz)?;
+        write_at(file, segment.offset + segment.table_size + layout.strsz, &string)?;
+        let (phoff_at, phnum_at) = if layout.is64 { (32, 56) } else { (28, 44) };
+        write_at(file, phoff_at, &layout.encode_word(segment.offset))?;
+        write_at(file, phnum_at, &layout.encode(segment.phdrs.len() as u64, 2))?;
+        if let Some(header) = layout.dynstr_header {
+            let (addr_at, offset_at, size_at) = if layout.is64 { (16, 24, 32) } else { (12, 16, 20) };
+            write_at(file, header + addr_at, &layout.encode_word(segment.vaddr + segment.table_size))?;
+            write_at(file, header + offset_at, &layout.encode_word(segment.offset + segment.table_size))?;
+            write_at(file, header + size_at, &layout.encode_word(segment.strsz))?;
+        }
+    }
+    for &(index, tag, value) in &plan.entries {
+        let mut bytes = layout.encode_word(tag.cast_unsigned());
+        bytes.extend(layout.encode_word(value));
+        write_at(file, layout.entry_offset(index), &bytes)?;
+    }
+    Ok(())
+}
+
+/// Copies `len` bytes from `from` to `to` (`to` past `from + len`) in bounded chunks.
+fn copy_within(file: &mut File, from: u64, to: u64, len: u64) -> io::Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut done = 0;
+    while done < len {
+        let n = usize::try_from((len - done).min(buf.len() as u64)).map_err(io::Error::other)?;
+        file.seek(SeekFrom::Start(from + done))?;
+        file.read_exact(&mut buf[..n])?;
+        write_at(file, to + done, &buf[..n])?;
+        done += n as u64;
+    }
+    Ok(())
+}
