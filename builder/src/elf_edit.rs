@@ -153,7 +153,7 @@ pub fn set_search_path(path: &Path, value: &str, tag: PathTag) -> Result<Placeme
         return Err(unsupported(format!("a search path of {} bytes, or with a NUL", value.len())));
     }
     let file = OpenOptions::new().read(true).write(true).open(path).map_err(io_err)?;
-    let (layout, mut file) = read_layout(file).map_err(|e| match e {
+    let (layout, mut file) = read_layout(file, value.len() as u64).map_err(|e| match e {
         LayoutError::Io(source) => io_err(source),
         LayoutError::Malformed(m) => malformed(m),
         LayoutError::NoDynamic => unsupported("not a dynamically linked ELF file".into()),
@@ -180,7 +180,9 @@ enum PlanError {
     Unsupported(String),
 }
 
-fn read_layout(mut file: File) -> Result<(Layout, File), LayoutError> {
+/// The layout of `file`; the string table's users are read only when a search path of
+/// `value_len` bytes could be written in place.
+fn read_layout(mut file: File, value_len: u64) -> Result<(Layout, File), LayoutError> {
     let mut ident = [0u8; 6];
     file.read_exact(&mut ident).map_err(|_| LayoutError::Malformed("not an ELF file".into()))?;
     if &ident[..4] != b"\x7fELF" {
@@ -188,14 +190,14 @@ fn read_layout(mut file: File) -> Result<(Layout, File), LayoutError> {
     }
     let cache = ReadCache::new(file);
     let layout = match ident[4] {
-        1 => parse::<FileHeader32<Endianness>, _>(&cache, false),
-        2 => parse::<FileHeader64<Endianness>, _>(&cache, true),
+        1 => parse::<FileHeader32<Endianness>, _>(&cache, false, value_len),
+        2 => parse::<FileHeader64<Endianness>, _>(&cache, true, value_len),
         class => Err(LayoutError::Malformed(format!("unknown ELF class {class}"))),
     }?;
     Ok((layout, cache.into_inner()))
 }
 
-fn parse<'data, Elf, R>(data: R, is64: bool) -> Result<Layout, LayoutError>
+fn parse<'data, Elf, R>(data: R, is64: bool, value_len: u64) -> Result<Layout, LayoutError>
 where
     Elf: FileHeader<Endian = Endianness>,
     R: ReadRef<'data>,
@@ -241,7 +243,15 @@ where
     if strtab_offset.checked_add(strsz).is_none_or(|end| end > file_len) {
         return Err(LayoutError::Malformed(format!("the string table ({strsz} bytes) runs past the end of the file")));
     }
-    let (dynstr_header, string_users) = sections::<Elf, R>(header, endian, data, strtab_vaddr);
+    // The longest search path there is (up to its NUL, or to the end of the table).
+    let longest = entries
+        .iter()
+        .filter(|(t, v)| (*t == DT_RPATH.0 || *t == DT_RUNPATH.0) && *v < strsz)
+        .filter_map(|(_, v)| data.read_bytes_at(strtab_offset + v, (strsz - v).min(MAX_PATH_LEN as u64 + 1)).ok())
+        .map(|bytes| bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len()) as u64)
+        .max();
+    let in_place = longest.is_some_and(|len| value_len <= len);
+    let (dynstr_header, string_users) = sections::<Elf, R>(header, endian, data, strtab_vaddr, in_place);
     Ok(Layout {
         is64,
         big_endian: endian.is_big_endian(),
@@ -258,13 +268,14 @@ where
     })
 }
 
-/// The `.dynstr` section header's file offset, and the string offsets the dynamic symbols and
-/// the version records use (either `None` when the sections cannot be read).
+/// The `.dynstr` section header's file offset, and (`with_users`) the string offsets the
+/// dynamic symbols and the version records use (either `None` when the sections cannot be read).
 fn sections<'data, Elf, R>(
     header: &Elf,
     endian: Endianness,
     data: R,
     strtab_vaddr: u64,
+    with_users: bool,
 ) -> (Option<u64>, Option<Vec<u64>>)
 where
     Elf: FileHeader<Endian = Endianness>,
@@ -305,7 +316,7 @@ where
         }
         Ok(users)
     };
-    (dynstr, users().ok())
+    (dynstr, if with_users { users().ok() } else { None })
 }
 
 /// What [`apply`] writes.
@@ -430,7 +441,7 @@ fn new_segment(layout: &Layout, extra: u64) -> Result<Segment, PlanError> {
     }
     let mem_end = loads
         .iter()
-        .map(|p| p.vaddr.checked_add(p.memsz))
+        .map(|p| p.vaddr.checked_add(p.memsz.max(p.filesz)))
         .try_fold(0u64, |end, e| e.map(|e| end.max(e)))
         .ok_or_else(|| malformed("a segment past the end of the address space"))?;
     if layout.strsz > MAX_STRTAB {
@@ -518,4 +529,160 @@ fn copy_within(file: &mut File, from: u64, to: u64, len: u64) -> io::Result<()> 
         done += n as u64;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpath::read_run_paths;
+
+    /// A minimal ELF shared object of either class and byte order: the header, `PT_PHDR`, one
+    /// `PT_LOAD` over the whole file and `PT_DYNAMIC`; then the string table and the dynamic
+    /// entries (`DT_STRTAB`, `DT_STRSZ`, `tags`, `DT_NULL` and `spare` more).
+    fn elf(is64: bool, big: bool, tags: &[(i64, u64)], strings: &[u8], spare: usize) -> Vec<u8> {
+        let (ehsize, phsize, word) = if is64 { (64u64, 56u64, 8u64) } else { (52, 32, 4) };
+        let strtab = ehsize + 3 * phsize;
+        let dynamic = (strtab + strings.len() as u64).div_ceil(word) * word;
+        let mut entries = vec![(DT_STRTAB.0, strtab), (DT_STRSZ.0, strings.len() as u64)];
+        entries.extend_from_slice(tags);
+        entries.extend(std::iter::repeat_n((0, 0), spare + 1));
+        let total = dynamic + 2 * word * entries.len() as u64;
+        let layout = Layout {
+            is64,
+            big_endian: big,
+            file_len: 0,
+            phentsize: phsize,
+            phdrs: Vec::new(),
+            dyn_offset: 0,
+            dyn_slots: 0,
+            entries: Vec::new(),
+            strtab_offset: 0,
+            strsz: 0,
+            dynstr_header: None,
+            string_users: None,
+        };
+        let mut out = b"\x7fELF".to_vec();
+        out.extend([if is64 { 2 } else { 1 }, if big { 2 } else { 1 }, 1]);
+        out.resize(16, 0);
+        out.extend(layout.encode(3, 2)); // ET_DYN
+        out.extend(layout.encode(if is64 { 62 } else { 3 }, 2));
+        out.extend(layout.encode(1, 4));
+        out.extend(layout.encode_word(0)); // entry
+        out.extend(layout.encode_word(ehsize)); // phoff
+        out.extend(layout.encode_word(0)); // shoff
+        out.extend(layout.encode(0, 4));
+        for v in [ehsize, phsize, 3, if is64 { 64 } else { 40 }, 0, 0] {
+            out.extend(layout.encode(v, 2));
+        }
+        let phdr = |p_type: ProgramType, offset: u64, size: u64, align: u64| Phdr {
+            p_type,
+            p_flags: object::elf::PF_R,
+            offset,
+            vaddr: offset,
+            paddr: offset,
+            filesz: size,
+            memsz: size,
+            align,
+        };
+        let dyn_size = total - dynamic;
+        for p in [
+            phdr(PT_PHDR, ehsize, 3 * phsize, word),
+            phdr(PT_LOAD, 0, total, 0x1000),
+            phdr(object::elf::PT_DYNAMIC, dynamic, dyn_size, word),
+        ] {
+            out.extend(layout.encode_phdr(&p));
+        }
+        out.extend_from_slice(strings);
+        out.resize(usize::try_from(dynamic).unwrap(), 0);
+        for (tag, val) in entries {
+            out.extend(layout.encode_word(tag.cast_unsigned()));
+            out.extend(layout.encode_word(val));
+        }
+        out
+    }
+
+    /// `(e_phoff, [(p_type, p_offset, p_vaddr)])` as `object` reads them.
+    fn segments<Elf: FileHeader<Endian = Endianness>>(bytes: &[u8]) -> (u64, Vec<(u32, u64, u64)>) {
+        let header = Elf::parse(bytes).unwrap();
+        let endian = header.endian().unwrap();
+        let phdrs = header.program_headers(endian, bytes).unwrap();
+        let list = phdrs.iter().map(|p| (p.p_type(endian).0, p.p_offset(endian).into(), p.p_vaddr(endian).into()));
+        (header.e_phoff(endian).into(), list.collect())
+    }
+
+    fn write(dir: &Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn longer_paths_go_into_a_new_segment_in_every_class_and_byte_order() {
+        let dir = tempfile::tempdir().unwrap();
+        for (is64, big) in [(true, false), (true, true), (false, false), (false, true)] {
+            let original = elf(is64, big, &[(DT_RUNPATH.0, 1)], b"\0$ORIGIN\0", 0);
+            let path = write(dir.path(), "lib.so", &original);
+            assert_eq!(read_run_paths(&path).unwrap().unwrap().runpath.as_deref(), Some("$ORIGIN"));
+            let value = "$ORIGIN:$ORIGIN/../../_rocm_sdk_core/lib/llvm/lib";
+            assert_eq!(set_search_path(&path, value, PathTag::Rpath).unwrap(), Placement::Appended);
+            let paths = read_run_paths(&path).unwrap().unwrap();
+            assert_eq!((paths.rpath.as_deref(), paths.runpath), (Some(value), None), "{is64} {big}");
+            let bytes = std::fs::read(&path).unwrap();
+            let (phoff, phdrs) =
+                if is64 { segments::<FileHeader64<_>>(&bytes) } else { segments::<FileHeader32<_>>(&bytes) };
+            // The table moved to the new segment (page-aligned, same offset-to-address bias),
+            // PT_PHDR with it; the new PT_LOAD last.
+            assert_eq!(phoff % 0x1000, 0);
+            assert_eq!(phdrs.len(), 4);
+            assert_eq!(phdrs[0], (PT_PHDR.0, phoff, phoff));
+            assert_eq!(phdrs[3], (PT_LOAD.0, phoff, phoff));
+            assert!(phoff >= original.len() as u64);
+            // Nothing before the new segment changed but the header and the dynamic entries.
+            let dynamic = original.len() - (if is64 { 16 } else { 8 }) * 4;
+            let strtab = if is64 { 64 + 3 * 56 } else { 52 + 3 * 32 };
+            assert_eq!(bytes[strtab..dynamic], original[strtab..dynamic]);
+            assert!(bytes[original.len()..usize::try_from(phoff).unwrap()].iter().all(|&b| b == 0));
+            // The same again: nothing to do; a RUNPATH of it: in a new segment again (no section
+            // headers say what else uses the string, so it is not overwritten).
+            assert_eq!(set_search_path(&path, value, PathTag::Rpath).unwrap(), Placement::Unchanged);
+            assert_eq!(set_search_path(&path, "$ORIGIN", PathTag::Runpath).unwrap(), Placement::Appended);
+            assert_eq!(read_run_paths(&path).unwrap().unwrap().runpath.as_deref(), Some("$ORIGIN"));
+        }
+    }
+
+    #[test]
+    fn a_file_without_a_search_path_takes_a_spare_slot_or_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "spare.so", &elf(true, false, &[(DT_NEEDED.0, 1)], b"\0libc.so.6\0", 1));
+        assert_eq!(set_search_path(&path, "$ORIGIN/../lib", PathTag::Rpath).unwrap(), Placement::Appended);
+        assert_eq!(read_run_paths(&path).unwrap().unwrap().rpath.as_deref(), Some("$ORIGIN/../lib"));
+        let full = elf(true, false, &[(DT_NEEDED.0, 1)], b"\0libc.so.6\0", 0);
+        let path = write(dir.path(), "full.so", &full);
+        let err = set_search_path(&path, "$ORIGIN", PathTag::Rpath).unwrap_err();
+        assert!(matches!(err, RpathError::Unsupported { .. }), "{err}");
+        assert!(err.to_string().contains("no spare slot in the dynamic section"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), full, "nothing written");
+        let err = set_search_path(&path, "a\0b", PathTag::Rpath).unwrap_err();
+        assert!(err.to_string().contains("with a NUL"), "{err}");
+    }
+
+    #[test]
+    fn cut_or_bent_files_are_errors_not_panics() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = elf(false, true, &[(DT_RPATH.0, 1)], b"\0/old\0", 1);
+        for len in 0..good.len() {
+            let path = write(dir.path(), "cut.so", &good[..len]);
+            if set_search_path(&path, "$ORIGIN/longer/than/before", PathTag::Rpath).is_ok() {
+                let paths = read_run_paths(&path).unwrap().unwrap();
+                assert_eq!(paths.rpath.as_deref(), Some("$ORIGIN/longer/than/before"));
+            }
+        }
+        // The string table said to run past the end of the file.
+        let mut bent = elf(true, false, &[(DT_RPATH.0, 1)], b"\0/old\0", 1);
+        let strsz_at = bent.len() - 16 * 4 + 8;
+        bent[strsz_at..strsz_at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        let path = write(dir.path(), "bent.so", &bent);
+        let err = set_search_path(&path, "$ORIGIN", PathTag::Rpath).unwrap_err();
+        assert!(err.to_string().contains("runs past the end of the file"), "{err}");
+    }
 }
