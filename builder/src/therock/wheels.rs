@@ -63,11 +63,6 @@ fn runtime_wheel(
 ) -> Result<(Populated, BuiltDist), PackageError> {
     let failed = |source| PackageError::Wheel { file: wheel.file_name.clone(), source };
     let mut populated = populate(ctx, wheel).map_err(failed)?;
-    if ctx.opts.platform.starts_with("win") {
-        for (path, file) in &mut populated.files {
-            file.mode = windows_mode(path);
-        }
-    }
     let core = ctx.plan.wheels.iter().find(|w| w.kind == DistKind::Core).map(|w| w.platform_package.as_str());
     let deps = match core {
         Some(_) if !ctx.opts.platform.starts_with("win") => rpath_deps(&wheel.kind),
@@ -140,15 +135,6 @@ pub fn package_wheels(
     Ok(WheelSummary { targets: plan.targets, built })
 }
 
-/// A Windows wheel's file mode: what Python's `os.stat` reports on Windows (`644`, plus `111`
-/// for `.exe`, `.bat`, `.cmd`, `.com`), whatever the host that unpacked the artifacts said, so
-/// that a Linux and a Windows host build the same bytes (pip on Windows ignores modes).
-fn windows_mode(path: &str) -> u32 {
-    let lower = path.to_ascii_lowercase();
-    let executable = [".exe", ".bat", ".cmd", ".com"].iter().any(|ext| lower.ends_with(ext));
-    if executable { 0o755 } else { 0o644 }
-}
-
 /// The wheel platform the staged artifacts were built for, from their shared libraries: the
 /// first PE DLL (`*.dll`: `win_amd64`) or ELF shared object (`*.so*`: `linux_x86_64`) found,
 /// walking in name order; `None` when they hold neither (the caller falls back to the host's).
@@ -179,7 +165,8 @@ pub fn artifacts_platform(staged: &StagedArtifacts) -> Result<Option<&'static st
 
 #[cfg(test)]
 mod tests {
-    use super::{rpath_additions, windows_mode};
+    use super::rpath_additions;
+    use crate::python::member_mode;
 
     #[test]
     fn additions_climb_to_site_packages() {
@@ -194,9 +181,13 @@ mod tests {
 
     #[test]
     fn windows_modes_follow_the_extension() {
-        assert_eq!(windows_mode("bin/amdhip64_7.dll"), 0o644);
-        assert_eq!(windows_mode("bin/hipInfo.EXE"), 0o755);
-        assert_eq!(windows_mode("bin/hipcc.bat"), 0o755);
-        assert_eq!(windows_mode("lib/amdhip64.lib"), 0o644);
+        let windows = |path: &str, host: u32, dir: bool| member_mode("win_amd64", path, host, dir);
+        assert_eq!(windows("bin/amdhip64_7.dll", 0o755, false), 0o644);
+        assert_eq!(windows("bin/hipInfo.EXE", 0o644, false), 0o755);
+        assert_eq!(windows("bin/hipcc.bat", 0o600, false), 0o755);
+        assert_eq!(windows("lib/amdhip64.lib", 0o444, false), 0o644);
+        assert_eq!(windows("include/hip", 0o700, true), 0o755);
+        assert_eq!(member_mode("linux_x86_64", "lib/libx.so", 0o555, false), 0o755);
+        assert_eq!(member_mode("linux_x86_64", "include", 0o555, true), 0o755);
     }
 }
