@@ -224,11 +224,12 @@ const FFT_STAGE: &str = "math-libs/rocFFT/stage";
 /// A kpack TheRock tree: core `lib/libqcore.so` and `lib/llvm/lib/libqomp.so` (no search
 /// paths), core `bin/qprog` (needs libqomp; RUNPATH `$ORIGIN`), libraries `lib/libqfft.so`
 /// (needs both; no search path) and the gfx942 device library `lib/libqfft_gfx942.so` (needs
-/// libqcore; RPATH `$ORIGIN`).
+/// libqcore; RPATH `$ORIGIN`); the devel tarball's own `lib/libqdevonly.so` (RUNPATH `$ORIGIN`).
 fn tree(root: &Path) {
     artifact(root, "core-hip_lib_generic", CORE_STAGE, &[]);
     artifact(root, "fft_lib_generic", FFT_STAGE, &[]);
     artifact(root, "fft_lib_gfx942", FFT_STAGE, &[("lib/rocfft/gfx942.kpack", "gfx942 kernels")]);
+    artifact(root, "fft_dev_generic", FFT_STAGE, &[("include/qfft.h", "int qfft(void);\n"), ("lib/.keep", "")]);
     artifact(
         root,
         "base_run_generic",
@@ -267,6 +268,10 @@ fn tree(root: &Path) {
     dev_args.extend(links);
     dev_args.extend(["-lqcore", "-Wl,--disable-new-dtags", "-Wl,-rpath,$ORIGIN"]);
     cc(&src, &dev_args);
+    let devel_out = s(&root.join("fft_dev_generic").join(FFT_STAGE), "lib/libqdevonly.so");
+    let devel_args =
+        ["-shared", "-fPIC", "-o", devel_out.as_str(), "omp.c", "-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN"];
+    cc(&src, &devel_args);
     let prog_out = s(&core, "bin/qprog");
     let mut prog_args = vec!["-o", prog_out.as_str(), "prog.c"];
     prog_args.extend(links);
@@ -358,6 +363,20 @@ fn origin_entries_in_the_rocm_sdk_wheels() {
         assert!(paths[0].1.ends_with(&additions.join(":")), "{installed}: {paths:?}");
         assert_readelf_clean(&ours);
     }
+
+    // The devel tarball's own ELF files: RUNPATH made RPATH, nothing added (`_populate_devel_file`).
+    let devel = wheel(&dist, "rocm_sdk_devel-");
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(&devel).unwrap()).unwrap();
+    let mut tarball = tar::Archive::new(zip.by_name("rocm_sdk_devel/_devel.tar").unwrap());
+    let unpacked = tmp.path().join("devel");
+    for entry in tarball.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        if entry.path().unwrap().ends_with("lib/libqdevonly.so") {
+            std::fs::create_dir_all(&unpacked).unwrap();
+            entry.unpack(unpacked.join("libqdevonly.so")).unwrap();
+        }
+    }
+    assert_eq!(search_paths(&unpacked.join("libqdevonly.so")), [("RPATH".to_owned(), "$ORIGIN".to_owned())]);
 
     // Loaded from the installed tree with nothing but the search paths: the libraries' library
     // finds core's through `$ORIGIN/../../_rocm_sdk_core/lib`, the program its llvm library.

@@ -27,6 +27,7 @@ use quarry_packaging::therock::{ArtifactIndex, ContentPath};
 
 use crate::deb::Item;
 use crate::elf::{ElfKind, probe};
+use crate::rpath::{RpathError, RpathPolicy, stage_wheel_files};
 use crate::tree::{TreeError, collect_items};
 use crate::wheel::{Member, Source, TarEntry, WheelError, WheelReport, write_tar, write_wheel};
 
@@ -40,6 +41,8 @@ pub enum PythonBuildError {
     Io { path: PathBuf, source: io::Error },
     #[error("bad glob {0:?}")]
     Glob(String),
+    #[error(transparent)]
+    Rpath(#[from] RpathError),
 }
 
 /// Our own Python code shipped in the distributions (`builder/python/`).
@@ -149,6 +152,13 @@ pub fn member_mode(platform: &str, path: &str, host_mode: u32, dir: bool) -> u32
     let lower = path.to_ascii_lowercase();
     let executable = [".exe", ".bat", ".cmd", ".com"].iter().any(|ext| lower.ends_with(ext));
     if dir || executable { 0o755 } else { 0o644 }
+}
+
+/// Whether TheRock's `get_file_type` can call the file at `path` an executable or a shared
+/// object (and so edit its search path): not for names it types by extension first (GPU code
+/// objects `.hsaco`, `.co`; text `.txt`, `.h`, `.hpp`; archives `.lib`).
+pub fn patched_by_therock(path: &str) -> bool {
+    ![".hsaco", ".co", ".txt", ".h", ".hpp", ".lib"].iter().any(|ext| path.ends_with(ext))
 }
 
 fn file_name(path: &str) -> &str {
@@ -385,14 +395,25 @@ pub fn build_runtime_wheel_with(
     Ok(BuiltDist { dist: wheel.dist.clone(), file, report })
 }
 
-/// Writes the devel wheel: `rocm_sdk_devel/_devel.tar` over the runtime wheels' files.
+/// Writes the devel wheel: `rocm_sdk_devel/_devel.tar` over the runtime wheels' files. The
+/// tarball's own ELF files (those no runtime wheel installs) get their DT_RUNPATH made DT_RPATH
+/// on staged copies under `rpath` (TheRock's `_populate_devel_file`: `_normalize_rpath` only).
 pub fn build_devel_wheel(
     ctx: &WheelContext<'_>,
     wheel: &PlannedWheel,
     runtime: &[(&str, &Populated)],
+    rpath: RpathPolicy,
 ) -> Result<BuiltDist, PythonBuildError> {
     let WheelContext { artifacts, index, plan, opts, dest_dir, mtime } = *ctx;
-    let entries = devel_entries(artifacts, index, &wheel.selection, &wheel.platform_package, runtime, &opts.platform)?;
+    let mut entries =
+        devel_entries(artifacts, index, &wheel.selection, &wheel.platform_package, runtime, &opts.platform)?;
+    let prefix = format!("{}/", wheel.platform_package);
+    let files = entries.iter_mut().filter_map(|(name, entry)| match entry {
+        TarEntry::File { source: Source::File(source), .. } => Some((name.strip_prefix(&prefix)?, source)),
+        _ => None,
+    });
+    let policy = if opts.platform.starts_with("win") { RpathPolicy::KeepRunpath } else { rpath };
+    let _edits = stage_wheel_files(files, policy, &|path| patched_by_therock(path).then(Vec::new), dest_dir)?;
     let scratch = tempfile::NamedTempFile::new_in(dest_dir)
         .map_err(|source| PythonBuildError::Io { path: dest_dir.into(), source })?;
     let tar = write_tar(

@@ -285,16 +285,17 @@ pub fn stage_files<'a>(
     compiler_configs: bool,
     scratch_parent: &Path,
 ) -> Result<StagedEdits, RpathError> {
-    stage(files, policy, compiler_configs, &|_| Vec::new(), scratch_parent)
+    stage(files, policy, compiler_configs, &|_| Some(Vec::new()), scratch_parent)
 }
 
 /// [`stage_files`] for a wheel's files, as TheRock's `_populate_file` does on Linux: every
 /// dynamically linked ELF file gets `additions(package path)` appended to its search path
-/// ([`extend_search_path`]), as `DT_RPATH` (as `DT_RUNPATH` with [`RpathPolicy::KeepRunpath`]).
+/// ([`extend_search_path`]), as `DT_RPATH` (as `DT_RUNPATH` with [`RpathPolicy::KeepRunpath`]);
+/// a path `additions` gives `None` for is left as it is.
 pub fn stage_wheel_files<'a>(
     files: impl IntoIterator<Item = (&'a str, &'a mut PathBuf)>,
     policy: RpathPolicy,
-    additions: &dyn Fn(&str) -> Vec<String>,
+    additions: &dyn Fn(&str) -> Option<Vec<String>>,
     scratch_parent: &Path,
 ) -> Result<StagedEdits, RpathError> {
     stage(files, policy, false, additions, scratch_parent)
@@ -304,14 +305,14 @@ fn stage<'a>(
     files: impl IntoIterator<Item = (&'a str, &'a mut PathBuf)>,
     policy: RpathPolicy,
     compiler_configs: bool,
-    additions: &dyn Fn(&str) -> Vec<String>,
+    additions: &dyn Fn(&str) -> Option<Vec<String>>,
     scratch_parent: &Path,
 ) -> Result<StagedEdits, RpathError> {
     let mut edits = StagedEdits::default();
     // One copy per source and search path additions (a file's additions follow its directory).
     let mut copies: BTreeMap<(PathBuf, Vec<String>), PathBuf> = BTreeMap::new();
     for (package_path, source) in files {
-        let added = additions(package_path);
+        let Some(added) = additions(package_path) else { continue };
         if policy == RpathPolicy::KeepRunpath && added.is_empty() {
             continue;
         }

@@ -12,7 +12,8 @@ use super::variants::{VariantRequest, build_variant};
 use super::{BuildSettings, OnProgress, PackageError, Progress, StagedArtifacts, pool};
 use crate::elf::binary_platform;
 use crate::python::{
-    BuiltDist, Populated, WheelContext, build_devel_wheel, build_runtime_wheel, build_sdist, populate,
+    BuiltDist, Populated, WheelContext, build_devel_wheel, build_runtime_wheel, build_sdist, patched_by_therock,
+    populate,
 };
 use crate::rpath::stage_wheel_files;
 
@@ -68,7 +69,8 @@ fn runtime_wheel(
         Some(_) if !ctx.opts.platform.starts_with("win") => rpath_deps(&wheel.kind),
         _ => &[],
     };
-    let additions = |path: &str| rpath_additions(path, core.unwrap_or_default(), deps);
+    let additions =
+        |path: &str| patched_by_therock(path).then(|| rpath_additions(path, core.unwrap_or_default(), deps));
     let files = populated.files.iter_mut().map(|(path, file)| (path.as_str(), &mut file.source));
     let edits = stage_wheel_files(files, settings.rpath, &additions, &settings.dest_dir)?;
     if !edits.converted.is_empty() {
@@ -127,7 +129,7 @@ pub fn package_wheels(
     }
     if let Some(devel) = plan.wheels.iter().find(|w| w.kind == DistKind::Devel) {
         let runtime: Vec<(&str, &Populated)> = populated.iter().map(|(p, f)| (p.as_str(), f)).collect();
-        let dist = build_devel_wheel(&ctx, devel, &runtime)
+        let dist = build_devel_wheel(&ctx, devel, &runtime, settings.rpath)
             .map_err(|source| PackageError::Wheel { file: devel.file_name.clone(), source })?;
         built.push(dist);
     }
@@ -177,6 +179,9 @@ mod tests {
         assert_eq!(rpath_additions("bin/x", "_c", &["lib"]), ["$ORIGIN/../../_c/lib"]);
         assert_eq!(rpath_additions("x", "_c", &["lib"]), ["$ORIGIN/../_c/lib"]);
         assert_eq!(rpath_additions("lib/rocblas/library/x.so", "_c", &["lib"]), ["$ORIGIN/../../../../_c/lib"]);
+        assert!(patched_by_therock("lib/libx.so.1") && patched_by_therock("bin/hipcc"));
+        assert!(!patched_by_therock("lib/rocblas/library/Kernels.so-000-gfx942.hsaco"));
+        assert!(!patched_by_therock("lib/hipblaslt/library/x_gfx942.co"));
     }
 
     #[test]
