@@ -168,7 +168,7 @@ pub fn artifacts_platform(staged: &StagedArtifacts) -> Result<Option<&'static st
 #[cfg(test)]
 mod tests {
     use super::rpath_additions;
-    use crate::python::member_mode;
+    use crate::python::{member_mode, patched_by_therock};
 
     #[test]
     fn additions_climb_to_site_packages() {
