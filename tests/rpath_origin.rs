@@ -9,7 +9,8 @@
 //!   the RPATH `patchelf` gives the artifact's file, and after `pip install` of the wheels into
 //!   a fresh virtualenv a library loads with `ctypes.CDLL` and a program runs from the
 //!   installed tree with no `LD_LIBRARY_PATH`: the added entries are what resolves them.
-//! - malformed or unsupported files are refused with a clear error and left as they were.
+//! - a file with no search path and no spare dynamic slot gets its dynamic section moved (and
+//!   still runs); malformed or unsupported files are refused with a clear error, left as they were.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -190,10 +191,35 @@ fn malformed_and_unsupported_files_are_refused_untouched() {
     if built.status.success() {
         refused("static-copy", &std::fs::read(dir.join("static")).unwrap(), "not a dynamically linked ELF file");
     }
-    // No search path and no spare dynamic slot: refused, not corrupted.
-    let none = std::fs::read(&files[2]).unwrap();
-    let full = fill_dynamic_slots(&none);
-    refused("full.so", &full, "no spare slot in the dynamic section");
+}
+
+#[test]
+fn files_without_a_spare_dynamic_slot_get_their_dynamic_section_moved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let files = fixtures(dir);
+    let scratch = dir.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    // libnone.so and pie-none: no search path, every spare DT_NULL slot taken.
+    for source in [&files[2], &files[6]] {
+        let name = source.file_name().unwrap().to_string_lossy().into_owned();
+        let full = dir.join(format!("{name}-full"));
+        std::fs::write(&full, fill_dynamic_slots(&std::fs::read(source).unwrap())).unwrap();
+        std::fs::set_permissions(&full, std::fs::metadata(source).unwrap().permissions()).unwrap();
+        assert_readelf_clean(&full);
+        let ours = dir.join(format!("{name}-moved"));
+        std::fs::copy(&full, &ours).unwrap();
+        assert_eq!(set_search_path(&ours, "$ORIGIN/lib", PathTag::Rpath).unwrap(), Placement::Appended);
+        let oracle = patchelf(&full, &scratch, &[], Some(("$ORIGIN/lib", PathTag::Rpath)));
+        assert_eq!(search_paths(&ours), search_paths(&oracle), "{name}");
+        assert_eq!(search_paths(&ours), [("RPATH".to_owned(), "$ORIGIN/lib".to_owned())]);
+        assert_readelf_clean(&ours);
+        if name.starts_with("pie") {
+            let out = Command::new(&ours).env_remove("LD_LIBRARY_PATH").output().unwrap();
+            assert_success(&out, &format!("{name} with its dynamic section moved"));
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "42\n");
+        }
+    }
 }
 
 /// `bytes` (a little-endian ELF64 file) with every spare `DT_NULL` slot of its dynamic segment

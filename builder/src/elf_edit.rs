@@ -9,12 +9,14 @@
 //! section header are updated. The new segment keeps the first segment's offset-to-address
 //! difference, so `load address + e_phoff` (what kernels before 5.18 give as `AT_PHDR`) still
 //! finds the table; the gap up to it is zeros. A file without a search path takes a spare
-//! `DT_NULL` slot of its dynamic segment (GNU ld leaves a few).
+//! `DT_NULL` slot of its dynamic segment (GNU ld and gold leave a few); without one, the dynamic
+//! section is copied with the new entry after the string table, `PT_DYNAMIC` and the `.dynamic`
+//! section header point there and the new segment is writable (the loader writes to it).
 //!
 //! What cannot be done soundly is refused with [`RpathError::Unsupported`], never written:
-//! no spare dynamic slot (the dynamic section would have to move), `PN_XNUM` program headers,
-//! segments that break the alignment rule. Offsets and sizes from the file are checked before
-//! use ([`RpathError::Malformed`]). Only headers, the dynamic segment and the string table's
+//! no room left in a 32-bit address space, too many program headers, a first segment whose
+//! offset and address disagree modulo the alignment. Offsets and sizes from the file are checked
+//! before use ([`RpathError::Malformed`]). Only headers, the dynamic segment and the string table's
 //! users are read; the string table is copied in 64 KiB chunks.
 
 use std::fs::{File, OpenOptions};
@@ -23,8 +25,8 @@ use std::path::Path;
 
 use object::elf::{
     DT_AUDIT, DT_AUXILIARY, DT_CONFIG, DT_DEPAUDIT, DT_FILTER, DT_NEEDED, DT_NULL, DT_RPATH, DT_RUNPATH, DT_SONAME,
-    DT_STRSZ, DT_STRTAB, FileHeader32, FileHeader64, PT_LOAD, PT_PHDR, ProgramFlags, ProgramType, SHF_ALLOC,
-    SHT_DYNSYM, SHT_STRTAB,
+    DT_STRSZ, DT_STRTAB, FileHeader32, FileHeader64, PF_R, PF_W, PT_DYNAMIC, PT_LOAD, PT_PHDR, ProgramFlags,
+    ProgramType, SHF_ALLOC, SHT_DYNAMIC, SHT_DYNSYM, SHT_STRTAB,
 };
 use object::read::elf::{Dyn as _, FileHeader, ProgramHeader as _, SectionHeader as _, Sym as _};
 use object::{Endian as _, Endianness, ReadCache, ReadRef};
@@ -85,8 +87,9 @@ struct Layout {
     entries: Vec<(i64, u64)>,
     strtab_offset: u64,
     strsz: u64,
-    /// File offset of the `.dynstr` section header, if the file has section headers.
+    /// File offsets of the `.dynstr` and `.dynamic` section headers, if the file has them.
     dynstr_header: Option<u64>,
+    dynamic_header: Option<u64>,
     /// Every string table offset the symbols and version records use; `None` when unknown
     /// (no section headers), and then nothing is written in place.
     string_users: Option<Vec<u64>>,
@@ -251,7 +254,8 @@ where
         .map(|bytes| bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len()) as u64)
         .max();
     let in_place = longest.is_some_and(|len| value_len <= len);
-    let (dynstr_header, string_users) = sections::<Elf, R>(header, endian, data, strtab_vaddr, in_place);
+    let (dynstr_header, dynamic_header, string_users) =
+        sections::<Elf, R>(header, endian, data, strtab_vaddr, in_place);
     Ok(Layout {
         is64,
         big_endian: endian.is_big_endian(),
@@ -264,26 +268,28 @@ where
         strtab_offset,
         strsz,
         dynstr_header,
+        dynamic_header,
         string_users,
     })
 }
 
-/// The `.dynstr` section header's file offset, and (`with_users`) the string offsets the
-/// dynamic symbols and the version records use (either `None` when the sections cannot be read).
+/// The `.dynstr` and `.dynamic` section headers' file offsets, and (`with_users`) the string
+/// offsets the dynamic symbols and the version records use (`None` when the sections cannot be
+/// read).
 fn sections<'data, Elf, R>(
     header: &Elf,
     endian: Endianness,
     data: R,
     strtab_vaddr: u64,
     with_users: bool,
-) -> (Option<u64>, Option<Vec<u64>>)
+) -> (Option<u64>, Option<u64>, Option<Vec<u64>>)
 where
     Elf: FileHeader<Endian = Endianness>,
     R: ReadRef<'data>,
 {
-    let Ok(table) = header.sections(endian, data) else { return (None, None) };
+    let Ok(table) = header.sections(endian, data) else { return (None, None, None) };
     if table.is_empty() {
-        return (None, None);
+        return (None, None, None);
     }
     let shoff: u64 = header.e_shoff(endian).into();
     let shentsize = u64::from(header.e_shentsize(endian));
@@ -294,6 +300,10 @@ where
                 && s.sh_flags(endian).0 & SHF_ALLOC.0 != 0
                 && s.sh_addr(endian).into() == strtab_vaddr
         })
+        .map(|(index, _)| shoff + index.0 as u64 * shentsize);
+    let dynamic = table
+        .enumerate()
+        .find(|(_, s)| s.sh_type(endian) == SHT_DYNAMIC)
         .map(|(index, _)| shoff + index.0 as u64 * shentsize);
     let users = || -> object::Result<Vec<u64>> {
         let mut users = Vec::new();
@@ -316,7 +326,7 @@ where
         }
         Ok(users)
     };
-    (dynstr, if with_users { users().ok() } else { None })
+    (dynstr, dynamic, if with_users { users().ok() } else { None })
 }
 
 /// What [`apply`] writes.
@@ -344,6 +354,9 @@ struct Segment {
     /// Bytes of program headers at the segment's start; the string table follows.
     table_size: u64,
     strsz: u64,
+    /// The dynamic section moved after the string table (where from the segment's start, and
+    /// its entries), when a new entry did not fit in the old one.
+    dynamic: Option<(u64, Vec<(i64, u64)>)>,
 }
 
 /// Dynamic string tags other than the search paths.
@@ -376,25 +389,20 @@ fn plan_edit(layout: &Layout, file: &mut File, value: &str, tag: PathTag) -> Res
     {
         return Ok(None);
     }
-    let slots: Vec<usize> = if paths.is_empty() {
-        let free = layout.entries.len();
-        if (free as u64) + 1 >= layout.dyn_slots {
-            return Err(PlanError::Unsupported(
-                "no spare slot in the dynamic section for a search path (it would have to move)".into(),
-            ));
-        }
-        vec![free]
-    } else {
-        paths.clone()
-    };
+    // No search path entry and no spare slot for one: the dynamic section moves.
+    let move_dynamic = paths.is_empty() && (layout.entries.len() as u64) + 1 >= layout.dyn_slots;
+    let slots: Vec<usize> = if paths.is_empty() { vec![layout.entries.len()] } else { paths.clone() };
     let in_place = old.as_ref().and_then(|(offset, text)| {
         let span = text.len() as u64;
         let fits = value.len() as u64 <= span;
         (fits && writable_in_place(layout, &paths, *offset, span)).then_some((*offset, span + 1))
     });
-    let (string_offset, segment) = match in_place {
+    let (string_offset, mut segment) = match in_place {
         Some((offset, _)) => (offset, None),
-        None => (layout.strsz, Some(new_segment(layout, value.len() as u64 + 1)?)),
+        None => {
+            let moved = move_dynamic.then_some(layout.entries.len() as u64 + 2);
+            (layout.strsz, Some(new_segment(layout, value.len() as u64 + 1, moved)?))
+        }
     };
     let mut entries: Vec<(usize, i64, u64)> = slots.iter().map(|&i| (i, target, string_offset)).collect();
     if paths.is_empty() {
@@ -407,6 +415,14 @@ fn plan_edit(layout: &Layout, file: &mut File, value: &str, tag: PathTag) -> Res
             } else if *t == DT_STRSZ.0 {
                 entries.push((i, *t, segment.strsz));
             }
+        }
+    }
+    if let Some(Segment { dynamic: Some((_, table)), .. }) = &mut segment {
+        // Every entry goes to the moved table; the old one is left as it was.
+        *table = layout.entries.clone();
+        table.extend([(0, 0), (0, 0)]);
+        for (index, tag, value) in entries.drain(..) {
+            table[index] = (tag, value);
         }
     }
     Ok(Some(Plan { entries, in_place, segment }))
@@ -428,16 +444,18 @@ fn writable_in_place(layout: &Layout, paths: &[usize], offset: u64, span: u64) -
 }
 
 /// The new segment: program headers (the old ones, `PT_PHDR` moved, and the new `PT_LOAD`),
-/// then the string table with `extra` more bytes.
-fn new_segment(layout: &Layout, extra: u64) -> Result<Segment, PlanError> {
+/// then the string table with `extra` more bytes, then (`dyn_entries`) room for a dynamic
+/// section of that many entries, `PT_DYNAMIC` moved there and the segment writable (the
+/// loader writes to the dynamic section).
+fn new_segment(layout: &Layout, extra: u64, dyn_entries: Option<u64>) -> Result<Segment, PlanError> {
     let unsupported = |m: &str| PlanError::Unsupported(m.to_owned());
     let malformed = |m: &str| PlanError::Malformed(m.to_owned());
     let loads: Vec<&Phdr> = layout.phdrs.iter().filter(|p| p.p_type == PT_LOAD).collect();
     let first = loads.first().ok_or_else(|| malformed("no PT_LOAD segment"))?;
     let bias = first.vaddr.checked_sub(first.offset).ok_or_else(|| unsupported("a first segment below its offset"))?;
     let align = loads.iter().map(|p| p.align).max().unwrap_or(1).max(1);
-    if !align.is_power_of_two() || bias % align != 0 || loads.iter().any(|p| p.vaddr % align != p.offset % align) {
-        return Err(unsupported("segments whose addresses and offsets disagree modulo their alignment"));
+    if !align.is_power_of_two() || bias % align != 0 {
+        return Err(unsupported("a first segment whose address and offset disagree modulo the alignment"));
     }
     let mem_end = loads
         .iter()
@@ -460,7 +478,12 @@ fn new_segment(layout: &Layout, extra: u64) -> Result<Segment, PlanError> {
     let vaddr = offset.checked_add(bias).ok_or_else(|| malformed("addresses overflow"))?;
     let table_size = count * layout.phentsize;
     let strsz = layout.strsz + extra;
-    let size = table_size + strsz;
+    let word = layout.word();
+    let dyn_at = (table_size + strsz).div_ceil(word) * word;
+    let size = match dyn_entries {
+        Some(n) => dyn_at + n * 2 * word,
+        None => table_size + strsz,
+    };
     if !layout.is64 && vaddr.checked_add(size).is_none_or(|end| end > u64::from(u32::MAX)) {
         return Err(unsupported("no room left in a 32-bit address space"));
     }
@@ -468,9 +491,16 @@ fn new_segment(layout: &Layout, extra: u64) -> Result<Segment, PlanError> {
     for p in phdrs.iter_mut().filter(|p| p.p_type == PT_PHDR) {
         *p = Phdr { offset, vaddr, paddr: vaddr, filesz: table_size, memsz: table_size, ..*p };
     }
+    if let Some(n) = dyn_entries {
+        let (at, size) = (vaddr + dyn_at, n * 2 * word);
+        for p in phdrs.iter_mut().filter(|p| p.p_type == PT_DYNAMIC) {
+            *p = Phdr { offset: offset + dyn_at, vaddr: at, paddr: at, filesz: size, memsz: size, ..*p };
+        }
+    }
+    let flags = if dyn_entries.is_some() { PF_R.0 | PF_W.0 } else { PF_R.0 };
     phdrs.push(Phdr {
         p_type: PT_LOAD,
-        p_flags: object::elf::PF_R,
+        p_flags: ProgramFlags(flags),
         offset,
         vaddr,
         paddr: vaddr,
@@ -478,7 +508,8 @@ fn new_segment(layout: &Layout, extra: u64) -> Result<Segment, PlanError> {
         memsz: size,
         align,
     });
-    Ok(Segment { offset, vaddr, phdrs, table_size, strsz })
+    let dynamic = dyn_entries.map(|_| (dyn_at, Vec::new()));
+    Ok(Segment { offset, vaddr, phdrs, table_size, strsz, dynamic })
 }
 
 fn write_at(file: &mut File, offset: u64, bytes: &[u8]) -> io::Result<()> {
@@ -507,6 +538,20 @@ fn apply(layout: &Layout, file: &mut File, value: &str, plan: &Plan) -> io::Resu
             write_at(file, header + addr_at, &layout.encode_word(segment.vaddr + segment.table_size))?;
             write_at(file, header + offset_at, &layout.encode_word(segment.offset + segment.table_size))?;
             write_at(file, header + size_at, &layout.encode_word(segment.strsz))?;
+        }
+        if let Some((at, table)) = &segment.dynamic {
+            let bytes: Vec<u8> = table
+                .iter()
+                .flat_map(|&(tag, value)| [layout.encode_word(tag.cast_unsigned()), layout.encode_word(value)])
+                .flatten()
+                .collect();
+            write_at(file, segment.offset + at, &bytes)?;
+            if let Some(header) = layout.dynamic_header {
+                let (addr_at, offset_at, size_at) = if layout.is64 { (16, 24, 32) } else { (12, 16, 20) };
+                write_at(file, header + addr_at, &layout.encode_word(segment.vaddr + at))?;
+                write_at(file, header + offset_at, &layout.encode_word(segment.offset + at))?;
+                write_at(file, header + size_at, &layout.encode_word(bytes.len() as u64))?;
+            }
         }
     }
     for &(index, tag, value) in &plan.entries {
@@ -559,6 +604,7 @@ mod tests {
             strtab_offset: 0,
             strsz: 0,
             dynstr_header: None,
+            dynamic_header: None,
             string_users: None,
         };
         let mut out = b"\x7fELF".to_vec();
@@ -576,7 +622,7 @@ mod tests {
         }
         let phdr = |p_type: ProgramType, offset: u64, size: u64, align: u64| Phdr {
             p_type,
-            p_flags: object::elf::PF_R,
+            p_flags: PF_R,
             offset,
             vaddr: offset,
             paddr: offset,
@@ -588,7 +634,7 @@ mod tests {
         for p in [
             phdr(PT_PHDR, ehsize, 3 * phsize, word),
             phdr(PT_LOAD, 0, total, 0x1000),
-            phdr(object::elf::PT_DYNAMIC, dynamic, dyn_size, word),
+            phdr(PT_DYNAMIC, dynamic, dyn_size, word),
         ] {
             out.extend(layout.encode_phdr(&p));
         }
@@ -651,19 +697,35 @@ mod tests {
     }
 
     #[test]
-    fn a_file_without_a_search_path_takes_a_spare_slot_or_is_refused() {
+    fn a_file_without_a_search_path_takes_a_spare_slot_or_moves_its_dynamic_section() {
         let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), "spare.so", &elf(true, false, &[(DT_NEEDED.0, 1)], b"\0libc.so.6\0", 1));
         assert_eq!(set_search_path(&path, "$ORIGIN/../lib", PathTag::Rpath).unwrap(), Placement::Appended);
         assert_eq!(read_run_paths(&path).unwrap().unwrap().rpath.as_deref(), Some("$ORIGIN/../lib"));
-        let full = elf(true, false, &[(DT_NEEDED.0, 1)], b"\0libc.so.6\0", 0);
-        let path = write(dir.path(), "full.so", &full);
-        let err = set_search_path(&path, "$ORIGIN", PathTag::Rpath).unwrap_err();
-        assert!(matches!(err, RpathError::Unsupported { .. }), "{err}");
-        assert!(err.to_string().contains("no spare slot in the dynamic section"), "{err}");
-        assert_eq!(std::fs::read(&path).unwrap(), full, "nothing written");
+        let (_, phdrs) = segments::<FileHeader64<_>>(&std::fs::read(&path).unwrap());
+        assert_eq!(phdrs[2].1, 64 + 3 * 56 + 16, "the dynamic section stays where it was");
+        for (is64, big) in [(true, false), (false, true)] {
+            let full = elf(is64, big, &[(DT_NEEDED.0, 1)], b"\0libc.so.6\0", 0);
+            let path = write(dir.path(), "full.so", &full);
+            assert_eq!(set_search_path(&path, "$ORIGIN", PathTag::Rpath).unwrap(), Placement::Appended);
+            let paths = read_run_paths(&path).unwrap().unwrap();
+            assert_eq!(paths.rpath.as_deref(), Some("$ORIGIN"));
+            let bytes = std::fs::read(&path).unwrap();
+            let (phoff, phdrs) =
+                if is64 { segments::<FileHeader64<_>>(&bytes) } else { segments::<FileHeader32<_>>(&bytes) };
+            // PT_DYNAMIC now inside the new (last) segment, after its table and strings.
+            assert_eq!(phdrs[2].0, PT_DYNAMIC.0);
+            assert!(phdrs[2].1 > phoff && phdrs[2].2 > phoff, "{phdrs:?}");
+        }
         let err = set_search_path(&path, "a\0b", PathTag::Rpath).unwrap_err();
         assert!(err.to_string().contains("with a NUL"), "{err}");
+        // No room in a 32-bit address space: refused, nothing written.
+        let mut high = elf(false, false, &[(DT_RPATH.0, 1)], b"\0/x\0", 0);
+        high[52 + 32 + 20..52 + 32 + 24].copy_from_slice(&0xffff_ff00u32.to_le_bytes()); // LOAD p_memsz
+        let path = write(dir.path(), "high.so", &high);
+        let err = set_search_path(&path, "$ORIGIN/longer", PathTag::Rpath).unwrap_err();
+        assert!(matches!(err, RpathError::Unsupported { .. }), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), high, "nothing written");
     }
 
     #[test]
