@@ -9,7 +9,7 @@ out=fuzz/corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rm -rf "$out"
-mkdir -p "$out"/{wheel,core_metadata,deb,rpm,sdist,artifact_manifest,artifact_extract,names_versions,lambda_event,package_json,topology,token,elf_rpath}
+mkdir -p "$out"/{wheel,core_metadata,deb,rpm,sdist,artifact_manifest,artifact_extract,names_versions,lambda_event,package_json,topology,token,elf_rpath,elf_search_path}
 
 # Wheels and zip sdists (Python's zipfile, as pip's tools write them).
 python3 - "$out" <<'PY'
@@ -76,5 +76,12 @@ cp topology/data/BUILD_TOPOLOGY.toml "$out/topology/therock.toml"
 # A tiny shared library with a RUNPATH (cc -Wl,--enable-new-dtags), stripped.
 printf 'int f(void) { return 1; }\n' > "$work/f.c"
 cc -shared -fPIC -nostdlib -s -o "$out/elf_rpath/runpath.so" "$work/f.c" -Wl,--enable-new-dtags -Wl,-rpath,'$ORIGIN/../lib'
+# elf_search_path: a byte picking the path (0x81: RPATH, one more entry: a new segment; 0x00: a
+# RUNPATH shorter than the old one: in place), then the file: the library above, and one
+# without a search path (a spare dynamic slot).
+cc -shared -fPIC -nostdlib -s -o "$work/none.so" "$work/f.c"
+{ printf '\x81'; cat "$out/elf_rpath/runpath.so"; } > "$out/elf_search_path/grow"
+{ printf '\x00'; cat "$out/elf_rpath/runpath.so"; } > "$out/elf_search_path/in-place"
+{ printf '\x81'; cat "$work/none.so"; } > "$out/elf_search_path/none"
 printf '# tokens\ns3cret 123-linux /124-linux/ # ci\nadmin\n\n' > "$out/token/tokens"
 du -sh "$out"

@@ -34,6 +34,7 @@ mod quarry_wheel;
 mod races;
 mod replicas;
 mod rpath;
+mod rpath_origin;
 mod rpm_builder;
 mod runs;
 mod s3_events;

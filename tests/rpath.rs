@@ -312,9 +312,15 @@ fn runpath_becomes_rpath_in_wheels() {
         let program = names.iter().find(|n| n.ends_with("/bin/qhello")).expect("bin/qhello in the core wheel");
         let program = root.join(program);
         let package = program.parent().unwrap().parent().unwrap();
-        let want = |path: &str| vec![(tag.to_owned(), path.to_owned())];
-        assert_eq!(search_paths(&program), want("$ORIGIN/../lib"));
-        assert_eq!(search_paths(&package.join("lib/libqfix.so")), want("$ORIGIN/deps"));
+        // The core wheel's search paths also get TheRock's entries (`tests/rpath_origin.rs`).
+        let core = package.file_name().unwrap().to_string_lossy().into_owned();
+        let want = |path: Option<&str>, up: &str| {
+            let added = format!("$ORIGIN/{up}/{core}/lib/llvm/lib:$ORIGIN/{up}/{core}/lib/rocm_sysdeps/lib");
+            vec![(tag.to_owned(), path.map_or(added.clone(), |p| format!("{p}:{added}")))]
+        };
+        assert_eq!(search_paths(&program), want(Some("$ORIGIN/../lib"), "../.."));
+        assert_eq!(search_paths(&package.join("lib/libqfix.so")), want(Some("$ORIGIN/deps"), "../.."));
+        assert_eq!(search_paths(&package.join("lib/deps/libqdep.so")), want(None, "../../.."));
         assert_runs(&program, "qfix 43\n");
         let transitive = run_program(&package.join("bin/qtrans"));
         assert_eq!(transitive.status.success(), tag == "RPATH", "{transitive:?}");

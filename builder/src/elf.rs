@@ -4,7 +4,7 @@
 //! shared library was built for (ELF `.so` or PE `.dll`), from its headers alone.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use object::elf::{DF_1_PIE, DT_FLAGS_1, DT_SONAME, ET_DYN, ET_EXEC};
@@ -20,18 +20,23 @@ pub enum ElfKind {
 
 /// Probes `path` (never follows into anything but the file itself).
 pub fn probe(path: &Path) -> io::Result<ElfKind> {
-    let mut file = File::open(path)?;
+    probe_file(File::open(path)?).map(|(kind, _)| kind)
+}
+
+/// What the file open at its start is, and its `e_machine` (0 when not ELF).
+fn probe_file(mut file: File) -> io::Result<(ElfKind, u16)> {
     let mut magic = [0u8; 5];
     if file.read(&mut magic)? < 5 || &magic[..4] != b"\x7fELF" || magic[4] != 2 {
         // Not ELF, or 32-bit ELF (ROCm ships none): treated as a plain file.
-        return Ok(ElfKind::NotElf);
+        return Ok((ElfKind::NotElf, 0));
     }
     let cache = ReadCache::new(file);
     let Ok(elf) = ElfFile64::<Endianness, _>::parse(&cache) else {
-        return Ok(ElfKind::NotElf);
+        return Ok((ElfKind::NotElf, 0));
     };
     let endian = elf.endian();
     let e_type = elf.elf_header().e_type(endian);
+    let machine = elf.elf_header().e_machine(endian);
     let sections = elf.elf_section_table();
     let mut soname = None;
     let mut pie = false;
@@ -49,32 +54,33 @@ pub fn probe(path: &Path) -> io::Result<ElfKind> {
             }
         }
     }
-    Ok(match e_type {
+    let kind = match e_type {
         ET_EXEC => ElfKind::Executable,
         ET_DYN if pie => ElfKind::Executable,
         ET_DYN => ElfKind::SharedObject { soname },
         _ => ElfKind::NotElf,
-    })
+    };
+    Ok((kind, machine.0))
 }
 
 /// The wheel platform tag a shared library was built for: a PE DLL (`win_amd64`, `win_arm64`)
 /// or an ELF shared object (`linux_x86_64`, `linux_aarch64`); `None` for anything else (an
 /// executable, an import library, a text file, another machine).
+/// The file is opened once; ELF headers are parsed by [`probe_file`].
 pub fn binary_platform(path: &Path) -> io::Result<Option<&'static str>> {
+    let mut file = File::open(path)?;
     let mut head = Vec::with_capacity(64);
-    File::open(path)?.take(64).read_to_end(&mut head)?;
+    (&mut file).take(64).read_to_end(&mut head)?;
     if head.starts_with(b"MZ") && head.len() >= 64 {
-        return pe_dll_platform(path, &head);
+        return pe_dll_platform(file, &head);
     }
     if !head.starts_with(b"\x7fELF") {
         return Ok(None);
     }
-    Ok(match probe(path)? {
-        ElfKind::SharedObject { .. } => match u16::from_le_bytes([head[18], head[19]]) {
-            m if m == object::elf::EM_X86_64.0 => Some("linux_x86_64"),
-            m if m == object::elf::EM_AARCH64.0 => Some("linux_aarch64"),
-            _ => None,
-        },
+    file.seek(SeekFrom::Start(0))?;
+    Ok(match probe_file(file)? {
+        (ElfKind::SharedObject { .. }, m) if m == object::elf::EM_X86_64.0 => Some("linux_x86_64"),
+        (ElfKind::SharedObject { .. }, m) if m == object::elf::EM_AARCH64.0 => Some("linux_aarch64"),
         _ => None,
     })
 }
@@ -86,10 +92,8 @@ const IMAGE_FILE_MACHINE_AMD64: u16 = 0x8664;
 const IMAGE_FILE_MACHINE_ARM64: u16 = 0xaa64;
 
 /// A PE image's platform when it is a DLL: the COFF header after `PE\0\0` at `e_lfanew`.
-fn pe_dll_platform(path: &Path, dos: &[u8]) -> io::Result<Option<&'static str>> {
-    use std::io::{Seek as _, SeekFrom};
+fn pe_dll_platform(mut file: File, dos: &[u8]) -> io::Result<Option<&'static str>> {
     let offset = u32::from_le_bytes([dos[0x3c], dos[0x3d], dos[0x3e], dos[0x3f]]);
-    let mut file = File::open(path)?;
     file.seek(SeekFrom::Start(u64::from(offset)))?;
     let mut coff = [0u8; 24];
     if file.read_exact(&mut coff).is_err() || &coff[..4] != b"PE\0\0" {

@@ -19,6 +19,7 @@
 pub mod compress;
 pub mod deb;
 pub mod elf;
+pub mod elf_edit;
 pub mod python;
 pub mod rpath;
 pub mod rpm;

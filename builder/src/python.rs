@@ -27,6 +27,7 @@ use quarry_packaging::therock::{ArtifactIndex, ContentPath};
 
 use crate::deb::Item;
 use crate::elf::{ElfKind, probe};
+use crate::rpath::{RpathError, RpathPolicy, stage_wheel_files};
 use crate::tree::{TreeError, collect_items};
 use crate::wheel::{Member, Source, TarEntry, WheelError, WheelReport, write_tar, write_wheel};
 
@@ -40,6 +41,8 @@ pub enum PythonBuildError {
     Io { path: PathBuf, source: io::Error },
     #[error("bad glob {0:?}")]
     Glob(String),
+    #[error(transparent)]
+    Rpath(#[from] RpathError),
 }
 
 /// Our own Python code shipped in the distributions (`builder/python/`).
@@ -137,6 +140,27 @@ fn resolve<'a>(items: &'a BTreeMap<String, Item>, path: &str) -> Option<(String,
     None
 }
 
+/// A member's mode in a wheel or the devel tarball built for `platform`: on Linux the host's
+/// mode with the owner's write bit (TheRock's `_populate_file`); on Windows what Python's
+/// `os.stat` reports there (`644`, plus `111` for `.exe`, `.bat`, `.cmd`, `.com`; `755` for
+/// directories), whatever the host that unpacked the artifacts said, so that a Linux and a
+/// Windows host build the same bytes (pip on Windows ignores modes).
+pub fn member_mode(platform: &str, path: &str, host_mode: u32, dir: bool) -> u32 {
+    if !platform.starts_with("win") {
+        return host_mode | if dir { 0o700 } else { 0o200 };
+    }
+    let lower = path.to_ascii_lowercase();
+    let executable = [".exe", ".bat", ".cmd", ".com"].iter().any(|ext| lower.ends_with(ext));
+    if dir || executable { 0o755 } else { 0o644 }
+}
+
+/// Whether TheRock's `get_file_type` can call the file at `path` an executable or a shared
+/// object (and so edit its search path): not for names it types by extension first (GPU code
+/// objects `.hsaco`, `.co`; text `.txt`, `.h`, `.hpp`; archives `.lib`).
+pub fn patched_by_therock(path: &str) -> bool {
+    ![".hsaco", ".co", ".txt", ".h", ".hpp", ".lib"].iter().any(|ext| path.ends_with(ext))
+}
+
 fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
@@ -146,6 +170,7 @@ pub fn populate_runtime(
     artifacts: &Path,
     index: &ArtifactIndex,
     selection: &Selection,
+    platform: &str,
 ) -> Result<Populated, PythonBuildError> {
     let items = selection_items(artifacts, index, selection)?;
     let mut out = Populated::default();
@@ -159,7 +184,8 @@ pub fn populate_runtime(
                     out.aliases.insert(path.clone(), soname);
                 }
                 _ => {
-                    out.files.insert(path.clone(), RuntimeFile { source: source.clone(), mode: mode | 0o200 });
+                    let mode = member_mode(platform, path, *mode, false);
+                    out.files.insert(path.clone(), RuntimeFile { source: source.clone(), mode });
                 }
             },
             Item::Symlink { .. } => {
@@ -171,7 +197,8 @@ pub fn populate_runtime(
                         out.aliases.insert(path.clone(), soname);
                     }
                     _ => {
-                        out.files.insert(path.clone(), RuntimeFile { source: source.clone(), mode: mode | 0o200 });
+                        let mode = member_mode(platform, path, *mode, false);
+                        out.files.insert(path.clone(), RuntimeFile { source: source.clone(), mode });
                     }
                 }
             }
@@ -189,6 +216,7 @@ pub fn devel_entries(
     selection: &Selection,
     devel_package: &str,
     runtime: &[(&str, &Populated)],
+    platform: &str,
 ) -> Result<Vec<(String, TarEntry)>, PythonBuildError> {
     let items = selection_items(artifacts, index, selection)?;
     let mut entries = vec![
@@ -221,7 +249,7 @@ pub fn devel_entries(
         let name = format!("{devel_package}/{path}");
         if dirs.contains(path) {
             let mode = match items.get(path) {
-                Some(Item::Dir { mode }) => *mode | 0o700,
+                Some(Item::Dir { mode }) => member_mode(platform, path, *mode, true),
                 _ => 0o755,
             };
             entries.push((name, TarEntry::Dir { mode }));
@@ -235,7 +263,8 @@ pub fn devel_entries(
         } else {
             match items.get(path) {
                 Some(Item::File { source, mode }) => {
-                    entries.push((name, TarEntry::File { mode: *mode | 0o200, source: Source::File(source.clone()) }));
+                    let mode = member_mode(platform, path, *mode, false);
+                    entries.push((name, TarEntry::File { mode, source: Source::File(source.clone()) }));
                 }
                 // The tree's own links, when they lead somewhere (a dangling link would outlive
                 // `pip uninstall`, which skips paths that do not exist).
@@ -307,7 +336,7 @@ fn dist_info_members(wheel: &PlannedWheel, opts: &WheelOptions) -> Vec<Member> {
 
 /// Populates one runtime wheel (not devel) for the plan.
 pub fn populate(ctx: &WheelContext<'_>, wheel: &PlannedWheel) -> Result<Populated, PythonBuildError> {
-    populate_runtime(ctx.artifacts, ctx.index, &wheel.selection)
+    populate_runtime(ctx.artifacts, ctx.index, &wheel.selection, &ctx.opts.platform)
 }
 
 /// What every distribution of one build shares.
@@ -366,14 +395,25 @@ pub fn build_runtime_wheel_with(
     Ok(BuiltDist { dist: wheel.dist.clone(), file, report })
 }
 
-/// Writes the devel wheel: `rocm_sdk_devel/_devel.tar` over the runtime wheels' files.
+/// Writes the devel wheel: `rocm_sdk_devel/_devel.tar` over the runtime wheels' files. The
+/// tarball's own ELF files (those no runtime wheel installs) get their DT_RUNPATH made DT_RPATH
+/// on staged copies under `rpath` (TheRock's `_populate_devel_file`: `_normalize_rpath` only).
 pub fn build_devel_wheel(
     ctx: &WheelContext<'_>,
     wheel: &PlannedWheel,
     runtime: &[(&str, &Populated)],
+    rpath: RpathPolicy,
 ) -> Result<BuiltDist, PythonBuildError> {
     let WheelContext { artifacts, index, plan, opts, dest_dir, mtime } = *ctx;
-    let entries = devel_entries(artifacts, index, &wheel.selection, &wheel.platform_package, runtime)?;
+    let mut entries =
+        devel_entries(artifacts, index, &wheel.selection, &wheel.platform_package, runtime, &opts.platform)?;
+    let prefix = format!("{}/", wheel.platform_package);
+    let files = entries.iter_mut().filter_map(|(name, entry)| match entry {
+        TarEntry::File { source: Source::File(source), .. } => Some((name.strip_prefix(&prefix)?, source)),
+        _ => None,
+    });
+    let policy = if opts.platform.starts_with("win") { RpathPolicy::KeepRunpath } else { rpath };
+    let _edits = stage_wheel_files(files, policy, &|path| patched_by_therock(path).then(Vec::new), dest_dir)?;
     let scratch = tempfile::NamedTempFile::new_in(dest_dir)
         .map_err(|source| PythonBuildError::Io { path: dest_dir.into(), source })?;
     let tar = write_tar(

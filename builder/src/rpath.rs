@@ -13,9 +13,9 @@
 //! ([`stage_items`]), never an input tree. Malformed ELF is an error naming the file, never a
 //! panic.
 //!
-//! Not done: adding directories to a search path (TheRock's wheels add `$ORIGIN/…` entries with
-//! `patchelf --add-rpath`). That needs a larger `.dynstr`, which means moving sections and
-//! segments; the rocm-sdk wheels find their libraries through `rocm_sdk.preload_libraries`.
+//! The rocm-sdk wheels also get TheRock's `$ORIGIN/…` entries (`patchelf --add-rpath`, then
+//! `--force-rpath`): [`extend_search_path`], through [`crate::elf_edit`], which grows the
+//! string table when the longer path does not fit.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -27,6 +27,7 @@ use object::read::elf::{Dyn as _, FileHeader, ProgramHeader as _};
 use object::{Endian as _, Endianness, ReadCache, ReadRef};
 
 use crate::deb::Item;
+use crate::elf_edit::{PathTag, set_search_path};
 
 /// The longest search path read back (bytes); a longer one is reported as malformed.
 const MAX_PATH_LEN: u64 = 64 * 1024;
@@ -48,6 +49,9 @@ pub enum RpathError {
     Io { path: PathBuf, source: io::Error },
     #[error("{}: malformed ELF file: {message}", path.display())]
     Malformed { path: PathBuf, message: String },
+    /// A well-formed file whose search path cannot be changed soundly (nothing was written).
+    #[error("{}: cannot change this ELF file's search path: {message}", path.display())]
+    Unsupported { path: PathBuf, message: String },
 }
 
 /// The search paths of an ELF file's dynamic section.
@@ -116,6 +120,26 @@ pub fn force_rpath(path: &Path) -> Result<bool, RpathError> {
     }
     file.sync_data().map_err(io)?;
     Ok(true)
+}
+
+/// TheRock's wheel edits of one ELF file (`_extend_rpath`, then `_normalize_rpath`): each of
+/// `additions` appended to the search path in effect (`patchelf --add-rpath`: `:`-separated,
+/// RUNPATH's string when the file has both), the result carried by `tag`. Returns the new search
+/// path; `None` when the file is not dynamically linked ELF or has no search path to write.
+pub fn extend_search_path(path: &Path, additions: &[String], tag: PathTag) -> Result<Option<String>, RpathError> {
+    let Some(paths) = read_run_paths(path)? else { return Ok(None) };
+    let mut value = paths.runpath.or(paths.rpath).unwrap_or_default();
+    for addition in additions {
+        if !value.is_empty() {
+            value.push(':');
+        }
+        value.push_str(addition);
+    }
+    if value.is_empty() {
+        return Ok(None);
+    }
+    set_search_path(path, &value, tag)?;
+    Ok(Some(value))
 }
 
 /// The dynamic entries of `file` (and the file back, for writing); `None` when it is not ELF
@@ -261,20 +285,46 @@ pub fn stage_files<'a>(
     compiler_configs: bool,
     scratch_parent: &Path,
 ) -> Result<StagedEdits, RpathError> {
+    stage(files, policy, compiler_configs, &|_| Some(Vec::new()), scratch_parent)
+}
+
+/// [`stage_files`] for a wheel's files, as TheRock's `_populate_file` does on Linux: every
+/// dynamically linked ELF file gets `additions(package path)` appended to its search path
+/// ([`extend_search_path`]), as `DT_RPATH` (as `DT_RUNPATH` with [`RpathPolicy::KeepRunpath`]);
+/// a path `additions` gives `None` for is left as it is.
+pub fn stage_wheel_files<'a>(
+    files: impl IntoIterator<Item = (&'a str, &'a mut PathBuf)>,
+    policy: RpathPolicy,
+    additions: &dyn Fn(&str) -> Option<Vec<String>>,
+    scratch_parent: &Path,
+) -> Result<StagedEdits, RpathError> {
+    stage(files, policy, false, additions, scratch_parent)
+}
+
+fn stage<'a>(
+    files: impl IntoIterator<Item = (&'a str, &'a mut PathBuf)>,
+    policy: RpathPolicy,
+    compiler_configs: bool,
+    additions: &dyn Fn(&str) -> Option<Vec<String>>,
+    scratch_parent: &Path,
+) -> Result<StagedEdits, RpathError> {
     let mut edits = StagedEdits::default();
-    if policy == RpathPolicy::KeepRunpath {
-        return Ok(edits);
-    }
-    let mut copies: BTreeMap<PathBuf, PathBuf> = BTreeMap::new();
+    // One copy per source and search path additions (a file's additions follow its directory).
+    let mut copies: BTreeMap<(PathBuf, Vec<String>), PathBuf> = BTreeMap::new();
     for (package_path, source) in files {
-        if let Some(copy) = copies.get(source.as_path()) {
+        let Some(added) = additions(package_path) else { continue };
+        if policy == RpathPolicy::KeepRunpath && added.is_empty() {
+            continue;
+        }
+        let key = (source.clone(), added);
+        if let Some(copy) = copies.get(&key) {
             *source = copy.clone();
             continue;
         }
         let edit = if compiler_configs && package_path.rsplit('/').next() == Some("rocm.cfg") {
             staged_config(source, &mut edits, scratch_parent, copies.len())?
         } else {
-            match staged_elf(source, &mut edits, scratch_parent, copies.len()) {
+            match staged_elf(source, &key.1, policy, &mut edits, scratch_parent, copies.len()) {
                 Err(RpathError::Malformed { message, .. }) => {
                     tracing::warn!(path = package_path, "packaged as it is: malformed ELF file: {message}");
                     edits.unreadable.push((package_path.to_owned(), message));
@@ -289,7 +339,7 @@ pub fn stage_files<'a>(
             Staged::Config => edits.configs.push(package_path.to_owned()),
         }
         let copy = copy_path(&edits, copies.len(), source);
-        copies.insert(source.clone(), copy.clone());
+        copies.insert(key, copy.clone());
         *source = copy;
     }
     Ok(edits)
@@ -319,16 +369,34 @@ fn scratch(edits: &mut StagedEdits, parent: &Path) -> Result<(), RpathError> {
     Ok(())
 }
 
-/// A converted copy of `source` when it is ELF with a `DT_RUNPATH`.
-fn staged_elf(source: &Path, edits: &mut StagedEdits, parent: &Path, n: usize) -> Result<Option<Staged>, RpathError> {
-    let Some(RunPaths { runpath: Some(runpath), .. }) = read_run_paths(source)? else { return Ok(None) };
+/// An edited copy of `source` when it is ELF: with `additions`, its search path extended
+/// ([`extend_search_path`]); without, its `DT_RUNPATH` made `DT_RPATH` (when it has one).
+fn staged_elf(
+    source: &Path,
+    additions: &[String],
+    policy: RpathPolicy,
+    edits: &mut StagedEdits,
+    parent: &Path,
+    n: usize,
+) -> Result<Option<Staged>, RpathError> {
+    let Some(paths) = read_run_paths(source)? else { return Ok(None) };
+    if additions.is_empty() && paths.runpath.is_none() {
+        return Ok(None);
+    }
     scratch(edits, parent)?;
     let copy = copy_path(edits, n, source);
     let io = |source| RpathError::Io { path: copy.clone(), source };
     std::fs::copy(source, &copy).map_err(io)?;
     make_writable(&copy).map_err(io)?;
-    force_rpath(&copy)?;
-    Ok(Some(Staged::Elf(runpath)))
+    if additions.is_empty() {
+        force_rpath(&copy)?;
+        return Ok(paths.runpath.map(Staged::Elf));
+    }
+    let tag = match policy {
+        RpathPolicy::ForceRpath => PathTag::Rpath,
+        RpathPolicy::KeepRunpath => PathTag::Runpath,
+    };
+    Ok(extend_search_path(&copy, additions, tag)?.map(Staged::Elf))
 }
 
 /// A copy of TheRock's `rocm.cfg` with `enable-new-dtags` switched to `disable-new-dtags`

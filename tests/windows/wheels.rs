@@ -100,6 +100,10 @@ async fn windows_artifacts(tmp: &Path) -> PathBuf {
         "math-libs/rocFFT/stage",
         &[("include/rocfft/rocfft.h", "int rocfft_version(void);\n")],
     );
+    // Host modes a Windows host does not have (the devel tarball takes Windows' own: 644, 755).
+    let header = root.join("fft_dev_generic/math-libs/rocFFT/stage/include/rocfft");
+    std::fs::set_permissions(header.join("rocfft.h"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(&header, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let fft_dll = root.join("fft_lib_generic/math-libs/rocFFT/stage/bin/rocfft.dll");
     let fft_lib = root.join("fft_dev_generic/math-libs/rocFFT/stage/lib/rocfft.lib");
     dll(&src, &fft_dll, &fft_lib, FFT, &[&hip_lib]).await;

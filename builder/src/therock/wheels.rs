@@ -12,9 +12,10 @@ use super::variants::{VariantRequest, build_variant};
 use super::{BuildSettings, OnProgress, PackageError, Progress, StagedArtifacts, pool};
 use crate::elf::binary_platform;
 use crate::python::{
-    BuiltDist, Populated, WheelContext, build_devel_wheel, build_runtime_wheel, build_sdist, populate,
+    BuiltDist, Populated, WheelContext, build_devel_wheel, build_runtime_wheel, build_sdist, patched_by_therock,
+    populate,
 };
-use crate::rpath::stage_files;
+use crate::rpath::stage_wheel_files;
 
 /// What a run built, and for which targets (kpack: base targets; else families).
 #[derive(Debug)]
@@ -34,8 +35,28 @@ impl std::fmt::Display for WheelSummary {
     }
 }
 
-/// One runtime wheel: its files populated, its ELF files' RUNPATH made RPATH on staged copies
-/// (as TheRock's `_normalize_rpath` does, unless RUNPATH is kept), the wheel written.
+/// What TheRock's `build_python_packages.py` gives each runtime wheel with `rpath_dep(core, …)`:
+/// the core package's directories its ELF files also search.
+fn rpath_deps(kind: &DistKind) -> &'static [&'static str] {
+    match kind {
+        DistKind::Core => &["lib/llvm/lib", "lib/rocm_sysdeps/lib"],
+        DistKind::Profiler => &["lib", "lib/llvm/lib", "lib/rocm_sysdeps/lib"],
+        DistKind::Libraries(_) => &["lib", "lib/rocm_sysdeps/lib", "lib/host-math/lib", "lib/llvm/lib"],
+        DistKind::Device(_) => &["lib", "lib/rocm_sysdeps/lib"],
+        DistKind::Devel => &[],
+    }
+}
+
+/// The search path entries TheRock's `_extend_rpath` adds to the ELF file at `path` (relative to
+/// its platform package): `$ORIGIN/{up to site-packages}/{core package}/{dir}` per dependency.
+fn rpath_additions(path: &str, core_package: &str, deps: &[&str]) -> Vec<String> {
+    let up = vec![".."; path.split('/').count()].join("/");
+    deps.iter().map(|dir| format!("$ORIGIN/{up}/{core_package}/{dir}")).collect()
+}
+
+/// One runtime wheel: its files populated, then on staged copies of its ELF files (Linux wheels)
+/// TheRock's `$ORIGIN/…` entries added and the search path made DT_RPATH (`_extend_rpath`,
+/// `_normalize_rpath`; DT_RUNPATH with `--runpath-pkg`), the wheel written.
 fn runtime_wheel(
     ctx: &WheelContext<'_>,
     wheel: &PlannedWheel,
@@ -43,15 +64,17 @@ fn runtime_wheel(
 ) -> Result<(Populated, BuiltDist), PackageError> {
     let failed = |source| PackageError::Wheel { file: wheel.file_name.clone(), source };
     let mut populated = populate(ctx, wheel).map_err(failed)?;
-    if ctx.opts.platform.starts_with("win") {
-        for (path, file) in &mut populated.files {
-            file.mode = windows_mode(path);
-        }
-    }
+    let core = ctx.plan.wheels.iter().find(|w| w.kind == DistKind::Core).map(|w| w.platform_package.as_str());
+    let deps = match core {
+        Some(_) if !ctx.opts.platform.starts_with("win") => rpath_deps(&wheel.kind),
+        _ => &[],
+    };
+    let additions =
+        |path: &str| patched_by_therock(path).then(|| rpath_additions(path, core.unwrap_or_default(), deps));
     let files = populated.files.iter_mut().map(|(path, file)| (path.as_str(), &mut file.source));
-    let edits = stage_files(files, settings.rpath, false, &settings.dest_dir)?;
+    let edits = stage_wheel_files(files, settings.rpath, &additions, &settings.dest_dir)?;
     if !edits.converted.is_empty() {
-        tracing::info!(wheel = %wheel.file_name, files = edits.converted.len(), "DT_RUNPATH -> DT_RPATH");
+        tracing::info!(wheel = %wheel.file_name, files = edits.converted.len(), "search paths set");
     }
     let built = build_runtime_wheel(ctx, wheel, &populated).map_err(failed)?;
     Ok((populated, built))
@@ -106,21 +129,12 @@ pub fn package_wheels(
     }
     if let Some(devel) = plan.wheels.iter().find(|w| w.kind == DistKind::Devel) {
         let runtime: Vec<(&str, &Populated)> = populated.iter().map(|(p, f)| (p.as_str(), f)).collect();
-        let dist = build_devel_wheel(&ctx, devel, &runtime)
+        let dist = build_devel_wheel(&ctx, devel, &runtime, settings.rpath)
             .map_err(|source| PackageError::Wheel { file: devel.file_name.clone(), source })?;
         built.push(dist);
     }
     built.push(build_sdist(&ctx).map_err(PackageError::Sdist)?);
     Ok(WheelSummary { targets: plan.targets, built })
-}
-
-/// A Windows wheel's file mode: what Python's `os.stat` reports on Windows (`644`, plus `111`
-/// for `.exe`, `.bat`, `.cmd`, `.com`), whatever the host that unpacked the artifacts said, so
-/// that a Linux and a Windows host build the same bytes (pip on Windows ignores modes).
-fn windows_mode(path: &str) -> u32 {
-    let lower = path.to_ascii_lowercase();
-    let executable = [".exe", ".bat", ".cmd", ".com"].iter().any(|ext| lower.ends_with(ext));
-    if executable { 0o755 } else { 0o644 }
 }
 
 /// The wheel platform the staged artifacts were built for, from their shared libraries: the
@@ -153,13 +167,32 @@ pub fn artifacts_platform(staged: &StagedArtifacts) -> Result<Option<&'static st
 
 #[cfg(test)]
 mod tests {
-    use super::windows_mode;
+    use super::rpath_additions;
+    use crate::python::{member_mode, patched_by_therock};
+
+    #[test]
+    fn additions_climb_to_site_packages() {
+        assert_eq!(
+            rpath_additions("lib/libx.so", "_rocm_sdk_core", &["lib/llvm/lib", "lib/rocm_sysdeps/lib"]),
+            ["$ORIGIN/../../_rocm_sdk_core/lib/llvm/lib", "$ORIGIN/../../_rocm_sdk_core/lib/rocm_sysdeps/lib"]
+        );
+        assert_eq!(rpath_additions("bin/x", "_c", &["lib"]), ["$ORIGIN/../../_c/lib"]);
+        assert_eq!(rpath_additions("x", "_c", &["lib"]), ["$ORIGIN/../_c/lib"]);
+        assert_eq!(rpath_additions("lib/rocblas/library/x.so", "_c", &["lib"]), ["$ORIGIN/../../../../_c/lib"]);
+        assert!(patched_by_therock("lib/libx.so.1") && patched_by_therock("bin/hipcc"));
+        assert!(!patched_by_therock("lib/rocblas/library/Kernels.so-000-gfx942.hsaco"));
+        assert!(!patched_by_therock("lib/hipblaslt/library/x_gfx942.co"));
+    }
 
     #[test]
     fn windows_modes_follow_the_extension() {
-        assert_eq!(windows_mode("bin/amdhip64_7.dll"), 0o644);
-        assert_eq!(windows_mode("bin/hipInfo.EXE"), 0o755);
-        assert_eq!(windows_mode("bin/hipcc.bat"), 0o755);
-        assert_eq!(windows_mode("lib/amdhip64.lib"), 0o644);
+        let windows = |path: &str, host: u32, dir: bool| member_mode("win_amd64", path, host, dir);
+        assert_eq!(windows("bin/amdhip64_7.dll", 0o755, false), 0o644);
+        assert_eq!(windows("bin/hipInfo.EXE", 0o644, false), 0o755);
+        assert_eq!(windows("bin/hipcc.bat", 0o600, false), 0o755);
+        assert_eq!(windows("lib/amdhip64.lib", 0o444, false), 0o644);
+        assert_eq!(windows("include/hip", 0o700, true), 0o755);
+        assert_eq!(member_mode("linux_x86_64", "lib/libx.so", 0o555, false), 0o755);
+        assert_eq!(member_mode("linux_x86_64", "include", 0o555, true), 0o755);
     }
 }

@@ -18,25 +18,23 @@ pub(crate) struct VariantsArg {
     /// of `rocm-sdk-device`, labelled with the target and holding `amd :: gfx_arch :: {target}`,
     /// beside the extras-based `rocm-sdk-device-{target}` wheels. Alone or `all`: every target;
     /// else the targets (comma, `;` or space separated).
-    #[arg(long, num_args = 0..=1, default_missing_value = "all", value_name = "TARGETS")]
-    pub(crate) variants: Option<String>,
+    /// Parsed once, by clap (`VariantRequest::parse`): a value that is no target is refused
+    /// before anything else runs.
+    #[arg(long, num_args = 0..=1, default_missing_value = "all", value_name = "TARGETS", value_parser = VariantRequest::parse)]
+    pub(crate) variants: Option<VariantRequest>,
 }
 
 impl VariantsArg {
-    /// Refuses `--variants` for debs and rpms, and a value that is no target, before any
-    /// artifact is unpacked.
+    /// Refuses `--variants` for debs and rpms, before any artifact is unpacked.
     pub(crate) fn check(&self, kind: PackageKind) -> anyhow::Result<()> {
         match (&self.variants, kind) {
-            (None, _) | (Some(_), PackageKind::Python) => self.request().map(drop),
+            (None, _) | (Some(_), PackageKind::Python) => Ok(()),
             (Some(_), _) => bail!("--variants builds rocm-sdk wheel variants: it is for `quarry package python` only"),
         }
     }
 
-    fn request(&self) -> anyhow::Result<VariantRequest> {
-        Ok(match &self.variants {
-            None => VariantRequest::Off,
-            Some(raw) => VariantRequest::parse(raw)?,
-        })
+    fn request(&self) -> VariantRequest {
+        self.variants.clone().unwrap_or_default()
     }
 }
 
@@ -60,7 +58,7 @@ pub(crate) fn run(
         platform: platform_tag_for(staged)?,
         targets: split_targets(&args.target),
     };
-    let variants = args.variants.request()?;
+    let variants = args.variants.request();
     report(&package_wheels(staged, &opts, &variants, settings, progress)?, args.json)
 }
 
