@@ -164,7 +164,7 @@ pub(crate) fn plan(input: PlanInput<'_>) -> Result<Plan, IndexError> {
     }
     report.added.sort();
     report.removed = old.entries.keys().filter(|k| !state.entries.contains_key(*k)).cloned().collect();
-    let pages = render_outputs(root, old, &mut state, config, now, parts, view, chunks)?;
+    let pages = render_outputs(root, old, &mut state, config, now, How { parts, view, chunks })?;
     let expired = retire(root, old, &mut state, now, config.grace_seconds);
     // Pages this call wrote in an attempt that lost (or was overwritten) are rewritten even
     // when the state already holds everything: they may be the stale ones.
@@ -249,6 +249,15 @@ fn variant_conflict(state: &RepoState, entry: &crate::state::Entry) -> Option<St
     merged.merge(variant).err().map(|e| format!("{}: {e}", entry.filename))
 }
 
+/// How a pip or apt/dnf root's pages are rendered: which pip pages, a view's generic root,
+/// the apt/dnf chunks to reuse.
+#[derive(Clone, Copy)]
+struct How<'a> {
+    parts: render::Parts,
+    view: Option<&'a crate::view::ViewSource>,
+    chunks: &'a ChunkCache,
+}
+
 /// Render every page of `state` and record every output's sha256 in it. apt and dnf
 /// metadata's generation time moves only with the entries, so an unchanged repo renders (and
 /// signs) to the same bytes.
@@ -258,10 +267,9 @@ fn render_outputs(
     state: &mut RepoState,
     config: &IndexConfig,
     now: i64,
-    parts: render::Parts,
-    view: Option<&crate::view::ViewSource>,
-    chunks: &ChunkCache,
+    how: How<'_>,
 ) -> Result<Vec<Page>, IndexError> {
+    let How { parts, view, chunks } = how;
     if root.kind() != RepoKind::Pip {
         state.generated = match old.generated {
             Some(then) if state.entries == old.entries => Some(then),
