@@ -154,7 +154,8 @@ pub(crate) struct Plan {
 
 /// Decide what an attempt writes, commits and deletes. Pure: the same input gives the same plan.
 pub(crate) fn plan(input: PlanInput<'_>) -> Result<Plan, IndexError> {
-    let PlanInput { root, old, committed, listing, inspections, yanks, config, now, force, dirty, parts, view, chunks } = input;
+    let PlanInput { root, old, committed, listing, inspections, yanks, config, now, force, dirty, parts, view, chunks } =
+        input;
     let mut report = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
     let (mut state, sidecars) = admit(root, old, listing, inspections, &mut report)?;
     for (target, reason) in yanks {
