@@ -1,8 +1,12 @@
-//! In-process reindexing, coalesced per root, or per project of a pip root (an upload's
-//! file's: [`Indexer::reindex_project`]): at most one reindex runs and one is pending for
-//! each, however many uploads arrive. A waiter returns once a reindex that started after
-//! its request has finished. A request may carry what its caller already inspected (an
-//! upload's file): the requests a run covers hand their inspections to it together.
+//! In-process reindexing, coalesced per root: at most one reindex runs and one is pending for
+//! each root, however many uploads arrive. A request names the whole root or one project of
+//! a pip root (an upload's file's); a run takes every request pending when it starts: the
+//! whole root if one asked for it, else each project named, one after another
+//! ([`Indexer::reindex_project`]), their reports folded into one. Runs of one root never
+//! overlap, so a server's own reindexes never race each other for the root's manifest. A
+//! waiter returns once a run that started after its request has finished. A request may carry
+//! what its caller already inspected (an upload's file): the requests a run covers hand their
+//! inspections to it together.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -21,6 +25,20 @@ struct Pending {
     running: bool,
     /// The inspections requests since the last run started brought along.
     inspections: Inspections,
+    /// The projects requests since the last run started named (pip roots).
+    projects: Vec<ProjectScope>,
+    /// Whether a request since the last run started asked for the whole root.
+    whole: bool,
+}
+
+impl Pending {
+    /// What the next run covers, taken: (generation, inspections, the projects or `None` for
+    /// the whole root).
+    fn take(&mut self) -> (u64, Inspections, Option<Vec<ProjectScope>>) {
+        let projects = std::mem::take(&mut self.projects);
+        let scope = (!std::mem::take(&mut self.whole)).then_some(projects);
+        (self.generation, std::mem::take(&mut self.inspections), scope)
+    }
 }
 
 /// What a finished run reports to the requests it covered: its report (what it added and
@@ -34,13 +52,10 @@ struct Slot {
     done: watch::Sender<(u64, Outcome)>,
 }
 
-/// What one slot reindexes: a root, or one project of a pip root.
-type Target = (RepoRoot, Option<ProjectScope>);
-
 #[derive(Debug)]
 pub struct Coalescer {
     indexer: Indexer,
-    slots: Mutex<HashMap<Target, Arc<Slot>>>,
+    slots: Mutex<HashMap<RepoRoot, Arc<Slot>>>,
     stats: Arc<ReindexStats>,
 }
 
@@ -68,11 +83,10 @@ impl Coalescer {
         project: Option<ProjectScope>,
         known: Inspections,
     ) -> Outcome {
-        let target = (root, project);
         let slot = {
             let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
             slots
-                .entry(target.clone())
+                .entry(root.clone())
                 .or_insert_with(|| {
                     Arc::new(Slot { pending: Mutex::default(), done: watch::Sender::new((0, Err(String::new()))) })
                 })
@@ -83,9 +97,14 @@ impl Coalescer {
             let mut pending = slot.pending.lock().unwrap_or_else(PoisonError::into_inner);
             pending.generation += 1;
             pending.inspections.merge(known);
+            match project {
+                Some(project) if !pending.projects.contains(&project) => pending.projects.push(project),
+                Some(_) => {}
+                None => pending.whole = true,
+            }
             if !pending.running {
                 pending.running = true;
-                tokio::spawn(Self::run(self.indexer.clone(), target, slot.clone(), self.stats.clone()));
+                tokio::spawn(Self::run(self.indexer.clone(), root, slot.clone(), self.stats.clone()));
             }
             pending.generation
         };
@@ -96,20 +115,30 @@ impl Coalescer {
         finished.1.clone()
     }
 
-    async fn run(indexer: Indexer, (root, project): Target, slot: Arc<Slot>, stats: Arc<ReindexStats>) {
+    /// One run: the whole root, or each project in turn (a failure stops it: its waiters all
+    /// learn of it, and the next request runs again).
+    async fn run_once(
+        indexer: &Indexer,
+        root: &RepoRoot,
+        projects: Option<Vec<ProjectScope>>,
+        known: Inspections,
+    ) -> Result<ReindexReport, quarry_index::IndexError> {
+        let Some(projects) = projects else {
+            return indexer.reindex_inspected(root, known).await;
+        };
+        let mut total = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
+        for project in &projects {
+            total.absorb(indexer.reindex_project(root, project, known.clone()).await?);
+        }
+        Ok(total)
+    }
+
+    async fn run(indexer: Indexer, root: RepoRoot, slot: Arc<Slot>, stats: Arc<ReindexStats>) {
         let kind = root.kind().label();
         loop {
-            let (covers, known) = {
-                let mut pending = slot.pending.lock().unwrap_or_else(PoisonError::into_inner);
-                (pending.generation, std::mem::take(&mut pending.inspections))
-            };
+            let (covers, known, projects) = slot.pending.lock().unwrap_or_else(PoisonError::into_inner).take();
             let started = std::time::Instant::now();
-            let run = std::panic::AssertUnwindSafe(async {
-                match &project {
-                    Some(project) => indexer.reindex_project(&root, project, known).await,
-                    None => indexer.reindex_inspected(&root, known).await,
-                }
-            });
+            let run = std::panic::AssertUnwindSafe(Self::run_once(&indexer, &root, projects, known));
             let outcome = futures_util::FutureExt::catch_unwind(run).await;
             let conflicts = match &outcome {
                 Ok(Ok(report)) => u64::from(report.attempts.saturating_sub(1)),

@@ -59,9 +59,13 @@ impl std::fmt::Display for ReindexReport {
     }
 }
 
+/// Attempts a project's event makes on its own before it reconciles the whole root instead.
+const PROJECT_ATTEMPTS: u32 = 2;
+
 impl ReindexReport {
-    /// Fold a later pass of the same reindex into this report.
-    fn absorb(&mut self, later: ReindexReport) {
+    /// Fold a later pass of the same reindex, or another project's reindex of the same root,
+    /// into this report.
+    pub fn absorb(&mut self, later: ReindexReport) {
         // Sorted and without duplicates, in O(n log n): a from-scratch pass adds every file.
         for (list, more) in [(&mut self.added, later.added), (&mut self.removed, later.removed)] {
             let mut all: BTreeSet<String> = std::mem::take(list).into_iter().collect();
@@ -230,6 +234,13 @@ impl Indexer {
                 Err(IndexError::Store(e)) if e.is_conflict() => {
                     tracing::debug!(attempt, "state moved under us; retrying");
                     pass.expect.clear();
+                    // A burst of events on one root: each project's event would commit the
+                    // manifest in turn, losing to the others again and again. One whole-root
+                    // pass covers every file landed so far, after which the others find their
+                    // projects done and commit nothing.
+                    if attempt >= PROJECT_ATTEMPTS && pass.project.take().is_some() {
+                        tracing::info!(%root, attempt, "contended project event; reconciling the whole root");
+                    }
                     tokio::time::sleep(backoff(attempt)).await;
                 }
                 Err(e) => return Err(e),
