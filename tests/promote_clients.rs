@@ -58,7 +58,8 @@ async fn install_through(url: &str, tmp: &Path, round: &str) {
     assert_eq!(installed(&target), INSTALLED, "uv ({round})");
 }
 
-async fn serve(store: &Path, config: &Path, token: &Path) -> ServedBinary {
+/// `quarry serve` over `store` with the layout of `config` (also used by `views.rs`).
+pub(crate) async fn serve(store: &Path, config: &Path, token: &Path) -> ServedBinary {
     let mut cmd = tokio::process::Command::new(quarry_bin());
     cmd.env_remove("QUARRY_CONFIG")
         .args(["serve", "--addr", "127.0.0.1:0", "--config"])

@@ -5,15 +5,15 @@
 //! through `quarry serve` and through the CloudFront Function in front of moto.
 
 use std::path::Path;
-use std::process::{Output, Stdio};
+
+use crate::promote_clients::serve;
+use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
 use quarry_store::{Key, PutOptions, S3Store, StoreExt};
 use quarry_tests::s3::{S3Server, create_public_bucket, s3_client};
-use quarry_tests::{
-    ServedBinary, TOKEN, WheelSpec, assert_success, installed, pip_install, plant, quarry_bin, run, uv_pip,
-};
+use quarry_tests::{TOKEN, WheelSpec, assert_success, installed, pip_install, plant, quarry_bin, run, uv_pip};
 use reqwest::Url;
 use sha2::{Digest, Sha256};
 
@@ -91,19 +91,6 @@ fn cores(store: &Path) -> Vec<String> {
     }
     found.sort();
     found
-}
-
-async fn serve(store: &Path, config: &Path, token: &Path) -> ServedBinary {
-    let mut cmd = tokio::process::Command::new(quarry_bin());
-    cmd.env_remove("QUARRY_CONFIG")
-        .args(["serve", "--addr", "127.0.0.1:0", "--config"])
-        .arg(config)
-        .arg("--store")
-        .arg(store)
-        .arg("--token-file")
-        .arg(token)
-        .stderr(Stdio::null());
-    ServedBinary::start(cmd).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

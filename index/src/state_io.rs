@@ -87,13 +87,7 @@ pub(crate) async fn commit_state(
     state: &RepoState,
     read: Option<String>,
 ) -> Result<String, IndexError> {
-    let condition = match read {
-        Some(etag) => Condition::IfMatch(etag),
-        None => Condition::IfNoneMatch,
-    };
-    let bytes = serde_json::to_vec(state).map_err(|e| StoreError::Backend(e.to_string()))?;
-    let options = PutOptions::condition(condition).with_content_type("application/json");
-    Ok(store.put_bytes(&root.state_key(), Bytes::from(bytes), options).await?.etag)
+    commit_object(store, &root.state_key(), state, read).await
 }
 
 /// An ETag without quotes or a weak prefix, for comparing what a put and a later read return.
