@@ -322,7 +322,7 @@ async fn broken_packages_are_left_out_with_a_reason_and_the_repos_stay_valid() {
 }
 
 /// Move the store directory into a fresh TempDir the server can own.
-fn relocate(parent: &Path, store: &Path) -> tempfile::TempDir {
+pub(crate) fn relocate(parent: &Path, store: &Path) -> tempfile::TempDir {
     let dir = tempfile::TempDir::new_in(parent).unwrap();
     std::fs::remove_dir(dir.path()).unwrap();
     std::fs::rename(store, dir.path()).unwrap();

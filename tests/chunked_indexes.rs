@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use crate::apt_dnf::relocate;
 use quarry_tests::native::{Apt, DEB_ROOT, RPM_ROOT, build_fixtures, dnf, files_in, run_tool, text};
 use quarry_tests::{TestServer, assert_success, plant, quarry_bin, run, sha256_hex};
 
@@ -117,12 +118,4 @@ async fn apt_and_dnf_read_chunked_indexes_built_incrementally() {
     assert_eq!(names.lines().filter(|l| l.starts_with("quarry-many-")).count(), COUNT + 1, "{names}");
     assert!(names.lines().any(|l| l == EXTRA), "{names}");
     server.stop().await;
-}
-
-/// Move the store directory into a fresh TempDir the server can own.
-fn relocate(parent: &Path, store: &Path) -> tempfile::TempDir {
-    let dir = tempfile::TempDir::new_in(parent).unwrap();
-    std::fs::remove_dir(dir.path()).unwrap();
-    std::fs::rename(store, dir.path()).unwrap();
-    dir
 }

@@ -102,10 +102,6 @@ pub(crate) struct Pass {
     /// Files already inspected, by key (by the caller, or by an earlier attempt): not read
     /// again while their version matches.
     pub(crate) inspected: Inspections,
-    /// Attempts about one project that found a root page not as the manifest records (most
-    /// often another event's page, its manifest not committed yet): retried like a lost race
-    /// a few times before the whole root is reconciled.
-    pub(crate) mismatches: u32,
 }
 
 impl Pass {
@@ -209,14 +205,7 @@ impl Indexer {
             return Err(IndexError::UnsafeStore(self.store.describe()));
         }
         let project = project.filter(|_| !force && root.kind() == RepoKind::Pip);
-        let mut pass = Pass {
-            force_all: force,
-            project,
-            dirty: BTreeSet::new(),
-            expect: Vec::new(),
-            inspected: known,
-            mismatches: 0,
-        };
+        let mut pass = Pass { force_all: force, project, dirty: BTreeSet::new(), expect: Vec::new(), inspected: known };
         let mut total = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
         for attempt in 1..=self.max_attempts {
             total.attempts = attempt;
@@ -234,10 +223,10 @@ impl Indexer {
                 Err(IndexError::Store(e)) if e.is_conflict() => {
                     tracing::debug!(attempt, "state moved under us; retrying");
                     pass.expect.clear();
-                    // A burst of events on one root: each project's event would commit the
-                    // manifest in turn, losing to the others again and again. One whole-root
-                    // pass covers every file landed so far, after which the others find their
-                    // projects done and commit nothing.
+                    // A project's event that lost (a commit, or a root page another event has
+                    // not committed yet) is retried once; then one whole-root pass covers every
+                    // file landed so far, so a burst of events on one root does not commit the
+                    // manifest in turn, losing to the others again and again.
                     if attempt >= PROJECT_ATTEMPTS && pass.project.take().is_some() {
                         tracing::info!(%root, attempt, "contended project event; reconciling the whole root");
                     }

@@ -35,9 +35,6 @@ use crate::state_io::{
 
 /// Project state objects committed at once by a whole-root reindex.
 const COMMIT_CONCURRENCY: usize = 16;
-/// Attempts about one project that find a root page not as recorded before reconciling the
-/// whole root.
-const MISMATCH_RETRIES: u32 = 6;
 /// Largest root page read back to splice.
 const MAX_ROOT_PAGE: u64 = 1 << 30;
 
@@ -211,8 +208,9 @@ impl Indexer {
             let own = [SIMPLE_ROOT_HTML, SIMPLE_ROOT_JSON, FIND_LINKS]
                 .iter()
                 .any(|page| pass.dirty.contains(&format!("{root}{page}")));
-            pass.mismatches += 1;
-            if !own && pass.mismatches <= MISMATCH_RETRIES {
+            // Another event's: retried as a lost race (`PROJECT_ATTEMPTS` attempts as a
+            // project, then the whole root, in `Indexer::run_scoped`).
+            if !own {
                 return Err(StoreError::Conflict {
                     key: state_key.to_string(),
                     reason: "a root page is not the one the manifest records (another event in flight?)".into(),

@@ -64,19 +64,7 @@ pub(crate) async fn load_state(store: &dyn Store, root: &RepoRoot) -> Result<(Re
 /// Fails with a conflict when the state's ETag is no longer `read` (another indexer committed
 /// since): one HEAD, to give up before publishing anything that would lose anyway.
 pub(crate) async fn ensure_unmoved(store: &dyn Store, root: &RepoRoot, read: Option<&str>) -> Result<(), IndexError> {
-    let now = match store.head(&root.state_key()).await {
-        Ok(meta) => Some(meta.etag),
-        Err(e) if e.is_not_found() => None,
-        Err(e) => return Err(e.into()),
-    };
-    if now.as_deref().map(etag_value) == read.map(etag_value) {
-        return Ok(());
-    }
-    Err(StoreError::Conflict {
-        key: root.state_key().to_string(),
-        reason: "another indexer committed while this one inspected files".into(),
-    }
-    .into())
+    ensure_object_unmoved(store, &root.state_key(), read).await
 }
 
 /// Put `state` if the stored one is still the one read (`read`: its ETag; `None`: there was
