@@ -32,6 +32,11 @@ async fn quarry(args: &[&str]) -> Output {
 }
 
 const PRESET: &str = "[layout]\npreset = \"therock-release\"\n";
+/// The preset's `v2/{family}/` views with their find-links pages on (a layout rule's default
+/// is off): a bare bucket maps no directory URL to a simple page, but pip takes a find-links
+/// page by its full URL.
+const VIEWS_WITH_FIND_LINKS: &str = "[layout]\n[[layout.root]]\nprefix = \"v2/{family}/\"\nkind = \"pip\"\n\
+    view = \"family\"\ngeneric = \"v2/generic/\"\nfind_links = true\n";
 
 /// Generic core needing `tinydep` (from the base index), two families' libraries needing core.
 fn release_wheels() -> [WheelSpec; 3] {
@@ -409,7 +414,7 @@ async fn the_lambda_indexes_a_promotion_into_the_preset_layout_on_moto() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("quarry.toml");
-    std::fs::write(&config, PRESET).unwrap();
+    std::fs::write(&config, VIEWS_WITH_FIND_LINKS).unwrap();
     let mut cmd = tokio::process::Command::new(quarry_bin());
     cmd.args(["promote", "--from", "810-linux", "--to", "v2", "--kinds", "pip", "--store", "s3://releases/"])
         .arg("--config")
@@ -451,7 +456,7 @@ async fn the_lambda_indexes_a_promotion_into_the_preset_layout_on_moto() {
     }
     assert!(packages.iter().all(|k| seen.contains(k.as_str())), "notified: {seen:?}");
 
-    let layout = quarry_store::layout::config::Layout::parse(PRESET).unwrap();
+    let layout = quarry_store::layout::config::Layout::parse(VIEWS_WITH_FIND_LINKS).unwrap();
     quarry_store::layout::config::install(layout).expect("the layout is installed once per test process");
     let handler = Handler::new(Bucket(store.clone()));
     let answer = handler.handle(queue.lambda_event(&messages)).await.expect("the handler answers");

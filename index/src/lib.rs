@@ -43,6 +43,8 @@ mod state;
 mod state_io;
 pub mod variant;
 pub mod view;
+#[cfg(test)]
+mod view_tests;
 mod wheel;
 
 pub use check::{CheckReport, check};

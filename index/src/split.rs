@@ -158,11 +158,18 @@ impl Indexer {
         project: &ProjectScope,
         pass: &mut Pass,
     ) -> Result<Option<ReindexReport>, IndexError> {
-        // A per-family view's pages list its generic root's files too: reconciled whole.
-        if crate::view::generic_of(quarry_store::layout::config::configured(), root).is_some() {
-            return Ok(None);
-        }
         let store = self.store().as_ref();
+        // A per-family view's project pages list the generic root's files of the project too
+        // (its share, read as committed). Its find-links page lists every generic file: a view
+        // with one is reconciled whole.
+        let view = match crate::view::generic_of(quarry_store::layout::config::configured(), root) {
+            Some(_) if self.config().find_links(root.as_str()) => return Ok(None),
+            Some(generic) => match crate::view::project_source(store, root, &generic, project.name()).await? {
+                Some(source) => Some(source),
+                None => return Ok(None),
+            },
+            None => None,
+        };
         let state_key = root.state_key();
         let Some((manifest, manifest_etag)) = load_object(store, &state_key).await? else {
             return Ok(None);
@@ -197,7 +204,7 @@ impl Indexer {
             force: pass.force_all,
             dirty: &pass.dirty,
             parts: Parts::PROJECTS,
-            view: None,
+            view: view.as_ref(),
             chunks: &crate::chunked::ChunkCache::new(),
         })?;
         let Some(RootPages { manifest: next, writes: root_writes, deletes: root_deletes }) =
@@ -287,7 +294,15 @@ impl Indexer {
     ) -> Result<Option<RootPages>, IndexError> {
         let mut pages = RootPages { manifest: manifest.clone(), writes: Vec::new(), deletes: Vec::new() };
         let (html, json) = (root.key(SIMPLE_ROOT_HTML)?, root.key(SIMPLE_ROOT_JSON)?);
-        let (was, is) = (!old.entries.is_empty(), !new.entries.is_empty());
+        // Listed on the simple root: a project with files; in a view, one with pages (its
+        // files may all be the generic root's).
+        let view = crate::view::generic_of(quarry_store::layout::config::configured(), root).is_some();
+        let page = root.key(&format!("simple/{}/index.html", project.name()))?;
+        let listed = |state: &RepoState| match view {
+            false => !state.entries.is_empty(),
+            true => state.outputs.contains_key(page.as_str()),
+        };
+        let (was, is) = (listed(old), listed(new));
         if was != is || dirty.contains(html.as_str()) || dirty.contains(json.as_str()) {
             let Some(names) = self.recorded(&json, manifest).await?.and_then(|b| simple_root_names(&b)) else {
                 return Ok(None);

@@ -24,8 +24,8 @@ use crate::inspect::Inspections;
 use crate::publish::{Indexer, ReindexReport};
 use crate::render::Extra;
 use crate::root::{RepoKind, RepoRoot};
-use crate::state::RepoState;
-use crate::state_io::read_state;
+use crate::state::{RepoState, STATE_VERSION};
+use crate::state_io::{SPLIT_VERSION, load_object, project_key, read_state};
 
 /// What a view lists besides its own files: the generic root's committed state, and the href
 /// prefix leading from the view's root to the generic root.
@@ -95,6 +95,31 @@ pub(crate) async fn source_for(store: &dyn Store, root: &RepoRoot) -> Result<Opt
     Ok(Some(ViewSource { root: generic, state, href_prefix }))
 }
 
+/// The generic root's committed share of one project, for a view's event about that project:
+/// two reads (the generic root's manifest and the project's object) whatever the size of
+/// either root. An empty share when the generic root was never indexed or lacks the project;
+/// `None` when its state is not split (the view is then reconciled whole).
+pub(crate) async fn project_source(
+    store: &dyn Store,
+    root: &RepoRoot,
+    generic: &RepoRoot,
+    project: &str,
+) -> Result<Option<ViewSource>, IndexError> {
+    let mut state = match load_object(store, &generic.state_key()).await? {
+        None => RepoState::empty(),
+        Some((manifest, _)) if manifest.version != SPLIT_VERSION => return Ok(None),
+        Some(_) => match load_object(store, &project_key(generic, project)?).await? {
+            Some((share, _)) if share.version != SPLIT_VERSION => return Ok(None),
+            Some((share, _)) => share,
+            None => RepoState::empty(),
+        },
+    };
+    state.version = STATE_VERSION;
+    let _ = LEAVING.try_with(|leaving| state.entries.retain(|name, _| !leaving.contains(&format!("{generic}{name}"))));
+    let href_prefix = href_between(root.as_str(), generic.as_str());
+    Ok(Some(ViewSource { root: generic.clone(), state, href_prefix }))
+}
+
 /// The prefixes the store holds that `rule`'s pattern matches: literal segments appended,
 /// each `{placeholder}` level found by one delimiter listing (`v2/{family}/`: one listing of
 /// `v2/`). Sorted.
@@ -162,15 +187,17 @@ impl Indexer {
         force: bool,
         known: Inspections,
     ) -> Result<ReindexReport, IndexError> {
-        let report = self.run_scoped(root, project, force, known.clone()).await?;
+        let report = self.run_scoped(root, project.clone(), force, known.clone()).await?;
         let layout = quarry_store::layout::config::configured();
         if root.kind() != RepoKind::Pip || !layout.roots.iter().any(|r| r.generic.is_some()) {
             return Ok(report);
         }
         for view in views_of(self.store().as_ref(), layout, root).await? {
             // Not forced: a view's pages change with the generic root's state, which the plan
-            // compares; and a prefix the pattern matches that was never indexed stays so.
-            let done = self.run(&view, false, known.clone()).await?;
+            // compares; and a prefix the pattern matches that was never indexed stays so. A
+            // project's event refreshes that project in each view, as the view's own event
+            // about it would.
+            let done = self.run_scoped(&view, project.clone(), false, known.clone()).await?;
             tracing::info!(view = %view, generic = %root, "view refreshed: {done}");
         }
         Ok(report)

@@ -42,8 +42,12 @@ async fn channel_roots_from_a_layout_object_in_the_bucket_are_indexed() {
     let handler = Handler::new(Bucket(store.clone()));
     let answer = handler.handle(s3_put("therock-nightly", &key)).await.unwrap();
     assert_eq!(answer["reindexed"], serde_json::json!(["therock-nightly/v2/gfx94X-dcgpu/"]), "{answer}");
-    let (_, page) = store.get_bytes(&Key::new("v2/gfx94X-dcgpu/index.html").unwrap(), 1 << 20).await.unwrap();
+    let project = Key::new("v2/gfx94X-dcgpu/simple/rocm-sdk-libraries-gfx94x-dcgpu/index.html").unwrap();
+    let (_, page) = store.get_bytes(&project, 1 << 20).await.unwrap();
     assert!(String::from_utf8_lossy(&page).contains(&wheel.filename()));
+    // A channel root has no find-links page unless its rule asks for one.
+    let find_links = store.head(&Key::new("v2/gfx94X-dcgpu/index.html").unwrap()).await;
+    assert!(find_links.is_err_and(|e| e.is_not_found()), "a find-links page was written");
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@
 //! [[layout.root]]
 //! prefix = "nightly/{family}/" # `{name}` matches one segment; literal segments match exactly
 //! kind = "pip"                 # pip, apt or dnf
-//! find_links = true            # the root's find-links index.html (default true)
+//! find_links = true            # the root's find-links index.html (default false; run roots: on)
 //! keep_days = 30               # retention, carried for the retention code
 //! keep_versions = 5
 //! view = "family"              # a per-family view: lists `generic` too
@@ -41,8 +41,11 @@ pub struct RootRule {
     /// `/`-separated segments, each literal or a `{name}` placeholder matching one segment.
     pub prefix: String,
     pub kind: RootKind,
-    /// Whether the root gets a find-links `index.html` (pip roots).
-    #[serde(default = "yes")]
+    /// Whether the root gets a find-links `index.html` (pip roots). Off unless set: a channel
+    /// root outlives runs and grows to 100,000 files, and this page is the one output that
+    /// grows with the root (every event rewrites it whole). Run roots, which match no rule,
+    /// keep theirs.
+    #[serde(default)]
     pub find_links: bool,
     /// Retention: days a version is kept (none: for ever).
     #[serde(default)]
