@@ -182,9 +182,22 @@ impl Default for Limits {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ServedAt(pub(crate) SocketAddr);
 
-/// Everything the handlers share. Cheap to clone.
+/// Everything the handlers share, behind one `Arc`: axum clones the state for every request
+/// (the `State` extractor, the front middleware), and that is one reference count.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] shares.
+#[derive(Debug, Clone)]
+pub struct Shared {
     store: Arc<dyn Store>,
     coalescer: Arc<Coalescer>,
     access: Arc<Access>,
@@ -208,7 +221,7 @@ impl AppState {
         let store: Arc<dyn Store> = counting.clone();
         let coalescer = Coalescer::new(Indexer::new(store.clone()));
         let tokens = tokens.into_iter().filter(|t| !t.is_empty()).map(|t| Token::new(t, Vec::new())).collect();
-        Self {
+        Self(Arc::new(Shared {
             store,
             coalescer,
             access: Arc::new(Access { tokens, private: false }),
@@ -219,54 +232,62 @@ impl AppState {
             metrics: Arc::default(),
             counting,
             limits: Limits::default(),
-        }
+        }))
+    }
+
+    /// The shared fields, for the builder methods (before the state is shared: no copy).
+    fn shared(&mut self) -> &mut Shared {
+        Arc::make_mut(&mut self.0)
     }
 
     /// Publish apt/dnf metadata with `config` (signing key, Release fields, grace period).
     #[must_use]
     pub fn with_index_config(mut self, config: quarry_index::IndexConfig) -> Self {
-        self.coalescer = Coalescer::new(Indexer::new(self.store.clone()).with_config(config));
+        let indexer = Indexer::new(self.store.clone()).with_config(config);
+        self.shared().coalescer = Coalescer::new(indexer);
         self
     }
 
     /// Replace the tokens (each possibly scoped to key prefixes).
     #[must_use]
     pub fn with_tokens(mut self, tokens: Vec<Token>) -> Self {
-        self.access = Arc::new(Access { tokens, private: self.access.private });
+        let private = self.access.private;
+        self.shared().access = Arc::new(Access { tokens, private });
         self
     }
 
     /// Require a valid token for reads too (`/healthz` stays open).
     #[must_use]
     pub fn with_private_reads(mut self, private: bool) -> Self {
-        self.access = Arc::new(Access { tokens: self.access.tokens.clone(), private });
+        let tokens = self.access.tokens.clone();
+        self.shared().access = Arc::new(Access { tokens, private });
         self
     }
 
     /// The base URL install lines on the browse pages name (e.g. behind a proxy).
     #[must_use]
     pub fn with_public_url(mut self, url: Option<String>) -> Self {
-        self.public_url = url;
+        self.shared().public_url = url;
         self
     }
 
     /// Group run artifacts by stage on the run pages.
     #[must_use]
     pub fn with_topology(mut self, topology: Option<quarry_topology::Topology>) -> Self {
-        self.topology = topology.map(Arc::new);
+        self.shared().topology = topology.map(Arc::new);
         self
     }
 
     #[must_use]
     pub fn with_max_upload(mut self, bytes: u64) -> Self {
-        self.max_upload = bytes;
+        self.shared().max_upload = bytes;
         self
     }
 
     /// Connection limits and timeouts [`serve`] applies.
     #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
+        self.shared().limits = limits;
         self
     }
 
@@ -286,13 +307,6 @@ impl AppState {
 
 /// The whole HTTP surface.
 pub fn app(state: AppState) -> Router {
-    let trace = tower_http::trace::TraceLayer::new_for_http().make_span_with(|request: &Request| {
-        tracing::debug_span!(
-            "request",
-            method = %truncated(request.method().as_str(), LOGGED_METHOD_MAX),
-            path = %truncated(request.uri().path(), LOGGED_PATH_MAX),
-        )
-    });
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
@@ -306,47 +320,38 @@ pub fn app(state: AppState) -> Router {
         .route("/-/gpu/{run}/", get(gpu::gpu_page))
         .route("/{*path}", get(files::get_path).put(upload::put_path).post(legacy_upload::post_path))
         .layer(DefaultBodyLimit::disable())
-        .layer(middleware::from_fn_with_state(state.clone(), guard_reads))
-        .layer(middleware::from_fn_with_state(state.clone(), record))
-        .layer(middleware::from_fn(security_headers))
-        .layer(trace)
+        .layer(middleware::from_fn_with_state(state.clone(), front))
         .with_state(state)
 }
 
-/// `nosniff` on every response; Quarry's policy on every response that has none of its own.
-async fn security_headers(request: Request, next: Next) -> Response {
-    let mut response = next.run(request).await;
-    let headers = response.headers_mut();
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
-        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
-    }
-    response
-}
-
-/// A private store answers reads only with a valid token; `/healthz` stays open for probes.
-async fn guard_reads(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    // Writes authorize themselves (a PUT, or an upload form POSTed to a pip root).
-    let write = matches!(*request.method(), axum::http::Method::PUT | axum::http::Method::POST);
-    if !write
-        && request.uri().path() != "/healthz"
-        && let Err(e) = state.access.authorize_read(request.headers())
-    {
-        return e.into_response();
-    }
-    next.run(request).await
-}
-
-/// Metrics and the access log for every request. Labels are bounded (unknown methods count as
-/// `OTHER`), and so are the logged method and path.
-async fn record(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// Every request, in one layer (each layer costs every request a move of the future it wraps):
+/// a debug span naming it; the read guard (a private store answers reads only with a valid
+/// token; `/healthz` stays open for probes); metrics and the access log (labels bounded:
+/// unknown methods count as `OTHER`, and so are the logged method and path); `nosniff` on
+/// every response, and Quarry's policy on every response that has none of its own.
+async fn front(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let span = tracing::debug_span!(
+        "request",
+        method = %truncated(request.method().as_str(), LOGGED_METHOD_MAX),
+        path = %truncated(request.uri().path(), LOGGED_PATH_MAX),
+    );
     let started = std::time::Instant::now();
     let label = method_label(request.method().as_str());
     let head = request.method() == axum::http::Method::HEAD;
     let route = route_of(label, request.uri().path());
     let method = truncated(request.method().as_str(), LOGGED_METHOD_MAX).into_owned();
     let path = truncated(request.uri().path(), LOGGED_PATH_MAX).into_owned();
-    let response = next.run(request).await;
+    // Writes authorize themselves (a PUT, or an upload form POSTed to a pip root).
+    let write = matches!(*request.method(), axum::http::Method::PUT | axum::http::Method::POST);
+    let denied = match !write && request.uri().path() != "/healthz" {
+        true => state.access.authorize_read(request.headers()).err(),
+        false => None,
+    };
+    let mut response = match denied {
+        Some(e) => e.into_response(),
+        None => tracing::Instrument::instrument(next.run(request), span.clone()).await,
+    };
+    let _entered = span.enter();
     let took = started.elapsed();
     let status = response.status().as_u16();
     let content_type = response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
@@ -372,6 +377,11 @@ async fn record(State(state): State<AppState>, request: Request, next: Next) -> 
         "request"
     );
     state.log.lock().unwrap_or_else(PoisonError::into_inner).push(LoggedRequest { method, path, status, content_type });
+    let headers = response.headers_mut();
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
+    }
     response
 }
 

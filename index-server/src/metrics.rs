@@ -72,14 +72,21 @@ pub fn route_of(method: &str, path: &str) -> &'static str {
 /// Every counter the server keeps.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(&'static str, &'static str, u16), u64>>,
-    bytes: Mutex<BTreeMap<&'static str, u64>>,
-    durations: Mutex<BTreeMap<&'static str, Histogram>>,
+    /// Taken once per request.
+    traffic: Mutex<Traffic>,
     uploads: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     upload_bytes: AtomicU64,
 }
 
 /// Per repo kind: runs, failures, seconds, conflicts.
+/// Requests by route, method and status; bytes and durations by route.
+#[derive(Debug, Default)]
+struct Traffic {
+    requests: BTreeMap<(&'static str, &'static str, u16), u64>,
+    bytes: BTreeMap<&'static str, u64>,
+    durations: BTreeMap<&'static str, Histogram>,
+}
+
 #[derive(Debug, Default, Clone, Copy)]
 struct KindStats {
     runs: u64,
@@ -110,19 +117,10 @@ impl ReindexStats {
 impl Metrics {
     /// One request: `method` is counted under [`method_label`], so the series stay bounded.
     pub fn request(&self, route: &'static str, method: &str, status: u16, bytes: u64, took: Duration) {
-        *self
-            .requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry((route, method_label(method), status))
-            .or_default() += 1;
-        *self.bytes.lock().unwrap_or_else(PoisonError::into_inner).entry(route).or_default() += bytes;
-        self.durations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(route)
-            .or_default()
-            .observe(took.as_secs_f64());
+        let mut traffic = self.traffic.lock().unwrap_or_else(PoisonError::into_inner);
+        *traffic.requests.entry((route, method_label(method), status)).or_default() += 1;
+        *traffic.bytes.entry(route).or_default() += bytes;
+        traffic.durations.entry(route).or_default().observe(took.as_secs_f64());
     }
 
     /// An upload of a `kind` file (wheel, sdist, deb, rpm) ending `outcome` (created, exists,
@@ -135,24 +133,23 @@ impl Metrics {
     /// The exposition text.
     pub fn render(&self, reindex: &ReindexStats, store_ops: &quarry_store::OpCounts) -> String {
         let mut out = String::new();
-        let requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
+        let traffic = self.traffic.lock().unwrap_or_else(PoisonError::into_inner);
         out.push_str("# HELP quarry_http_requests_total HTTP requests served, by route, method and status.\n");
         out.push_str("# TYPE quarry_http_requests_total counter\n");
-        for ((route, method, status), n) in requests.iter() {
+        for ((route, method, status), n) in &traffic.requests {
             let _ = writeln!(
                 out,
                 "quarry_http_requests_total{{route=\"{route}\",method=\"{method}\",status=\"{status}\"}} {n}"
             );
         }
-        drop(requests);
         out.push_str("# HELP quarry_http_response_bytes_total Response body bytes sent, by route.\n");
         out.push_str("# TYPE quarry_http_response_bytes_total counter\n");
-        for (route, n) in self.bytes.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+        for (route, n) in &traffic.bytes {
             let _ = writeln!(out, "quarry_http_response_bytes_total{{route=\"{route}\"}} {n}");
         }
         out.push_str("# HELP quarry_http_request_duration_seconds Time to the response head, by route.\n");
         out.push_str("# TYPE quarry_http_request_duration_seconds histogram\n");
-        for (route, h) in self.durations.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+        for (route, h) in &traffic.durations {
             for (le, n) in BUCKETS.iter().zip(h.counts) {
                 let _ =
                     writeln!(out, "quarry_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"{le}\"}} {n}");
@@ -165,6 +162,7 @@ impl Metrics {
             let _ = writeln!(out, "quarry_http_request_duration_seconds_sum{{route=\"{route}\"}} {}", h.sum);
             let _ = writeln!(out, "quarry_http_request_duration_seconds_count{{route=\"{route}\"}} {}", h.count);
         }
+        drop(traffic);
         out.push_str("# HELP quarry_uploads_total Uploads, by file kind and outcome.\n");
         out.push_str("# TYPE quarry_uploads_total counter\n");
         for ((kind, outcome), n) in self.uploads.lock().unwrap_or_else(PoisonError::into_inner).iter() {

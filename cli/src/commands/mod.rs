@@ -160,7 +160,7 @@ pub(crate) fn init_logging(verbose: u8, format: LogFormat) {
     let default = match verbose {
         0 => "warn,quarry=info,quarry_index=info,quarry_index_server=info",
         1 => "info,quarry=debug,quarry_index=debug,quarry_index_server=debug",
-        _ => "debug,tower_http=debug",
+        _ => "debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
