@@ -284,6 +284,37 @@ mod tests {
         assert_eq!(names(reconcile_scopes(store.as_ref(), &no_runs, 2).await.unwrap()), ["v2/gfx120X/", "v2/gfx94X/"]);
     }
 
+    /// apt and dnf roots: entry points and indices deleted behind the indexer's back come back.
+    #[tokio::test]
+    async fn native_roots_get_missing_outputs_back() {
+        let store = Arc::new(MemoryStore::default());
+        let indexer = Indexer::new(store.clone());
+        for (root, make, lost) in [
+            (
+                "1-linux/packages/deb/",
+                crate::scale_tests::deb as fn(usize) -> (String, Vec<u8>),
+                ["dists/stable/Release", "dists/stable/main/binary-amd64/Packages.gz"],
+            ),
+            ("1-linux/packages/rpm/x86_64/", crate::scale_tests::rpm, ["repodata/repomd.xml", "repodata/repomd.xml"]),
+        ] {
+            for n in 0..3 {
+                let (name, body) = make(n);
+                let key = Key::new(format!("{root}{name}")).unwrap();
+                store.put_bytes(&key, Bytes::from(body), PutOptions::default()).await.unwrap();
+            }
+            let root = RepoRoot::new(root).unwrap();
+            indexer.reindex(&root).await.unwrap();
+            for lost in lost {
+                delete_if_there(store.as_ref(), &root.key(lost).unwrap()).await.unwrap();
+            }
+            assert!(!crate::check(store.as_ref(), &root).await.unwrap().is_clean(), "{root} is broken");
+            let done = indexer.reconcile(&Scope::Root(root.clone()), false).await.unwrap();
+            assert!(!done.repaired.is_empty() && done.remaining.is_empty(), "{root}: {:?}", done.remaining);
+            let audit = crate::check(store.as_ref(), &root).await.unwrap();
+            assert!(audit.is_clean() && audit.files == 3, "{audit}");
+        }
+    }
+
     #[tokio::test]
     async fn the_cursor_round_trips_and_a_finished_pass_deletes_it() {
         let store = MemoryStore::default();
