@@ -95,7 +95,7 @@ async fn assert_repaired(store: &dyn Store, files: &BTreeSet<String>) {
     assert_eq!(&stored, files);
     assert_eq!(listed, stored, "the pages list exactly the store's files");
     let report = quarry_index::check(store, &RepoRoot::new(ROOT).unwrap()).await.unwrap();
-    assert!(report.is_clean() && report.files == 4, "{report}");
+    assert!(report.is_clean() && report.files == files.len(), "{report}");
     let e = &wheels()[4];
     assert!(exists(store, &format!("{ROOT}simple/recon-e/index.html")).await);
     assert!(exists(store, &format!("{ROOT}{}.metadata", e.filename())).await);
@@ -126,11 +126,20 @@ async fn quarry_index_full_repairs_a_local_root_the_default_leaves_broken() {
     let dir = tmp.path().join("store");
     std::fs::create_dir_all(&dir).unwrap();
     let store = quarry_store::open(dir.to_str().unwrap()).await.unwrap();
-    let files = disagree(&store).await;
+    let mut files = disagree(&store).await;
     let dir_arg = dir.to_str().unwrap();
+    let f = WheelSpec::new("recon-f", "1.0");
+    put(store.as_ref(), &format!("{ROOT}{}", f.filename()), f.build()).await;
+    files.insert(f.filename());
 
     // The default reconciles states with listings, but trusts its records of the pages.
     assert_success(&quarry_index(&[dir_arg]).await, "quarry index");
+    // f's state names another sha256 than the file's (parseable, so nothing rebuilds it).
+    let f_state = format!("{ROOT}.quarry-index/recon-f.json");
+    let real = quarry_tests::sha256_hex(&f.build());
+    let wrong = "0".repeat(64);
+    let text = serde_json::to_string(&json(store.as_ref(), &f_state).await).unwrap().replace(&real, &wrong);
+    put(store.as_ref(), &f_state, text.into_bytes()).await;
     let check = quarry_index(&[dir_arg, "--check"]).await;
     assert!(!check.status.success(), "e's page and sidecar are still missing after a plain reindex");
     assert!(String::from_utf8_lossy(&check.stdout).contains("recon-e"), "{}", String::from_utf8_lossy(&check.stdout));
@@ -142,10 +151,15 @@ async fn quarry_index_full_repairs_a_local_root_the_default_leaves_broken() {
     let out = quarry_index(&[dir_arg, "--full"]).await;
     assert_success(&out, "quarry index --full");
     let text = String::from_utf8_lossy(&out.stdout);
-    for repaired in ["repaired: 4242-linux/index.html is missing", "repaired: simple/recon-e/index.html is missing"] {
+    let f_hash = format!("repaired: {ROOT}{}: the state says sha256 {wrong}", f.filename());
+    for repaired in
+        ["repaired: 4242-linux/index.html is missing", "repaired: simple/recon-e/index.html is missing", &f_hash]
+    {
         assert!(text.contains(repaired), "{text}");
     }
     assert_repaired(store.as_ref(), &files).await;
+    let page = json(store.as_ref(), &format!("{ROOT}simple/recon-f/index.json")).await;
+    assert_eq!(page["files"][0]["hashes"]["sha256"], real, "f's page has the file's real hash again");
     assert_success(&quarry_index(&[dir_arg, "--check"]).await, "quarry index --check after --full");
     // Again: nothing left to repair.
     let again = quarry_index(&[dir_arg, "--full"]).await;

@@ -15,6 +15,7 @@
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use quarry_store::layout::RunSegment;
 use quarry_store::layout::config::Layout;
 use quarry_store::{Key, PutOptions, Store, StoreError, StoreExt, sha256_hex};
@@ -46,12 +47,25 @@ pub struct Reconciled {
     pub remaining: Vec<String>,
 }
 
+/// How far [`Indexer::reconcile`] goes beyond a whole-root reindex and an audit.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Full {
+    /// Republish every page first (`--force`).
+    pub force: bool,
+    /// Check each committed pip file's sha256 against the one the store recorded for it (a
+    /// HEAD per file): a project whose state names another hash is rebuilt from the store.
+    /// Files the store recorded no hash for are not read whole for one.
+    pub verify_hashes: bool,
+}
+
+/// HEADs in flight when verifying hashes.
+const VERIFY_CONCURRENCY: usize = 16;
+
 impl Indexer {
-    /// Reconcile `scope` in full: a project's scope is its whole root. With `force`, every page
-    /// is republished first (`--force`).
-    pub async fn reconcile(&self, scope: &Scope, force: bool) -> Result<Reconciled, IndexError> {
+    /// Reconcile `scope` in full: a project's scope is its whole root.
+    pub async fn reconcile(&self, scope: &Scope, full: Full) -> Result<Reconciled, IndexError> {
         match scope {
-            Scope::Root(root) | Scope::Project(root, _) => self.reconcile_root(root, force).await,
+            Scope::Root(root) | Scope::Project(root, _) => self.reconcile_root(root, full).await,
             Scope::Listing(dir) => {
                 let repaired = verify_listing(self.store().as_ref(), dir).await?;
                 let report = update_listing(self.store().as_ref(), dir).await?;
@@ -60,16 +74,16 @@ impl Indexer {
         }
     }
 
-    async fn reconcile_root(&self, root: &RepoRoot, force: bool) -> Result<Reconciled, IndexError> {
+    async fn reconcile_root(&self, root: &RepoRoot, full: Full) -> Result<Reconciled, IndexError> {
         let store = self.store().as_ref();
-        let mut report = self.reindex_with(root, force).await?;
+        let mut report = self.reindex_with(root, full.force).await?;
         let audit = crate::check(store, root).await?;
         let mut repaired = audit.problems;
-        // Outputs the state records that the store lacks: the projects they belong to are
-        // rebuilt from the store (their state objects dropped, so their files are inspected
-        // and every page and sidecar of theirs written again); any other is republished.
-        let missing = self.drop_projects_missing_outputs(root).await?;
-        repaired.extend(missing.iter().map(|key| format!("{key} is missing")));
+        // Outputs the state records that the store lacks, and files whose recorded hash is not
+        // the state's: the projects they belong to are rebuilt from the store (their state
+        // objects dropped, so their files are inspected and every page and sidecar of theirs
+        // written again); anything else is republished.
+        repaired.extend(self.drop_projects_in_disagreement(root, full.verify_hashes).await?);
         if repaired.is_empty() {
             return Ok(Reconciled { refreshed: Refreshed::Root(report), repaired, remaining: Vec::new() });
         }
@@ -79,23 +93,71 @@ impl Indexer {
         Ok(Reconciled { refreshed: Refreshed::Root(report), repaired, remaining: after.problems })
     }
 
-    /// The outputs `root`'s committed state records that its listing lacks. For a pip root,
-    /// the state object of each project owning one is deleted (the next reindex rebuilds it).
-    async fn drop_projects_missing_outputs(&self, root: &RepoRoot) -> Result<Vec<String>, IndexError> {
+    /// What in `root`'s committed state the store contradicts: outputs it lacks, and with
+    /// `verify_hashes` pip files whose recorded sha256 differs. For a pip root, the state
+    /// object of each project concerned is deleted (the next reindex rebuilds it).
+    async fn drop_projects_in_disagreement(
+        &self,
+        root: &RepoRoot,
+        verify_hashes: bool,
+    ) -> Result<Vec<String>, IndexError> {
         let store = self.store().as_ref();
         let Some(state) = crate::read_state(store, root).await? else { return Ok(Vec::new()) };
         let listed: BTreeSet<String> =
             store.list_all(root.as_str(), false).await?.objects.into_iter().map(|o| o.key.to_string()).collect();
         let missing: Vec<String> = state.outputs.keys().filter(|key| !listed.contains(*key)).cloned().collect();
         if root.kind() != RepoKind::Pip {
-            return Ok(missing);
+            return Ok(missing.into_iter().map(|key| format!("{key} is missing")).collect());
         }
-        let projects: BTreeSet<String> = missing.iter().filter_map(|key| output_project(root, key)).collect();
+        let mut projects: BTreeSet<String> = missing.iter().filter_map(|key| output_project(root, key)).collect();
+        let mut problems: Vec<String> = missing.iter().map(|key| format!("{key} is missing")).collect();
+        if verify_hashes {
+            for (name, found) in self.hashes_in_disagreement(root, &state).await? {
+                projects.extend(crate::render::file_project(&name).map(|p| p.as_str().to_owned()));
+                problems.push(format!("{root}{name}: the state says sha256 {found}"));
+            }
+        }
         for project in projects {
-            tracing::warn!(%root, %project, "outputs missing; rebuilding the project's state from the store");
+            tracing::warn!(%root, %project, "state contradicted by the store; rebuilding the project's state");
             delete_if_there(store, &project_key(root, &project)?).await?;
         }
-        Ok(missing)
+        Ok(problems)
+    }
+
+    /// The committed files whose sha256 the store recorded otherwise: (name, the state's hash).
+    async fn hashes_in_disagreement(
+        &self,
+        root: &RepoRoot,
+        state: &crate::RepoState,
+    ) -> Result<Vec<(String, String)>, IndexError> {
+        // Owned items and a shared store: no borrow in the futures (the Lambda's handler future
+        // must stay `Send` for every lifetime).
+        let mut todo = Vec::new();
+        for (name, entry) in &state.entries {
+            todo.push((root.key(name)?, name.clone(), entry.sha256.clone()));
+        }
+        let checked: Vec<Result<Option<(String, String)>, StoreError>> = futures_util::stream::iter(todo)
+            .map(|(key, name, sha)| {
+                let store = self.store().clone();
+                async move {
+                    let meta = match store.head(&key).await {
+                        Ok(meta) => meta,
+                        // Gone since the reindex: the next one drops it.
+                        Err(e) if e.is_not_found() => return Ok(None),
+                        Err(e) => return Err(e),
+                    };
+                    let differs = meta.sha256.as_deref().is_some_and(|found| !found.eq_ignore_ascii_case(&sha));
+                    Ok(differs.then_some((name, sha)))
+                }
+            })
+            .buffer_unordered(VERIFY_CONCURRENCY)
+            .collect()
+            .await;
+        let mut found = Vec::new();
+        for result in checked {
+            found.extend(result?);
+        }
+        Ok(found)
     }
 }
 
@@ -308,7 +370,7 @@ mod tests {
                 delete_if_there(store.as_ref(), &root.key(lost).unwrap()).await.unwrap();
             }
             assert!(!crate::check(store.as_ref(), &root).await.unwrap().is_clean(), "{root} is broken");
-            let done = indexer.reconcile(&Scope::Root(root.clone()), false).await.unwrap();
+            let done = indexer.reconcile(&Scope::Root(root.clone()), Full::default()).await.unwrap();
             assert!(!done.repaired.is_empty() && done.remaining.is_empty(), "{root}: {:?}", done.remaining);
             let audit = crate::check(store.as_ref(), &root).await.unwrap();
             assert!(audit.is_clean() && audit.files == 3, "{audit}");

@@ -334,7 +334,7 @@ impl<S: Stores> Handler<S> {
                 break;
             }
             let name = format!("{bucket}/{scope}");
-            match indexer.reconcile(scope, false).await {
+            match indexer.reconcile(scope, quarry_index::reconcile::Full::default()).await {
                 Ok(r) if r.remaining.is_empty() => {
                     tracing::info!(scope = %name, repaired = r.repaired.len(), "reconciled {}", r.refreshed);
                     if !r.repaired.is_empty() {

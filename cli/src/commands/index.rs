@@ -26,8 +26,10 @@ pub(crate) struct IndexArgs {
     #[arg(long = "key", value_name = "KEY", conflicts_with = "check")]
     keys: Vec<String>,
     /// The full reconciliation: every root under `--prefix` reindexed whole, then audited as a
-    /// client sees it (`--check`); a root whose pages or sidecars are missing or not what its
-    /// state records is republished, and a run listing whose page is not the one its cache
+    /// client sees it (`--check`), each pip file's sha256 in the state checked against the one
+    /// the store recorded (a HEAD per file); a root whose pages or sidecars are missing or not
+    /// what its state records is republished, a project whose state the store contradicts is
+    /// rebuilt from the store, and a run listing whose page is not the one its cache
     /// records is rewritten without the cache. Exits 1 if a root still disagrees afterwards.
     #[arg(long, conflicts_with_all = ["keys", "check"])]
     full: bool,
@@ -113,8 +115,9 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
 /// left (or on a scope that failed, after doing the others).
 async fn full(args: &IndexArgs, indexer: &Indexer, scopes: &BTreeSet<Scope>) -> anyhow::Result<()> {
     let (mut reports, mut text, mut failed) = (Vec::new(), String::new(), Vec::new());
+    let full = quarry_index::reconcile::Full { force: args.force, verify_hashes: true };
     for scope in scopes {
-        match indexer.reconcile(scope, args.force).await {
+        match indexer.reconcile(scope, full).await {
             Ok(done) => {
                 writeln!(text, "{}", done.refreshed)?;
                 for problem in &done.repaired {
