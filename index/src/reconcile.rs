@@ -4,8 +4,11 @@
 //! A root is reindexed whole (listed entirely, every project's state object read; missing,
 //! unreadable or stale ones rebuilt from the listing; entries whose files are gone dropped),
 //! then audited as a client sees it ([`crate::check`]); pages or sidecars the audit finds
-//! missing or damaged get the root republished in full. A run listing whose page is not the
-//! one its cache records is rewritten from a fresh listing with the cache dropped.
+//! missing or damaged get the root republished in full, and a pip project whose state the store
+//! contradicts (an output it records is gone; with [`Full::verify_hashes`], a file's recorded
+//! sha256 is another) has its state object dropped and rebuilt from the store. A run listing
+//! whose page is not the one its cache records is rewritten from a fresh listing with the
+//! cache dropped.
 //!
 //! [`reconcile_scopes`] chooses what a scheduled tick covers: every root the layout's rules
 //! find in the store, and the newest `recent_runs` run prefixes (by run id). A tick that runs
