@@ -167,6 +167,59 @@ async fn the_template_deploys_the_tested_bootstrap_with_the_wiring_the_handler_n
     assert!(function["Environment"]["Variables"]["QUARRY_KEY_PREFIX"].is_object(), "the function is told its prefix");
 }
 
+#[tokio::test]
+async fn a_schedule_invokes_the_indexer_to_reconcile_and_only_it_may() {
+    let template = template().await;
+    let resources = template["Resources"].as_object().unwrap();
+    let rule = &resources["ReconcileRule"];
+    assert_eq!(rule["Type"], "AWS::Events::Rule");
+    assert_eq!(rule["Properties"]["ScheduleExpression"], serde_json::json!({"Ref": "ReconcileSchedule"}));
+    assert_eq!(rule["Properties"]["State"], "ENABLED");
+    assert!(rule["Properties"]["EventPattern"].is_null(), "a schedule, not an event pattern");
+    let parameter = &template["Parameters"]["ReconcileSchedule"];
+    assert_eq!(parameter["Default"], "rate(6 hours)");
+    let targets = rule["Properties"]["Targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 1, "{targets:?}");
+    assert_eq!(targets[0]["Arn"], serde_json::json!({"Fn::GetAtt": ["IndexerFunction", "Arn"]}));
+    assert!(targets[0]["Input"].is_null(), "the handler gets EventBridge's own Scheduled Event");
+
+    // Every permission EventBridge has on the function names its rule; the schedule's is there.
+    let permissions: Vec<&Value> = resources.values().filter(|r| r["Type"] == "AWS::Lambda::Permission").collect();
+    assert_eq!(permissions.len(), 1, "{permissions:?}");
+    let permission = &permissions[0]["Properties"];
+    assert_eq!(permission["Action"], "lambda:InvokeFunction");
+    assert_eq!(permission["Principal"], "events.amazonaws.com");
+    assert_eq!(permission["FunctionName"], serde_json::json!({"Fn::GetAtt": ["IndexerFunction", "Arn"]}));
+    assert_eq!(permission["SourceArn"], serde_json::json!({"Fn::GetAtt": ["ReconcileRule", "Arn"]}));
+    assert_eq!(permissions[0]["Condition"], rule["Condition"], "both exist together");
+
+    // The function knows which bucket a scheduled event means, and how many runs to cover.
+    let variables = &resources["IndexerFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(variables["QUARRY_BUCKET"], serde_json::json!({"Ref": "BucketName"}));
+    assert_eq!(variables["QUARRY_RECONCILE_RUNS"], serde_json::json!({"Ref": "ReconcileRuns"}));
+
+    // The event that rule delivers is the one the handler's tests are fed.
+    let fixture = workspace_root().join("lambda-indexer/tests/events/scheduled.json");
+    let event: Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    assert_eq!(
+        (event["source"].as_str(), event["detail-type"].as_str()),
+        (Some("aws.events"), Some("Scheduled Event"))
+    );
+}
+
+#[tokio::test]
+async fn cfn_lint_finds_nothing() {
+    let mut cmd = tokio::process::Command::new(venv().join("bin/cfn-lint"));
+    cmd.arg(workspace_root().join("infra/template.yaml"));
+    let out = run(cmd, std::time::Duration::from_secs(120)).await;
+    assert!(
+        out.status.success(),
+        "cfn-lint infra/template.yaml:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn wildcards_match_like_eventbridge() {
     assert!(wildcard("*.whl", "a/b/c.whl"));

@@ -32,6 +32,7 @@ mod prune;
 mod publish_clients;
 mod quarry_wheel;
 mod races;
+mod reconcile;
 mod replicas;
 mod rpath;
 mod rpath_origin;

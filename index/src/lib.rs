@@ -29,6 +29,7 @@ pub mod origin;
 mod plan;
 pub mod prune;
 mod publish;
+pub mod reconcile;
 pub mod render;
 pub mod retention;
 mod root;

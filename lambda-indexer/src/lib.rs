@@ -8,12 +8,19 @@
 //! the indexer writes itself (pages, sidecars, state) are in no scope, so the Lambda never
 //! triggers itself. All records of one invocation are coalesced: each scope is refreshed
 //! once, through [`Indexer::refresh`].
+//!
+//! An EventBridge "Scheduled Event" (the template's reconciliation schedule) runs the full
+//! reconciliation over the bucket [`Reconcile`] names ([`quarry_index::reconcile`]): every root
+//! the layout's rules find and the newest runs, each reindexed whole and audited, within the
+//! invocation's time; what it did not reach is resumed by the next tick.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use futures_util::StreamExt;
+use quarry_index::reconcile::{Cursor, reconcile_scopes};
 use quarry_index::{IndexConfig, Indexer, Refreshed, Scope};
 use quarry_store::{Key, Store, StoreExt};
 use serde::Deserialize;
@@ -191,6 +198,39 @@ fn sqs_body_changes(body: &str) -> Option<Vec<ObjectChange>> {
 pub struct Handler<S> {
     stores: S,
     config: IndexConfig,
+    reconcile: Option<Reconcile>,
+}
+
+/// What a scheduled reconciliation covers (`QUARRY_BUCKET`, `QUARRY_RECONCILE_RUNS`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reconcile {
+    /// The bucket reconciled (a scheduled event names none).
+    pub bucket: String,
+    /// The newest runs (by run id, all their platforms) reconciled on each tick.
+    pub recent_runs: usize,
+}
+
+/// Runs reconciled per tick when `QUARRY_RECONCILE_RUNS` is unset.
+pub const DEFAULT_RECONCILE_RUNS: usize = 20;
+
+impl Reconcile {
+    /// From `QUARRY_BUCKET` (none: scheduled events are refused) and `QUARRY_RECONCILE_RUNS`.
+    pub fn from_env() -> Result<Option<Self>, String> {
+        let Some(bucket) = std::env::var("QUARRY_BUCKET").ok().filter(|b| !b.is_empty()) else { return Ok(None) };
+        let recent_runs = match std::env::var("QUARRY_RECONCILE_RUNS").ok().filter(|v| !v.is_empty()) {
+            None => DEFAULT_RECONCILE_RUNS,
+            Some(v) => v.parse().map_err(|_| format!("QUARRY_RECONCILE_RUNS: not a count of runs: {v:?}"))?,
+        };
+        Ok(Some(Self { bucket, recent_runs }))
+    }
+}
+
+/// Whether `payload` is an EventBridge scheduled event (a schedule rule's tick).
+fn is_scheduled(payload: &Value) -> bool {
+    use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+    payload.get("source").and_then(Value::as_str) == Some("aws.events")
+        && serde_json::from_value::<EventBridgeEvent>(payload.clone())
+            .is_ok_and(|e| e.source == "aws.events" && e.detail_type == "Scheduled Event")
 }
 
 /// What an invocation did, for the log and for direct invocations' answers.
@@ -200,11 +240,24 @@ pub struct InvocationSummary {
     pub ignored: usize,
     pub skipped: Vec<String>,
     pub failed: BTreeMap<String, String>,
+    /// Scheduled reconciliation: the problems found in each scope's pages and repaired.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub repaired: BTreeMap<String, Vec<String>>,
+    /// Scheduled reconciliation out of time: the scope the next tick starts at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resume_at: Option<String>,
 }
 
 impl<S: Stores> Handler<S> {
     pub fn new(stores: S) -> Self {
-        Self { stores, config: IndexConfig::default() }
+        Self { stores, config: IndexConfig::default(), reconcile: None }
+    }
+
+    /// Answer scheduled events with a full reconciliation of `reconcile`'s bucket.
+    #[must_use]
+    pub fn with_reconcile(mut self, reconcile: Option<Reconcile>) -> Self {
+        self.reconcile = reconcile;
+        self
     }
 
     /// Publish apt/dnf metadata with `config` (signing key, Release fields, grace period).
@@ -221,6 +274,15 @@ impl<S: Stores> Handler<S> {
     /// Handle one invocation's payload. Returns the function's answer: for SQS, the partial
     /// batch response; otherwise a summary.
     pub async fn handle(&self, payload: Value) -> Result<Value, HandlerError> {
+        self.handle_until(payload, None).await
+    }
+
+    /// [`Handler::handle`]; a scheduled reconciliation starts no scope after `deadline` (it
+    /// always does one), leaving the rest to the next tick.
+    pub async fn handle_until(&self, payload: Value, deadline: Option<Instant>) -> Result<Value, HandlerError> {
+        if is_scheduled(&payload) {
+            return Self::finish(self.reconcile_tick(deadline).await?);
+        }
         let records = payload.get("Records").and_then(Value::as_array);
         let source =
             records.and_then(|r| r.first()).and_then(|r| r.get("eventSource").or_else(|| r.get("EventSource")));
@@ -246,6 +308,62 @@ impl<S: Stores> Handler<S> {
                 "expected S3 notification Records, SQS Records or an EventBridge event".into(),
             )),
         }
+    }
+
+    /// One scheduled tick: the scopes [`reconcile_scopes`] chooses, from the stored
+    /// [`Cursor`] on, each reconciled in full until `deadline`; then the cursor is stored (or
+    /// removed once a pass went round).
+    async fn reconcile_tick(&self, deadline: Option<Instant>) -> Result<InvocationSummary, HandlerError> {
+        let Some(Reconcile { bucket, recent_runs }) = &self.reconcile else {
+            return Err(HandlerError::UnknownEvent("a scheduled event, but QUARRY_BUCKET names no bucket".into()));
+        };
+        let store = self.stores.for_bucket(bucket);
+        let retry = |what: &str, e: quarry_store::StoreError| HandlerError::Reindex {
+            failed: 1,
+            first: format!("{bucket}: {what}: {}", quarry_store::error_chain(&e)),
+        };
+        let layout = quarry_store::layout::config::configured();
+        let scopes = reconcile_scopes(store.as_ref(), layout, *recent_runs).await.map_err(|e| retry("listing", e))?;
+        let cursor = Cursor::read(store.as_ref()).await.map_err(|e| retry("reading the cursor", e))?;
+        let todo = cursor.order(scopes);
+        let indexer = Indexer::new(store.clone()).with_config(self.config.clone());
+        let mut summary = InvocationSummary::default();
+        for (done, scope) in todo.iter().enumerate() {
+            if done > 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+                summary.resume_at = Some(scope.to_string());
+                break;
+            }
+            let name = format!("{bucket}/{scope}");
+            match indexer.reconcile(scope, quarry_index::reconcile::Full::default()).await {
+                Ok(r) if r.remaining.is_empty() => {
+                    tracing::info!(scope = %name, repaired = r.repaired.len(), "reconciled {}", r.refreshed);
+                    if !r.repaired.is_empty() {
+                        summary.repaired.insert(name.clone(), r.repaired);
+                    }
+                    summary.reindexed.push(name);
+                }
+                Ok(r) => {
+                    let left = format!("{} problems left after republishing: {}", r.remaining.len(), r.remaining[0]);
+                    tracing::error!(scope = %name, %left, "reconciling failed");
+                    summary.failed.insert(name, left);
+                }
+                Err(e) => {
+                    tracing::error!(scope = %name, error = %e, "reconciling failed");
+                    summary.failed.insert(name, e.to_string());
+                }
+            }
+        }
+        let next = Cursor { next: summary.resume_at.clone() };
+        if next != cursor {
+            next.write(store.as_ref()).await.map_err(|e| retry("writing the cursor", e))?;
+        }
+        tracing::info!(
+            reconciled = summary.reindexed.len(),
+            of = todo.len(),
+            resume_at = summary.resume_at.as_deref().unwrap_or(""),
+            "scheduled reconciliation"
+        );
+        Ok(summary)
     }
 
     fn finish(summary: InvocationSummary) -> Result<Value, HandlerError> {

@@ -58,12 +58,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let layout = quarry_lambda_indexer::layout_from_env(layout_store.as_deref()).await?;
     tracing::info!(roots = layout.roots.len(), runs = layout.runs, "layout");
     let _ = quarry_store::layout::config::install(layout);
-    let handler = Arc::new(Handler::new(buckets).with_config(config));
+    // Scheduled events reconcile QUARRY_BUCKET (the newest QUARRY_RECONCILE_RUNS runs).
+    let reconcile = quarry_lambda_indexer::Reconcile::from_env()?;
+    let handler = Arc::new(Handler::new(buckets).with_config(config).with_reconcile(reconcile));
     tracing::info!(init_us = started.elapsed().as_micros() as u64, "initialized");
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
         let handler = handler.clone();
         async move {
-            handler.handle(event.payload).await.map_err(|e| {
+            handler.handle_until(event.payload, Some(stop_by(event.context.deadline()))).await.map_err(|e| {
                 tracing::error!(error = %e, retryable = e.is_retryable(), "invocation failed");
                 Diagnostic {
                     error_type: if e.is_retryable() { "Quarry.Retryable" } else { "Quarry.BadEvent" }.to_owned(),
@@ -73,6 +75,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         }
     }))
     .await
+}
+
+/// When a scheduled reconciliation starts no more scopes: a quarter of the invocation's time
+/// (at least 10 s) is kept for the scope in progress and the cursor.
+fn stop_by(deadline: std::time::SystemTime) -> std::time::Instant {
+    let left = deadline.duration_since(std::time::SystemTime::now()).unwrap_or_default();
+    let margin = (left / 4).max(std::time::Duration::from_secs(10));
+    std::time::Instant::now() + left.saturating_sub(margin)
 }
 
 /// The armored OpenPGP secret key stored as the secret's string value.

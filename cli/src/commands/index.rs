@@ -25,6 +25,14 @@ pub(crate) struct IndexArgs {
     /// reconciled whole (listed entirely, every project's state read).
     #[arg(long = "key", value_name = "KEY", conflicts_with = "check")]
     keys: Vec<String>,
+    /// The full reconciliation: every root under `--prefix` reindexed whole, then audited as a
+    /// client sees it (`--check`), each pip file's sha256 in the state checked against the one
+    /// the store recorded (a HEAD per file); a root whose pages or sidecars are missing or not
+    /// what its state records is republished, a project whose state the store contradicts is
+    /// rebuilt from the store, and a run listing whose page is not the one its cache
+    /// records is rewritten without the cache. Exits 1 if a root still disagrees afterwards.
+    #[arg(long, conflicts_with_all = ["keys", "check"])]
+    full: bool,
     /// Change nothing: audit each root as a client sees it (every link resolves, every
     /// advertised `.metadata` exists, every file in the listing is on the pages) and exit
     /// non-zero on any problem.
@@ -59,6 +67,9 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
         return check(&args, store.as_ref(), scopes.iter().filter_map(Scope::root)).await;
     }
     let indexer = Indexer::new(store.clone()).with_config(quarry_index::IndexConfig::from_env()?);
+    if args.full {
+        return full(&args, &indexer, &scopes).await;
+    }
     // A root or listing that fails is reported and skipped: the others are still indexed, and
     // the command exits 1 at the end.
     let mut reports = Vec::new();
@@ -96,6 +107,44 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
     );
     if !failed.is_empty() {
         anyhow::bail!("{} of {} failed to index:\n  {}", failed.len(), scopes.len(), failed.join("\n  "));
+    }
+    Ok(())
+}
+
+/// `--full`: [`Indexer::reconcile`] each scope, report what was repaired, fail on what is
+/// left (or on a scope that failed, after doing the others).
+async fn full(args: &IndexArgs, indexer: &Indexer, scopes: &BTreeSet<Scope>) -> anyhow::Result<()> {
+    let (mut reports, mut text, mut failed) = (Vec::new(), String::new(), Vec::new());
+    let full = quarry_index::reconcile::Full { force: args.force, verify_hashes: true };
+    for scope in scopes {
+        match indexer.reconcile(scope, full).await {
+            Ok(done) => {
+                writeln!(text, "{}", done.refreshed)?;
+                for problem in &done.repaired {
+                    writeln!(text, "  repaired: {problem}")?;
+                }
+                for problem in &done.remaining {
+                    writeln!(text, "  still wrong: {problem}")?;
+                }
+                if !done.remaining.is_empty() {
+                    failed.push(format!("{scope}: {} problems left after republishing", done.remaining.len()));
+                }
+                if let Refreshed::Root(report) = done.refreshed {
+                    reports.push(report);
+                }
+            }
+            Err(e) => {
+                tracing::error!(%scope, error = %e, "reconciling failed; going on with the others");
+                failed.push(format!("{scope}: {e}"));
+            }
+        }
+    }
+    if scopes.is_empty() {
+        writeln!(text, "nothing to index under {:?}", args.prefix)?;
+    }
+    super::print(args.json, &reports, text)?;
+    if !failed.is_empty() {
+        anyhow::bail!("{} of {} failed to reconcile:\n  {}", failed.len(), scopes.len(), failed.join("\n  "));
     }
     Ok(())
 }
