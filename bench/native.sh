@@ -31,7 +31,7 @@
 #
 # Environment knobs:
 #   RUNS=3        rounds; the best (lowest) wall time of each measurement is reported
-#   SCAN_RUNS     rounds that include dpkg-scanpackages (default: RUNS if N <= 500, else 1)
+#   SCAN_RUNS     rounds that include dpkg-scanpackages (default: RUNS if N <= 500, else 1; 0: none)
 #   SKIP_BUILD=1  use the existing target/release/quarry
 #   QUARRY_BIN=F  benchmark the binary F instead (no build)
 #   DISCOVER=1    run `quarry index STORE` without --prefix (it lists the store to find the root)
@@ -293,9 +293,11 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 ratio() { awk -v a="${best[$1]}" -v b="${best[$2]}" 'BEGIN { r = a / b; printf(r >= 100 ? "%.0f" : r >= 10 ? "%.1f" : "%.2f", r) }'; }
 row() { # KEY COMMAND NOTES
     local k=$1
+    [[ -n "${best[$k]:-}" ]] || return 0 # not run (SCAN_RUNS=0)
     printf '| %s | %s | %s | %s | %s | %s%s |\n' "$2" "${best[$k]}" "${all_runs[$k]}" "${best_cpu[$k]}" "${best_other[$k]}" "$3" "${best_ops[$k]}"
 }
 cmp() { # LABEL OTHER_KEY QUARRY_KEY
+    [[ -n "${best[$2]:-}" ]] || return 0 # not run (SCAN_RUNS=0)
     printf '| %s | %s | %s | **%s** |\n' "$1" "${best[$2]}" "${best[$3]}" "$(ratio "$2" "$3")"
 }
 
