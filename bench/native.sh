@@ -7,7 +7,7 @@
 # What is timed (wall seconds, `date +%s.%N` around the command; CPU from /usr/bin/time):
 #
 #   debs, from scratch   N .debs in STORE/1-linux/packages/deb/pool/main/:
-#                          quarry index STORE                               (Packages, .gz, .xz, Release)
+#                          quarry index STORE --prefix ROOT                 (Packages, .gz, .xz, Release)
 #                          apt-ftparchive packages pool/main > Packages     (cold, no --db)
 #                          apt-ftparchive --db cache.db packages pool/main  (cold, creates the db)
 #                          dpkg-scanpackages --multiversion pool/main /dev/null > Packages
@@ -15,7 +15,7 @@
 #                        (quarry reads only the new file: its state is present; apt-ftparchive
 #                        without --db rereads all; with --db its cache is warm)
 #   rpms, from scratch   N .rpms in STORE/1-linux/packages/rpm/x86_64/:
-#                          quarry index STORE                               (primary, filelists, other)
+#                          quarry index STORE --prefix ROOT                 (primary, filelists, other)
 #                          createrepo_c DIR                                 (0.17 default: also sqlite)
 #                          createrepo_c --no-database DIR
 #   rpms, +1             one more .rpm dropped in, then quarry index / createrepo_c --update
@@ -31,8 +31,10 @@
 #
 # Environment knobs:
 #   RUNS=3        rounds; the best (lowest) wall time of each measurement is reported
-#   SCAN_RUNS     rounds that include dpkg-scanpackages (default: RUNS if N <= 500, else 1)
+#   SCAN_RUNS     rounds that include dpkg-scanpackages (default: RUNS if N <= 500, else 1; 0: none)
 #   SKIP_BUILD=1  use the existing target/release/quarry
+#   QUARRY_BIN=F  benchmark the binary F instead (no build)
+#   DISCOVER=1    run `quarry index STORE` without --prefix (it lists the store to find the root)
 #   FIXTURES=DIR  build the fixtures into DIR once and reuse them on later runs with the same N
 #   BENCH_KEEP=1  keep the scratch directory (default: removed at exit)
 #
@@ -58,7 +60,15 @@ done
 unset QUARRY_SIGNING_KEY QUARRY_SIGNING_KEY_FILE
 
 # --- quarry ----------------------------------------------------------------------------------
-bench_quarry
+if [[ -n "${QUARRY_BIN:-}" ]]; then
+    # A given binary (e.g. a copy of a release build from a shared target dir).
+    [[ -x "$QUARRY_BIN" ]] || die "QUARRY_BIN=$QUARRY_BIN is not executable"
+    cp "$QUARRY_BIN" "$work/quarry"
+    quarry="$work/quarry"
+    quarry_rev="$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?') (QUARRY_BIN=$QUARRY_BIN)"
+else
+    bench_quarry
+fi
 
 # --- fixtures --------------------------------------------------------------------------------
 fx="${FIXTURES:-$work/fx}"
@@ -194,16 +204,23 @@ same_names() { # WHAT LIST_A LIST_B: the two name lists are the same N names
 deb_rel=1-linux/packages/deb
 rpm_rel=1-linux/packages/rpm/x86_64
 packages_file=dists/stable/main/binary-amd64/Packages
+# Quarry is named the repo root, as apt-ftparchive and createrepo_c are named their directory;
+# DISCOVER=1 lets it find the root itself (one more listing of the whole store first).
+if [[ "${DISCOVER:-0}" == 1 ]]; then
+    deb_root=() rpm_root=() qargs=""
+else
+    deb_root=(--prefix "$deb_rel/") rpm_root=(--prefix "$rpm_rel/") qargs=" --prefix ROOT"
+fi
 
 deb_round() {
     local round=$1 s r
     # Quarry.
     s=$(fresh q-deb deb); r=$s/$deb_rel
-    run_timed deb.quarry "$s" "$work/logs/q-deb.out" "$quarry" index "$s"
+    run_timed deb.quarry "$s" "$work/logs/q-deb.out" "$quarry" index "$s" "${deb_root[@]}"
     record deb.quarry
     check_report deb.quarry "$work/logs/q-deb.out" "$n"; check_packages deb.quarry "$r/$packages_file" "$n"
     cp "$extra_deb" "$r/pool/main/"
-    run_timed deb+1.quarry "$s" "$work/logs/q-deb.out" "$quarry" index "$s"
+    run_timed deb+1.quarry "$s" "$work/logs/q-deb.out" "$quarry" index "$s" "${deb_root[@]}"
     record deb+1.quarry
     check_report deb+1.quarry "$work/logs/q-deb.out" 1; check_packages deb+1.quarry "$r/$packages_file" "$m"
 
@@ -237,11 +254,11 @@ rpm_round() {
     local s r
     # Quarry.
     s=$(fresh q-rpm rpm); r=$s/$rpm_rel
-    run_timed rpm.quarry "$s" "$work/logs/q-rpm.out" "$quarry" index "$s"
+    run_timed rpm.quarry "$s" "$work/logs/q-rpm.out" "$quarry" index "$s" "${rpm_root[@]}"
     record rpm.quarry
     check_report rpm.quarry "$work/logs/q-rpm.out" "$n"; check_primary rpm.quarry "$r" "$n"
     cp "$extra_rpm" "$r/"
-    run_timed rpm+1.quarry "$s" "$work/logs/q-rpm.out" "$quarry" index "$s"
+    run_timed rpm+1.quarry "$s" "$work/logs/q-rpm.out" "$quarry" index "$s" "${rpm_root[@]}"
     record rpm+1.quarry
     check_report rpm+1.quarry "$work/logs/q-rpm.out" 1; check_primary rpm+1.quarry "$r" "$m"
 
@@ -276,9 +293,11 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 ratio() { awk -v a="${best[$1]}" -v b="${best[$2]}" 'BEGIN { r = a / b; printf(r >= 100 ? "%.0f" : r >= 10 ? "%.1f" : "%.2f", r) }'; }
 row() { # KEY COMMAND NOTES
     local k=$1
+    [[ -n "${best[$k]:-}" ]] || return 0 # not run (SCAN_RUNS=0)
     printf '| %s | %s | %s | %s | %s | %s%s |\n' "$2" "${best[$k]}" "${all_runs[$k]}" "${best_cpu[$k]}" "${best_other[$k]}" "$3" "${best_ops[$k]}"
 }
 cmp() { # LABEL OTHER_KEY QUARRY_KEY
+    [[ -n "${best[$2]:-}" ]] || return 0 # not run (SCAN_RUNS=0)
     printf '| %s | %s | %s | **%s** |\n' "$1" "${best[$2]}" "${best[$3]}" "$(ratio "$2" "$3")"
 }
 
@@ -305,17 +324,17 @@ cmp "rpms +1: \`createrepo_c --update --no-database\` vs \`quarry index\`" rpm+1
 echo
 echo '| measurement | best s | runs (s) | CPU s (best run) | other load (cores) | writes |'
 echo '| --- | ---: | --- | ---: | ---: | --- |'
-row deb.quarry "debs: \`quarry index STORE\`, from scratch" "Packages, .gz, .xz, Release, by-hash, state"
+row deb.quarry "debs: \`quarry index STORE$qargs\`, from scratch" "Packages, .gz, .xz, Release, by-hash, state"
 row deb.aft "debs: \`apt-ftparchive packages pool/main > Packages\`" "Packages"
 row deb.aftdb "debs: \`apt-ftparchive --db cache.db packages pool/main > Packages\` (cold)" "Packages, cache.db"
 row deb.dps "debs: \`dpkg-scanpackages --multiversion pool/main /dev/null > Packages\`" "Packages"
-row deb+1.quarry "debs +1: \`quarry index STORE\` (state present)" "reads 1 .deb; rewrites all outputs"
+row deb+1.quarry "debs +1: \`quarry index STORE$qargs\` (state present)" "reads 1 .deb; rewrites all outputs"
 row deb+1.aft "debs +1: \`apt-ftparchive packages pool/main > Packages\`" "rereads all $m"
 row deb+1.aftdb "debs +1: \`apt-ftparchive --db cache.db packages pool/main > Packages\` (warm)" "reads 1 .deb, stats all"
-row rpm.quarry "rpms: \`quarry index STORE\`, from scratch" "primary, filelists, other (.xml.gz), repomd.xml, state"
+row rpm.quarry "rpms: \`quarry index STORE$qargs\`, from scratch" "primary, filelists, other (.xml.gz), repomd.xml, state"
 row rpm.crc "rpms: \`createrepo_c DIR\` (0.17 default)" "the same xml + 3 sqlite dbs (.bz2)"
 row rpm.crcnd "rpms: \`createrepo_c --no-database DIR\`" "the same xml"
-row rpm+1.quarry "rpms +1: \`quarry index STORE\` (state present)" "reads 1 .rpm; rewrites the xml"
+row rpm+1.quarry "rpms +1: \`quarry index STORE$qargs\` (state present)" "reads 1 .rpm; rewrites the xml"
 row rpm+1.crc "rpms +1: \`createrepo_c --update DIR\`" "reuses old xml entries; xml + sqlite"
 row rpm+1.crcnd "rpms +1: \`createrepo_c --update --no-database DIR\`" "reuses old xml entries; xml"
 echo

@@ -15,7 +15,7 @@ use std::io::Write as _;
 use md5::Digest as _;
 use quarry_packaging::DebVersion;
 
-use crate::chunked::{ChunkCache, Chunker};
+use crate::chunked::{ChunkCache, Chunker, Document};
 use crate::render::{Page, Stage};
 use crate::sign::{SignError, Signer};
 use crate::state::{Entry, RepoState};
@@ -124,8 +124,9 @@ pub fn stanza(entry: &Entry) -> String {
     }
     fields.push(("SHA256", &entry.sha256));
     let rank = |name: &str| FIELD_ORDER.iter().position(|f| f.eq_ignore_ascii_case(name)).unwrap_or(FIELD_ORDER.len());
-    // Stable: unknown fields keep their control-file order after the known ones.
-    fields.sort_by_key(|(name, _)| rank(name));
+    // Stable: unknown fields keep their control-file order after the known ones. Each field's
+    // rank is looked up once.
+    fields.sort_by_cached_key(|(name, _)| rank(name));
     let mut out = String::with_capacity(512);
     for (name, value) in fields {
         let _ = writeln!(out, "{name}: {value}");
@@ -213,15 +214,16 @@ pub fn render_cached(
     for arch in &arches {
         let dir = format!("{COMPONENT}/binary-{arch}/");
         let chunks = packages_chunks(state, arch);
-        // The two compressions run side by side.
-        let (gz, xzed) = std::thread::scope(|scope| {
-            let xzed = scope.spawn(|| cache.xz(&chunks));
-            (cache.gzip(&chunks), xzed.join().expect("xz compression does not panic"))
-        });
+        let mut compressed = cache.compress(&[Document { chunks: &chunks, xz: true }]);
+        let (gz, xzed) = compressed.pop().expect("one document");
         let plain = chunks.concat().into_bytes();
-        let variants = [("Packages.gz", gz), ("Packages.xz", xzed), ("Packages", plain)];
-        for (name, body) in variants {
-            let sums = digests(&body);
+        let variants = [("Packages.gz", gz), ("Packages.xz", xzed.unwrap_or_default()), ("Packages", plain)];
+        // The three files' digests side by side.
+        let sums: Vec<[String; 3]> = std::thread::scope(|scope| {
+            let running: Vec<_> = variants.iter().map(|(_, body)| scope.spawn(move || digests(body))).collect();
+            running.into_iter().map(|h| h.join().expect("hashing does not panic")).collect()
+        });
+        for ((name, body), sums) in variants.into_iter().zip(sums) {
             pages.push(Page::new(
                 format!("{dists}{dir}by-hash/SHA256/{}", sums[2]),
                 body.clone(),

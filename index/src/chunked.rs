@@ -9,7 +9,9 @@
 //! compressed on its own and deterministically:
 //!
 //! - gzip: one member per chunk (`gzip -n`-like, level 6), concatenated. apt, zlib and dnf
-//!   (libsolv) read multi-member gzip (bench/RESULTS.md).
+//!   (libsolv) read multi-member gzip (bench/RESULTS.md). Each member's header carries an
+//!   extra field (`Qc`: the chunk's sha256 and the deflate data's length), which readers skip
+//!   and a reindex reads to learn the previous members without inflating them.
 //! - xz: ONE stream holding one block per chunk (apt 2.6 reads only the first of several
 //!   streams): each chunk is xz-compressed alone, its block lifted out of that stream and the
 //!   blocks framed with a stream header, index and footer written here.
@@ -94,6 +96,29 @@ struct XzBlocks {
 
 type Digest = [u8; 32];
 
+/// Threads compressing chunks at once (at most the cores there are).
+const WORKERS: usize = 4;
+
+/// One document to compress: its chunks, gzipped always, xz-compressed when `xz`.
+#[derive(Debug, Clone, Copy)]
+pub struct Document<'a> {
+    pub chunks: &'a [String],
+    pub xz: bool,
+}
+
+/// One compressed chunk.
+enum Compressed {
+    Gz(Vec<u8>),
+    Xz(XzBlocks),
+}
+
+/// Chunks compressed by one render, by digest.
+#[derive(Default)]
+struct Fresh {
+    gz: HashMap<Digest, Vec<u8>>,
+    xz: HashMap<Digest, XzBlocks>,
+}
+
 fn digest(data: &[u8]) -> Digest {
     sha2::Sha256::digest(data).into()
 }
@@ -135,48 +160,150 @@ impl ChunkCache {
     /// `chunks` gzipped, one member each, concatenated (one empty member for no chunk: a gzip
     /// file has at least one).
     pub fn gzip(&self, chunks: &[String]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let empty = [String::new()];
-        for chunk in if chunks.is_empty() { &empty[..] } else { chunks } {
-            match self.gz.get(&digest(chunk.as_bytes())) {
-                Some(member) => out.extend_from_slice(member),
-                None => {
-                    self.compressed.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                    self.misses.fetch_add(1, Ordering::Relaxed);
-                    out.extend_from_slice(&gzip_member(chunk.as_bytes()));
-                }
-            }
-        }
-        out
+        self.compress_as(&[Document { chunks, xz: false }], true).remove(0).0
     }
 
     /// `chunks` as one xz stream of one block each.
     pub fn xz(&self, chunks: &[String]) -> Vec<u8> {
-        let mut body = Vec::new();
-        let mut records = Vec::new();
-        for chunk in chunks {
-            let fresh;
-            let blocks = match self.xz.get(&digest(chunk.as_bytes())) {
-                Some(blocks) => blocks,
-                None => {
-                    self.compressed.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                    self.misses.fetch_add(1, Ordering::Relaxed);
-                    fresh = xz_blocks(chunk.as_bytes());
-                    &fresh
+        self.compress_as(&[Document { chunks, xz: true }], false).remove(0).1.unwrap_or_default()
+    }
+
+    /// Each document gzipped (one member per chunk) and, where asked, xz-compressed (one
+    /// stream, one block per chunk): the bytes [`ChunkCache::gzip`] and [`ChunkCache::xz`]
+    /// give. Chunks the cache lacks are compressed on up to [`WORKERS`] threads at once, so a
+    /// from-scratch render uses every core and a `+1` compresses its few chunks side by side.
+    pub fn compress(&self, documents: &[Document<'_>]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        self.compress_as(documents, true)
+    }
+
+    /// [`ChunkCache::compress`]; without `gz`, the gzip files are left empty.
+    fn compress_as(&self, documents: &[Document<'_>], gz: bool) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let empty = [String::new()];
+        // (document's chunks, their digests): a gzip file has at least one member.
+        let docs: Vec<(&[String], Vec<Digest>)> = documents
+            .iter()
+            .map(|d| {
+                let chunks = if d.chunks.is_empty() && gz { &empty[..] } else { d.chunks };
+                (chunks, chunks.iter().map(|c| digest(c.as_bytes())).collect())
+            })
+            .collect();
+        // Every chunk the cache lacks, once (the same chunk in two documents is one job).
+        let mut all: Vec<&String> = Vec::new();
+        let mut all_digests: Vec<Digest> = Vec::new();
+        let (mut gz_jobs, mut xz_jobs) = (Vec::new(), Vec::new());
+        let mut seen_gz = std::collections::HashSet::new();
+        let mut seen_xz = std::collections::HashSet::new();
+        for ((chunks, digests), document) in docs.iter().zip(documents) {
+            for (chunk, key) in chunks.iter().zip(digests) {
+                let want_gz = gz && !self.gz.contains_key(key) && seen_gz.insert(*key);
+                let want_xz =
+                    document.xz && !document.chunks.is_empty() && !self.xz.contains_key(key) && seen_xz.insert(*key);
+                if want_gz || want_xz {
+                    all.push(chunk);
+                    all_digests.push(*key);
                 }
+                if want_gz {
+                    gz_jobs.push(all.len() - 1);
+                }
+                if want_xz {
+                    xz_jobs.push(all.len() - 1);
+                }
+            }
+        }
+        let fresh = self.fill(&all, &all_digests, &gz_jobs, &xz_jobs);
+        docs.iter()
+            .zip(documents)
+            .map(|((chunks, digests), document)| {
+                let gz = if gz { self.assemble_gz(chunks, digests, &fresh.gz) } else { Vec::new() };
+                // An xz stream may hold no block at all.
+                let xz = document.xz.then(|| match document.chunks {
+                    [] => xz_stream(&[], &[]),
+                    _ => self.assemble_xz(chunks, digests, &fresh.xz),
+                });
+                (gz, xz)
+            })
+            .collect()
+    }
+
+    /// Compress the chunks `gz_jobs` and `xz_jobs` name (indices into `chunks`), in parallel,
+    /// counting them as misses.
+    fn fill(&self, chunks: &[&String], digests: &[Digest], gz_jobs: &[usize], xz_jobs: &[usize]) -> Fresh {
+        // xz first: the longest jobs start first.
+        let jobs: Vec<(usize, bool)> =
+            xz_jobs.iter().map(|&i| (i, true)).chain(gz_jobs.iter().map(|&i| (i, false))).collect();
+        for &(i, _) in &jobs {
+            self.compressed.fetch_add(chunks[i].len() as u64, Ordering::Relaxed);
+            self.misses.fetch_add(1, Ordering::Relaxed);
+        }
+        let run = |(i, xz): (usize, bool)| -> (usize, bool, Compressed) {
+            let data = chunks[i].as_bytes();
+            let out = if xz { Compressed::Xz(xz_blocks(data)) } else { Compressed::Gz(gzip_member(data, &digests[i])) };
+            (i, xz, out)
+        };
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, WORKERS).min(jobs.len());
+        let done: Vec<(usize, bool, Compressed)> = if workers <= 1 {
+            jobs.into_iter().map(run).collect()
+        } else {
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let (jobs, next, run) = (&jobs, &next, &run);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..workers)
+                    .map(|_| {
+                        scope.spawn(move || {
+                            let mut out = Vec::new();
+                            while let Some(&job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                                out.push(run(job));
+                            }
+                            out
+                        })
+                    })
+                    .collect();
+                handles.into_iter().flat_map(|h| h.join().expect("compression does not panic")).collect()
+            })
+        };
+        let mut fresh = Fresh::default();
+        for (i, _, out) in done {
+            match out {
+                Compressed::Gz(member) => fresh.gz.insert(digests[i], member),
+                Compressed::Xz(blocks) => fresh.xz.insert(digests[i], blocks).map(|_| Vec::new()),
             };
+        }
+        fresh
+    }
+
+    fn assemble_gz(&self, chunks: &[String], digests: &[Digest], fresh: &HashMap<Digest, Vec<u8>>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(chunks.iter().map(String::len).sum::<usize>() / 4);
+        for key in digests {
+            let member = self.gz.get(key).or_else(|| fresh.get(key)).expect("every chunk compressed");
+            out.extend_from_slice(member);
+        }
+        out
+    }
+
+    fn assemble_xz(&self, chunks: &[String], digests: &[Digest], fresh: &HashMap<Digest, XzBlocks>) -> Vec<u8> {
+        let mut body = Vec::with_capacity(chunks.iter().map(String::len).sum::<usize>() / 4);
+        let mut records = Vec::with_capacity(chunks.len());
+        for key in digests {
+            let blocks = self.xz.get(key).or_else(|| fresh.get(key)).expect("every chunk compressed");
             body.extend_from_slice(&blocks.bytes);
             records.extend_from_slice(&blocks.records);
         }
         xz_stream(&body, &records)
     }
 
-    /// Learn the members of a multi-member gzip file written by [`ChunkCache::gzip`]; their
-    /// uncompressed chunks, in order (`None` when `gz` is not a well-formed gzip file).
+    /// Learn the members of a multi-member gzip file written by [`ChunkCache::gzip`] (each
+    /// names its chunk in its extra field; a member without that, as older Quarry wrote, is
+    /// inflated and hashed); their uncompressed chunks' digests, in order (`None` when `gz` is not a well-formed gzip file).
     pub fn absorb_gzip(&mut self, gz: &[u8]) -> Option<Vec<Digest>> {
         let mut digests = Vec::new();
         let mut rest = gz;
         while !rest.is_empty() {
+            if let Some((key, len)) = indexed_member(rest) {
+                self.gz.insert(key, rest[..len].to_vec());
+                digests.push(key);
+                rest = &rest[len..];
+                continue;
+            }
             let mut decoder = flate2::bufread::GzDecoder::new(rest);
             let mut chunk = Vec::new();
             decoder.read_to_end(&mut chunk).ok()?;
@@ -267,11 +394,52 @@ async fn read_proven(store: &dyn quarry_store::Store, old: &crate::RepoState, ke
     proven.then_some(body)
 }
 
-/// gzip of one chunk: no name, no time, level 6 (what `apt::gzip` writes).
-fn gzip_member(data: &[u8]) -> Vec<u8> {
-    let mut encoder = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::default());
-    encoder.write_all(data).expect("writing to memory");
-    encoder.finish().expect("writing to memory")
+/// The gzip extra subfield (RFC 1952 2.3.1.1) in which each member names its chunk: the
+/// sha256 of the uncompressed chunk and the length of the member's deflate data, so a reindex
+/// learns the members of the previous file without inflating them. Readers skip it.
+const GZ_SUBFIELD: [u8; 2] = *b"Qc";
+/// The extra field's length: subfield id and length, digest, deflate length.
+const GZ_EXTRA: usize = 4 + 32 + 4;
+/// A member's header up to its deflate data.
+const GZ_HEADER: usize = 10 + 2 + GZ_EXTRA;
+
+/// gzip of one chunk whose sha256 is `key`: no name, no time, level 6, the chunk's index in the
+/// extra field ([`GZ_SUBFIELD`]).
+fn gzip_member(data: &[u8], key: &Digest) -> Vec<u8> {
+    let mut deflate =
+        flate2::write::DeflateEncoder::new(Vec::with_capacity(data.len() / 4 + 64), flate2::Compression::default());
+    deflate.write_all(data).expect("writing to memory");
+    let body = deflate.finish().expect("writing to memory");
+    let body_len = u32::try_from(body.len()).expect("a chunk's deflate data is under 4 GiB");
+    let mut out = Vec::with_capacity(GZ_HEADER + body.len() + 8);
+    // Magic, deflate, FEXTRA, no time, no extra flags, unknown OS (as flate2 writes it).
+    out.extend_from_slice(&[0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 255]);
+    out.extend_from_slice(&(GZ_EXTRA as u16).to_le_bytes());
+    out.extend_from_slice(&GZ_SUBFIELD);
+    out.extend_from_slice(&((GZ_EXTRA - 4) as u16).to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(&body_len.to_le_bytes());
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&crc32(data));
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out
+}
+
+/// The chunk digest and length of a member [`gzip_member`] wrote at the start of `gz`; `None`
+/// for any other gzip member (it is inflated instead).
+fn indexed_member(gz: &[u8]) -> Option<(Digest, usize)> {
+    let header = gz.get(..GZ_HEADER)?;
+    if header[..4] != [0x1f, 0x8b, 8, 4]
+        || header[10..12] != (GZ_EXTRA as u16).to_le_bytes()
+        || header[12..14] != GZ_SUBFIELD
+        || header[14..16] != ((GZ_EXTRA - 4) as u16).to_le_bytes()
+    {
+        return None;
+    }
+    let key: Digest = header[16..48].try_into().ok()?;
+    let body = u32::from_le_bytes(header[48..52].try_into().ok()?) as usize;
+    let len = GZ_HEADER.checked_add(body)?.checked_add(8)?;
+    (len <= gz.len()).then_some((key, len))
 }
 
 /// One chunk xz-compressed alone, its blocks lifted out of the stream.
@@ -432,6 +600,51 @@ mod tests {
         assert_eq!(cache.gzip(&new), ChunkCache::new().gzip(&new));
         assert_eq!(cache.xz(&new), ChunkCache::new().xz(&new));
         assert_eq!(cache.compressed_bytes(), 2 * new[2].len() as u64);
+    }
+
+    /// Several documents compressed at once (in parallel) give what compressing each alone
+    /// gives; a chunk two documents share is compressed once; an empty document is still one
+    /// empty gzip member and an xz stream of no block.
+    #[test]
+    fn documents_compressed_together_equal_each_compressed_alone() {
+        let (a, b) = (chunks(6), chunks(3));
+        let empty: Vec<String> = Vec::new();
+        let cache = ChunkCache::new();
+        let together = cache.compress(&[
+            Document { chunks: &a, xz: true },
+            Document { chunks: &b, xz: false },
+            Document { chunks: &empty, xz: true },
+        ]);
+        let alone = ChunkCache::new();
+        assert_eq!(together[0], (alone.gzip(&a), Some(alone.xz(&a))));
+        assert_eq!(together[1], (alone.gzip(&b), None));
+        assert_eq!(together[2], (alone.gzip(&empty), Some(alone.xz(&empty))));
+        // b's chunks are a's first three: 6 gzip + 6 xz + the empty gzip member.
+        assert_eq!(cache.compressed_chunks(), 13);
+        assert_eq!(xz_decode(together[2].1.as_ref().unwrap()), b"");
+    }
+
+    /// Members name their chunk in the gzip extra field, which decoders skip; a file of plain
+    /// members (older Quarry, no extra field) is still learnt, by inflating it.
+    #[test]
+    fn gzip_members_are_learnt_from_their_extra_field_or_by_inflating() {
+        let chunks = chunks(3);
+        let wanted: Vec<Digest> = chunks.iter().map(|c| digest(c.as_bytes())).collect();
+        let gz = ChunkCache::new().gzip(&chunks);
+        let (key, len) = indexed_member(&gz).unwrap();
+        assert_eq!(key, wanted[0]);
+        assert_eq!(gz_decode(&gz[..len]), chunks[0].as_bytes());
+        let mut cache = ChunkCache::new();
+        assert_eq!(cache.absorb_gzip(&gz).unwrap(), wanted);
+        let mut plain = Vec::new();
+        for chunk in &chunks {
+            plain.extend_from_slice(&crate::apt::gzip(chunk.as_bytes()));
+        }
+        assert!(indexed_member(&plain).is_none());
+        let mut old = ChunkCache::new();
+        assert_eq!(old.absorb_gzip(&plain).unwrap(), wanted);
+        // A truncated member is not taken on its header's word.
+        assert!(indexed_member(&gz[..len - 1]).is_none());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use quarry_store::sha256_hex;
 
-use crate::chunked::{ChunkCache, Chunker};
+use crate::chunked::{ChunkCache, Chunker, Document};
 use crate::render::{Page, Stage};
 use crate::rpmhead::{RpmDep, RpmInfo, is_primary_file};
 use crate::sign::{SignError, Signer};
@@ -239,25 +239,21 @@ pub fn render(state: &RepoState, signer: Option<&Signer>) -> Result<Vec<Page>, S
     render_cached(state, signer, &ChunkCache::new())
 }
 
-/// The three documents, each cut into chunks, rendered and compressed side by side (the
-/// chunks `cache` holds are not compressed again).
+/// The three documents, each cut into chunks, rendered side by side, then compressed together
+/// (the chunks `cache` holds are not compressed again; the others on every core).
 fn documents(state: &RepoState, cache: &ChunkCache) -> Vec<(&'static str, String, Vec<u8>)> {
     let packages = packages(state);
     let packages = &packages;
     let kinds: [(&str, DocumentChunks); 3] =
         [("primary", primary_chunks), ("filelists", filelists_chunks), ("other", other_chunks)];
-    std::thread::scope(|scope| {
-        let done: Vec<_> = kinds
-            .into_iter()
-            .map(|(kind, chunks)| {
-                scope.spawn(move || {
-                    let chunks = chunks(packages);
-                    (kind, chunks.concat(), cache.gzip(&chunks))
-                })
-            })
-            .collect();
+    let rendered: Vec<(&str, Vec<String>)> = std::thread::scope(|scope| {
+        let done: Vec<_> =
+            kinds.into_iter().map(|(kind, chunks)| scope.spawn(move || (kind, chunks(packages)))).collect();
         done.into_iter().map(|d| d.join().expect("rendering does not panic")).collect()
-    })
+    });
+    let documents: Vec<Document<'_>> = rendered.iter().map(|(_, chunks)| Document { chunks, xz: false }).collect();
+    let compressed = cache.compress(&documents);
+    rendered.iter().zip(compressed).map(|((kind, chunks), (gz, _))| (*kind, chunks.concat(), gz)).collect()
 }
 
 /// A document's chunks from the packages in order.

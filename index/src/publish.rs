@@ -19,7 +19,7 @@ use crate::plan::{Inspection, Output, Plan, PlanInput, RootListing, plan};
 use crate::root::{RepoKind, RepoRoot};
 use crate::scope::ProjectScope;
 use crate::state::Rejected;
-use crate::state_io::{commit_state, ensure_unmoved, etag_value, load_state};
+use crate::state_io::{commit_state, ensure_unmoved, etag_value, load_state_bytes, parse_state, serialize_state};
 
 /// Largest yank marker read; longer reasons are cut.
 const MAX_YANK_REASON: u64 = 1024;
@@ -248,19 +248,32 @@ impl Indexer {
             return self.attempt_split(root, pass).await;
         }
         let store = self.store.as_ref();
-        let (old, state_etag) = load_state(store, root).await?;
+        // The state is read before the root is listed (a file a committed state names is then
+        // in the listing); it is parsed while the listing runs.
+        let (bytes, state_etag) = load_state_bytes(store, root).await?;
         pass.verify(&BTreeMap::from([(root.state_key().to_string(), state_etag.clone())]));
         let (package_prefix, recursive) = root.package_prefix();
-        let listing = RootListing::new(root, store.list_all(&package_prefix, !recursive).await?.objects);
+        let parse = async { parse_state(bytes.as_deref()) };
+        let (old, listed) = futures_util::future::join(parse, store.list_all(&package_prefix, !recursive)).await;
+        let listing = RootListing::new(root, listed?.objects);
         // Nothing to index and never indexed: a root that was deleted (a run removed by gc or
         // a lifecycle rule fires one event per object) is not brought back as empty pages.
         if listing.is_empty() && state_etag.is_none() && !pass.force_all {
             return Ok(ReindexReport { root: root.to_string(), ..ReindexReport::default() });
         }
-        let inspections = self.inspect_unknown(listing.unknown(&old), &mut pass.inspected).await?;
-        let yanks = self.read_yank_reasons(listing.markers_to_read(&old, &inspections)).await?;
-        let changed = !inspections.is_empty() || old.entries.keys().any(|k| !listing.files.contains_key(k));
-        let chunks = crate::chunked::previous(store, root, &old, changed).await;
+        // The previous compressed indexes are read back while the new files are inspected.
+        let unknown = listing.unknown(&old);
+        let changed = !unknown.is_empty() || old.entries.keys().any(|k| !listing.files.contains_key(k));
+        let (inspected, chunks) = futures_util::future::join(
+            async {
+                let inspections = self.inspect_unknown(unknown, &mut pass.inspected).await?;
+                let yanks = self.read_yank_reasons(listing.markers_to_read(&old, &inspections)).await?;
+                Ok::<_, IndexError>((inspections, yanks))
+            },
+            crate::chunked::previous(store, root, &old, changed),
+        )
+        .await;
+        let (inspections, yanks) = inspected?;
         let Plan { state, mut report, writes, pages, deletes, unchanged } = plan(PlanInput {
             root,
             old: &old,
@@ -285,10 +298,17 @@ impl Indexer {
             ensure_unmoved(store, root, state_etag.as_deref()).await?;
         }
         pass.dirty.extend(pages);
-        for outputs in writes.into_values() {
-            report.written.extend(self.publish(outputs).await?);
-        }
-        let etag = commit_state(store, root, &state, state_etag).await?;
+        // The state is serialized while the pages are written.
+        let publish = async {
+            let mut written = Vec::new();
+            for outputs in writes.into_values() {
+                written.extend(self.publish(outputs).await?);
+            }
+            Ok::<_, IndexError>(written)
+        };
+        let (written, serialized) = futures_util::future::join(publish, async { serialize_state(&state) }).await;
+        report.written.extend(written?);
+        let etag = commit_state(store, root, serialized?, state_etag).await?;
         pass.expect.push((root.state_key().to_string(), etag));
         report.committed = true;
         report.deleted = self.delete_stale(&deletes).await;

@@ -38,26 +38,33 @@ pub async fn read_state(store: &dyn Store, root: &RepoRoot) -> Result<Option<Rep
     Ok(Some(merge(&state, projects.values().map(|(s, _)| s))))
 }
 
-/// The state the indexer starts from and its ETag (`None`: never committed). A state of an
-/// unknown version, or one that does not parse, is rebuilt from an empty one.
-pub(crate) async fn load_state(store: &dyn Store, root: &RepoRoot) -> Result<(RepoState, Option<String>), IndexError> {
+/// The state object the indexer starts from: its bytes and ETag (`None`, `None`: never
+/// committed), parsed with [`parse_state`] (while the root is listed).
+pub(crate) async fn load_state_bytes(
+    store: &dyn Store,
+    root: &RepoRoot,
+) -> Result<(Option<Bytes>, Option<String>), IndexError> {
     match store.get_bytes(&root.state_key(), MAX_STATE_SIZE).await {
-        Ok((meta, bytes)) => {
-            let state = match serde_json::from_slice::<RepoState>(&bytes) {
-                Ok(s) if s.version == STATE_VERSION => s,
-                Ok(s) => {
-                    tracing::warn!(version = s.version, "unknown state version; rebuilding");
-                    RepoState::empty()
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "unreadable state; rebuilding");
-                    RepoState::empty()
-                }
-            };
-            Ok((state, Some(meta.etag)))
-        }
-        Err(e) if e.is_not_found() => Ok((RepoState::empty(), None)),
+        Ok((meta, bytes)) => Ok((Some(bytes), Some(meta.etag))),
+        Err(e) if e.is_not_found() => Ok((None, None)),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// The state in `bytes`: a state of an unknown version, one that does not parse, or none at
+/// all gives an empty one (rebuilt from scratch).
+pub(crate) fn parse_state(bytes: Option<&[u8]>) -> RepoState {
+    let Some(bytes) = bytes else { return RepoState::empty() };
+    match serde_json::from_slice::<RepoState>(bytes) {
+        Ok(s) if s.version == STATE_VERSION => s,
+        Ok(s) => {
+            tracing::warn!(version = s.version, "unknown state version; rebuilding");
+            RepoState::empty()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "unreadable state; rebuilding");
+            RepoState::empty()
+        }
     }
 }
 
@@ -67,15 +74,21 @@ pub(crate) async fn ensure_unmoved(store: &dyn Store, root: &RepoRoot, read: Opt
     ensure_object_unmoved(store, &root.state_key(), read).await
 }
 
-/// Put `state` if the stored one is still the one read (`read`: its ETag; `None`: there was
-/// none). A lost race is a [`StoreError::Conflict`]. Returns the new ETag.
+/// Put a state serialized by [`serialize_state`] if the stored one is still the one read
+/// (`read`: its ETag; `None`: there was none). A lost race is a [`StoreError::Conflict`].
+/// Returns the new ETag.
 pub(crate) async fn commit_state(
     store: &dyn Store,
     root: &RepoRoot,
-    state: &RepoState,
+    state: Bytes,
     read: Option<String>,
 ) -> Result<String, IndexError> {
-    commit_object(store, &root.state_key(), state, read).await
+    commit_bytes(store, &root.state_key(), state, read).await
+}
+
+/// A state object's bytes as they are stored.
+pub(crate) fn serialize_state(state: &RepoState) -> Result<Bytes, IndexError> {
+    Ok(Bytes::from(serde_json::to_vec(state).map_err(|e| StoreError::Backend(e.to_string()))?))
 }
 
 /// An ETag without quotes or a weak prefix, for comparing what a put and a later read return.
@@ -204,13 +217,17 @@ pub(crate) async fn commit_object(
     state: &RepoState,
     read: Option<String>,
 ) -> Result<String, IndexError> {
+    commit_bytes(store, key, serialize_state(state)?, read).await
+}
+
+/// [`commit_object`] of a state already serialized.
+async fn commit_bytes(store: &dyn Store, key: &Key, bytes: Bytes, read: Option<String>) -> Result<String, IndexError> {
     let condition = match read {
         Some(etag) => Condition::IfMatch(etag),
         None => Condition::IfNoneMatch,
     };
-    let bytes = serde_json::to_vec(state).map_err(|e| StoreError::Backend(e.to_string()))?;
     let options = PutOptions::condition(condition).with_content_type("application/json");
-    Ok(store.put_bytes(key, Bytes::from(bytes), options).await?.etag)
+    Ok(store.put_bytes(key, bytes, options).await?.etag)
 }
 
 /// Fails with a conflict when the object at `key` is no longer at ETag `read`.
