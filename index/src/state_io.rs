@@ -204,13 +204,18 @@ pub(crate) async fn commit_object(
     state: &RepoState,
     read: Option<String>,
 ) -> Result<String, IndexError> {
+    let (bytes, options) = object_put(state, read)?;
+    Ok(store.put_bytes(key, bytes, options).await?.etag)
+}
+
+/// The body and options [`commit_object`] puts: `state` as JSON, conditional on `read`.
+pub(crate) fn object_put(state: &RepoState, read: Option<String>) -> Result<(Bytes, PutOptions), IndexError> {
     let condition = match read {
         Some(etag) => Condition::IfMatch(etag),
         None => Condition::IfNoneMatch,
     };
     let bytes = serde_json::to_vec(state).map_err(|e| StoreError::Backend(e.to_string()))?;
-    let options = PutOptions::condition(condition).with_content_type("application/json");
-    Ok(store.put_bytes(key, Bytes::from(bytes), options).await?.etag)
+    Ok((Bytes::from(bytes), PutOptions::condition(condition).with_content_type("application/json")))
 }
 
 /// Fails with a conflict when the object at `key` is no longer at ETag `read`.
