@@ -17,7 +17,7 @@
 //! client that disconnects mid-upload); files left by a process that died are swept when a
 //! store is opened. A durable put fsyncs the file, renames it and fsyncs the directory.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -361,7 +361,7 @@ impl LocalStore {
         condition: &Condition,
         record: Option<(String, Option<String>)>,
     ) -> Result<String> {
-        let etag = self.place_locked(key, tmp, condition)?;
+        let etag = self.place_locked(key, tmp, condition, None)?;
         let Some((sha256, content_type)) = record else { return Ok(etag) };
         // The rename is durable once its directory is.
         sync_dir(self.path(key).parent().unwrap_or(&self.root)).map_err(io_err(key.as_str()))?;
@@ -370,10 +370,22 @@ impl LocalStore {
     }
 
     /// Check the condition and rename `tmp` into place (the lock held): the new ETag.
-    fn place_locked(&self, key: &Key, tmp: &Path, condition: &Condition) -> Result<String> {
+    /// `verified`: parent directories this hold of the lock has already checked and created
+    /// (a batch's items share a few), checked again only when not in it.
+    fn place_locked(
+        &self,
+        key: &Key,
+        tmp: &Path,
+        condition: &Condition,
+        verified: Option<&mut HashSet<String>>,
+    ) -> Result<String> {
         let k = key.as_str();
         let target = self.path(key);
-        self.check_parents(key, true)?;
+        let parent = k.rsplit_once('/').map_or("", |(parent, _)| parent);
+        let known = verified.as_deref().is_some_and(|v| v.contains(parent));
+        if !known {
+            self.check_parents(key, true)?;
+        }
         let current = match fs::symlink_metadata(&target) {
             Ok(m) if m.is_file() => Some(m),
             Ok(m) => {
@@ -395,8 +407,15 @@ impl LocalStore {
             }
             _ => {}
         }
-        ensure_parent(&target).map_err(io_err(k))?;
+        if !known {
+            ensure_parent(&target).map_err(io_err(k))?;
+        }
         replace(tmp, &target).map_err(io_err(k))?;
+        if let Some(verified) = verified
+            && !known
+        {
+            verified.insert(parent.to_owned());
+        }
         Ok(fingerprint(&fs::symlink_metadata(&target).map_err(io_err(k))?))
     }
 
@@ -455,12 +474,13 @@ impl LocalStore {
         }
         // Placed (renamed into place) first, then each directory synced once, then sidecars.
         let mut placed = Vec::with_capacity(items.len());
+        let mut verified = HashSet::new();
         for ((key, _, options), staged) in items.iter().zip(staged) {
             placed.push(staged.and_then(|mut s| {
                 if let Some(e) = s.failed.take() {
                     return Err(e);
                 }
-                let etag = self.place_locked(key, &s.guard.path, &options.condition)?;
+                let etag = self.place_locked(key, &s.guard.path, &options.condition, Some(&mut verified))?;
                 s.guard.disarm();
                 Ok(PutResult { etag, size: s.size, sha256: s.sha256 })
             }));
