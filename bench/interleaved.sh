@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `quarry index` from scratch against dumb-pypi, runs interleaved (quarry, dumb-pypi default,
 # dumb-pypi --no-per-release-json, repeated), so a noisy shared machine hits all three alike.
-# Prints each run, then the best and the median of each with the ratios (dumb-pypi / Quarry).
+# Prints each run (wall, CPU user + sys, peak RSS), then the best and the median of each, wall
+# and CPU, with the ratios (dumb-pypi / Quarry).
 #
 #   bench/interleaved.sh QUARRY DATA [ROUNDS]
 #
@@ -10,6 +11,9 @@
 #   ROUNDS  default 5
 #   BENCH_VENV  the venv with dumb-pypi (default ~/.cache/quarry-bench-venv; bench/run.sh makes it)
 #   NO_DUMB_PYPI=1  time Quarry alone (e.g. 100,000 wheels)
+#   LINK=1  hard-link the wheels into each fresh root instead of copying them (100,000 copies
+#           take minutes on a busy disk; Quarry never writes a wheel). DATA/wheels must be on
+#           the same filesystem as TMPDIR, and a copy of its own: nothing may write it.
 set -euo pipefail
 
 quarry="$1"
@@ -19,15 +23,16 @@ venv="${BENCH_VENV:-$HOME/.cache/quarry-bench-venv}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/quarry-interleaved.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-seconds() { # command...: wall seconds
+cpu_file="$work/cpu"
+seconds() { # command...: wall seconds; CPU seconds (user + sys) and peak RSS (KiB) go to $cpu_file
     local start end
     start="$(date +%s.%N)"
-    "$@" >/dev/null 2>&1
+    /usr/bin/time -f '%U %S %M' -o "$cpu_file" "$@" >/dev/null 2>&1
     end="$(date +%s.%N)"
     echo "$end - $start" | bc
 }
 
-declare -A times
+declare -A times cpus
 tools=(quarry)
 [[ "${NO_DUMB_PYPI:-0}" == 1 ]] || tools+=(dumb-pypi dumb-pypi-no-per-release-json)
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -36,7 +41,11 @@ for round in $(seq 1 "$rounds"); do
         rm -rf "$work/out" && mkdir -p "$work/out/bench-linux/python"
         case "$tool" in
             quarry)
-                cp -a "$data/wheels/." "$work/out/bench-linux/python/"
+                if [[ "${LINK:-0}" == 1 ]]; then
+                    cp -al "$data/wheels/." "$work/out/bench-linux/python/"
+                else
+                    cp -a "$data/wheels/." "$work/out/bench-linux/python/"
+                fi
                 sync
                 t="$(seconds "$quarry" index "$work/out")"
                 ;;
@@ -50,7 +59,11 @@ for round in $(seq 1 "$rounds"); do
                 ;;
         esac
         times[$tool]="${times[$tool]:-} $t"
-        printf 'round %d %-32s %6.2f s (load %s)\n' "$round" "$tool" "$t" "$(cut -d' ' -f1 /proc/loadavg)"
+        read -r user sys rss <"$cpu_file"
+        cpu="$(echo "$user + $sys" | bc)"
+        cpus[$tool]="${cpus[$tool]:-} $cpu"
+        printf 'round %d %-32s %6.2f s wall, %6.2f s CPU (user %s + sys %s), peak RSS %d MiB (load %s)\n' \
+            "$round" "$tool" "$t" "$cpu" "$user" "$sys" "$((rss / 1024))" "$(cut -d' ' -f1 /proc/loadavg)"
     done
 done
 stat() { # best|median, then numbers
@@ -67,6 +80,17 @@ for which in best median; do
         d="$(stat "$which" ${times[dumb-pypi]})"
         # shellcheck disable=SC2086
         n="$(stat "$which" ${times[dumb-pypi-no-per-release-json]})"
+        line="$line | dumb-pypi $d s, ratio $(echo "scale=2; $d / $q" | bc) | dumb-pypi --no-per-release-json $n s, ratio $(echo "scale=2; $n / $q" | bc)"
+    fi
+    echo "$line"
+    # shellcheck disable=SC2086
+    q="$(stat "$which" ${cpus[quarry]})"
+    line="$which CPU (user + sys): quarry ${q} s"
+    if [[ "${NO_DUMB_PYPI:-0}" != 1 ]]; then
+        # shellcheck disable=SC2086
+        d="$(stat "$which" ${cpus[dumb-pypi]})"
+        # shellcheck disable=SC2086
+        n="$(stat "$which" ${cpus[dumb-pypi-no-per-release-json]})"
         line="$line | dumb-pypi $d s, ratio $(echo "scale=2; $d / $q" | bc) | dumb-pypi --no-per-release-json $n s, ratio $(echo "scale=2; $n / $q" | bc)"
     fi
     echo "$line"

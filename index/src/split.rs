@@ -30,11 +30,14 @@ use crate::root::RepoRoot;
 use crate::scope::{ProjectScope, spelling};
 use crate::state::{RepoState, STATE_VERSION};
 use crate::state_io::{
-    SPLIT_VERSION, commit_object, ensure_object_unmoved, load_object, load_projects, merge, project_key, split,
+    SPLIT_VERSION, commit_object, ensure_object_unmoved, load_object, load_projects, merge, object_put, project_key,
+    split,
 };
 
 /// Project state objects committed at once by a whole-root reindex.
 const COMMIT_CONCURRENCY: usize = 16;
+/// At most this many project objects per [`quarry_store::Store::put_many`].
+const COMMIT_BATCH: usize = 64;
 /// Largest root page read back to splice.
 const MAX_ROOT_PAGE: u64 = 1 << 30;
 
@@ -131,20 +134,31 @@ impl Indexer {
             }
             todo.push((project_key(root, &name)?, share, before.map(|(_, etag)| etag.clone())));
         }
-        let store = self.store().as_ref();
-        let results: Vec<_> = futures_util::stream::iter(todo)
-            .map(|(key, share, read)| async move {
-                let etag = commit_object(store, &key, &share, read).await;
-                (key, etag)
+        // In batches (one blocking task, one lock and one directory sync each on a local
+        // store), as many batches in flight as there were single commits.
+        let size = todo.len().div_ceil(COMMIT_CONCURRENCY).clamp(1, COMMIT_BATCH);
+        let mut items = Vec::with_capacity(todo.len());
+        for (key, share, read) in todo {
+            let (body, options) = object_put(&share, read)?;
+            items.push((key, body, options));
+        }
+        let mut items = items.into_iter();
+        let batches = std::iter::from_fn(|| Some(items.by_ref().take(size).collect::<Vec<_>>()))
+            .take_while(|batch| !batch.is_empty());
+        let store = self.store();
+        let results: Vec<_> = futures_util::stream::iter(batches)
+            .map(|batch| async move {
+                let keys: Vec<Key> = batch.iter().map(|(key, _, _)| key.clone()).collect();
+                keys.into_iter().zip(store.put_many(batch).await).collect::<Vec<_>>()
             })
             .buffer_unordered(COMMIT_CONCURRENCY)
             .collect()
             .await;
         let mut failed = None;
-        for (key, result) in results {
+        for (key, result) in results.into_iter().flatten() {
             match result {
-                Ok(etag) => pass.expect.push((key.to_string(), etag)),
-                Err(e) => failed = failed.or(Some(e)),
+                Ok(put) => pass.expect.push((key.to_string(), put.etag)),
+                Err(e) => failed = failed.or(Some(IndexError::from(e))),
             }
         }
         failed.map_or(Ok(()), Err)

@@ -220,14 +220,23 @@ pub(crate) async fn commit_object(
     commit_bytes(store, key, serialize_state(state)?, read).await
 }
 
-/// [`commit_object`] of a state already serialized.
-async fn commit_bytes(store: &dyn Store, key: &Key, bytes: Bytes, read: Option<String>) -> Result<String, IndexError> {
+/// The body and options [`commit_object`] puts: `state` as JSON, conditional on `read`.
+pub(crate) fn object_put(state: &RepoState, read: Option<String>) -> Result<(Bytes, PutOptions), IndexError> {
+    Ok((serialize_state(state)?, put_options(read)))
+}
+
+/// A state object's put: conditional on the ETag read (or on there being none), as JSON.
+fn put_options(read: Option<String>) -> PutOptions {
     let condition = match read {
         Some(etag) => Condition::IfMatch(etag),
         None => Condition::IfNoneMatch,
     };
-    let options = PutOptions::condition(condition).with_content_type("application/json");
-    Ok(store.put_bytes(key, bytes, options).await?.etag)
+    PutOptions::condition(condition).with_content_type("application/json")
+}
+
+/// [`commit_object`] of a state already serialized.
+async fn commit_bytes(store: &dyn Store, key: &Key, bytes: Bytes, read: Option<String>) -> Result<String, IndexError> {
+    Ok(store.put_bytes(key, bytes, put_options(read)).await?.etag)
 }
 
 /// Fails with a conflict when the object at `key` is no longer at ETag `read`.

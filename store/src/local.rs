@@ -17,6 +17,7 @@
 //! client that disconnects mid-upload); files left by a process that died are swept when a
 //! store is opened. A durable put fsyncs the file, renames it and fsyncs the directory.
 
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -102,6 +103,40 @@ impl Drop for TempFile {
             let _ = fs::remove_file(&self.path);
         }
     }
+}
+
+/// A batch item's body written to its temporary file, not yet committed.
+struct Staged {
+    guard: TempFile,
+    file: fs::File,
+    size: u64,
+    sha256: String,
+    /// Syncing its data failed: committed as this error.
+    failed: Option<StoreError>,
+}
+
+/// Threads syncing a batch's durable files at once: concurrent syncs share the filesystem's
+/// journal commits (and the disk's cache flushes), one after another they each pay one.
+const SYNC_THREADS: usize = 16;
+
+/// `fdatasync` each of `files`, [`SYNC_THREADS`] at a time; each one's result, in order.
+fn sync_all_data(files: Vec<&fs::File>) -> Vec<io::Result<()>> {
+    if files.len() <= 1 {
+        return files.into_iter().map(fs::File::sync_data).collect();
+    }
+    let per_thread = files.len().div_ceil(SYNC_THREADS);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = files
+            .chunks(per_thread)
+            .map(|chunk| (chunk.len(), scope.spawn(move || chunk.iter().map(|f| f.sync_data()).collect::<Vec<_>>())))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|(len, h)| {
+                h.join().unwrap_or_else(|_| (0..len).map(|_| Err(io::Error::other("sync thread panicked"))).collect())
+            })
+            .collect()
+    })
 }
 
 /// Whether the process that named a temporary file (`{pid}-…`) may still be writing it.
@@ -326,9 +361,31 @@ impl LocalStore {
         condition: &Condition,
         record: Option<(String, Option<String>)>,
     ) -> Result<String> {
+        let etag = self.place_locked(key, tmp, condition, None)?;
+        let Some((sha256, content_type)) = record else { return Ok(etag) };
+        // The rename is durable once its directory is.
+        sync_dir(self.path(key).parent().unwrap_or(&self.root)).map_err(io_err(key.as_str()))?;
+        self.record_locked(key, &etag, sha256, content_type)?;
+        Ok(etag)
+    }
+
+    /// Check the condition and rename `tmp` into place (the lock held): the new ETag.
+    /// `verified`: parent directories this hold of the lock has already checked and created
+    /// (a batch's items share a few), checked again only when not in it.
+    fn place_locked(
+        &self,
+        key: &Key,
+        tmp: &Path,
+        condition: &Condition,
+        verified: Option<&mut HashSet<String>>,
+    ) -> Result<String> {
         let k = key.as_str();
         let target = self.path(key);
-        self.check_parents(key, true)?;
+        let parent = k.rsplit_once('/').map_or("", |(parent, _)| parent);
+        let known = verified.as_deref().is_some_and(|v| v.contains(parent));
+        if !known {
+            self.check_parents(key, true)?;
+        }
         let current = match fs::symlink_metadata(&target) {
             Ok(m) if m.is_file() => Some(m),
             Ok(m) => {
@@ -350,25 +407,34 @@ impl LocalStore {
             }
             _ => {}
         }
-        ensure_parent(&target).map_err(io_err(k))?;
+        if !known {
+            ensure_parent(&target).map_err(io_err(k))?;
+        }
         replace(tmp, &target).map_err(io_err(k))?;
-        let etag = fingerprint(&fs::symlink_metadata(&target).map_err(io_err(k))?);
-        let Some((sha256, content_type)) = record else { return Ok(etag) };
-        // The rename is durable once its directory is.
-        sync_dir(target.parent().unwrap_or(&self.root)).map_err(io_err(k))?;
-        let sidecar = Sidecar { fingerprint: etag.clone(), sha256, content_type };
+        if let Some(verified) = verified
+            && !known
+        {
+            verified.insert(parent.to_owned());
+        }
+        Ok(fingerprint(&fs::symlink_metadata(&target).map_err(io_err(k))?))
+    }
+
+    /// Write the sidecar of a durable object just placed at ETag `etag` (the lock held).
+    fn record_locked(&self, key: &Key, etag: &str, sha256: String, content_type: Option<String>) -> Result<()> {
+        let k = key.as_str();
+        let sidecar = Sidecar { fingerprint: etag.to_owned(), sha256, content_type };
         let sidecar_path = self.sidecar_path(key);
         ensure_parent(&sidecar_path).map_err(io_err(k))?;
         let sidecar_tmp = self.temp_path();
         let body = serde_json::to_vec(&sidecar).map_err(|e| StoreError::Backend(e.to_string()))?;
         fs::write(&sidecar_tmp, body).map_err(io_err(k))?;
         replace(&sidecar_tmp, &sidecar_path).map_err(io_err(k))?;
-        Ok(etag)
+        Ok(())
     }
 
     /// Check `body` against its size limit and declared digest and write it to a fresh
-    /// temporary file (synced unless derived): the guard, size and sha256.
-    fn stage(&self, key: &Key, body: &[u8], options: &PutOptions) -> Result<(TempFile, u64, String)> {
+    /// temporary file, left open and unsynced: the guard, the file, size and sha256.
+    fn stage(&self, key: &Key, body: &[u8], options: &PutOptions) -> Result<Staged> {
         let k = key.as_str();
         let size = body.len() as u64;
         if let Some(limit) = options.max_size
@@ -380,34 +446,68 @@ impl LocalStore {
         let guard = TempFile::new(self.temp_path());
         let mut file = fs::File::create(&guard.path).map_err(io_err(k))?;
         io::Write::write_all(&mut file, body).map_err(io_err(k))?;
-        if !options.derived {
-            file.sync_data().map_err(io_err(k))?;
-        }
-        Ok((guard, size, sha256))
+        Ok(Staged { guard, file, size, sha256, failed: None })
     }
 
-    /// [`Store::put_many`] in one blocking task: every body is staged first, then all are
-    /// committed under one hold of the lock, each exactly as [`Store::put`] commits it.
+    /// [`Store::put_many`] in one blocking task: every body is staged first and the durable
+    /// ones synced together, then all are committed under one hold of the lock, each as
+    /// [`Store::put`] commits it, except that each directory holding a durable item is synced
+    /// once for the batch (before any sidecar is written and before the lock is released).
     fn put_many_blocking(&self, items: Vec<(Key, bytes::Bytes, PutOptions)>) -> Vec<Result<PutResult>> {
-        let staged: Vec<_> = items.iter().map(|(key, body, options)| self.stage(key, body, options)).collect();
-        let lock = self.lock();
-        let mut results = Vec::with_capacity(items.len());
-        for ((key, _, options), staged) in items.into_iter().zip(staged) {
-            let k = key.as_str();
-            let result = match (&lock, staged) {
-                (Err(e), _) => Err(io_err(k)(io::Error::new(e.kind(), e.to_string()))),
-                (Ok(_), Err(e)) => Err(e),
-                (Ok(_), Ok((mut tmp, size, sha256))) => {
-                    let record = (!options.derived).then(|| (sha256.clone(), options.content_type.clone()));
-                    self.commit_locked(&key, &tmp.path, &options.condition, record).map(|etag| {
-                        tmp.disarm();
-                        PutResult { etag, size, sha256 }
-                    })
-                }
-            };
-            results.push(result);
+        let mut staged: Vec<_> = items.iter().map(|(key, body, options)| self.stage(key, body, options)).collect();
+        let durable: Vec<_> = items
+            .iter()
+            .zip(staged.iter_mut())
+            .filter(|((_, _, options), _)| !options.derived)
+            .filter_map(|((key, _, _), staged)| staged.as_mut().ok().map(|s| (key, s)))
+            .collect();
+        let synced = sync_all_data(durable.iter().map(|(_, s)| &s.file).collect());
+        for ((key, s), result) in durable.into_iter().zip(synced) {
+            if let Err(e) = result {
+                s.failed = Some(io_err(key.as_str())(e));
+            }
         }
-        results
+        let lock = self.lock();
+        if let Err(e) = &lock {
+            let err = |k: &Key| Err(io_err(k.as_str())(io::Error::new(e.kind(), e.to_string())));
+            return items.iter().map(|(key, _, _)| err(key)).collect();
+        }
+        // Placed (renamed into place) first, then each directory synced once, then sidecars.
+        let mut placed = Vec::with_capacity(items.len());
+        let mut verified = HashSet::new();
+        for ((key, _, options), staged) in items.iter().zip(staged) {
+            placed.push(staged.and_then(|mut s| {
+                if let Some(e) = s.failed.take() {
+                    return Err(e);
+                }
+                let etag = self.place_locked(key, &s.guard.path, &options.condition, Some(&mut verified))?;
+                s.guard.disarm();
+                Ok(PutResult { etag, size: s.size, sha256: s.sha256 })
+            }));
+        }
+        let dirs: BTreeSet<PathBuf> = items
+            .iter()
+            .zip(&placed)
+            .filter(|((_, _, options), result)| !options.derived && result.is_ok())
+            .map(|((key, _, _), _)| self.path(key).parent().unwrap_or(&self.root).to_path_buf())
+            .collect();
+        let dir_errors: BTreeMap<PathBuf, io::Error> =
+            dirs.into_iter().filter_map(|dir| sync_dir(&dir).err().map(|e| (dir, e))).collect();
+        items
+            .into_iter()
+            .zip(placed)
+            .map(|((key, _, options), placed)| {
+                let put = placed?;
+                if options.derived {
+                    return Ok(put);
+                }
+                if let Some(e) = dir_errors.get(self.path(&key).parent().unwrap_or(&self.root)) {
+                    return Err(io_err(key.as_str())(io::Error::new(e.kind(), e.to_string())));
+                }
+                self.record_locked(&key, &put.etag, put.sha256.clone(), options.content_type)?;
+                Ok(put)
+            })
+            .collect()
     }
 
     /// [`Store::head_and_read`] in one blocking task: the metadata (with the sidecar's sha256)
@@ -880,6 +980,35 @@ mod tests {
             0,
             "no temporary file left"
         );
+    }
+
+    #[tokio::test]
+    async fn batched_durable_puts_are_synced_together_and_each_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let old = put(&store, "s/p/moved.json", b"old").await.unwrap();
+        put(&store, "s/p/moved.json", b"newer").await.unwrap();
+        let kept = put(&store, "s/p/kept.json", b"old").await.unwrap();
+        let json = PutOptions::default().with_content_type("application/json");
+        let mut items: Vec<_> = (0..40)
+            .map(|i| (key(&format!("s/p/{i}.json")), bytes::Bytes::from(format!("{{\"n\":{i}}}")), json.clone()))
+            .collect();
+        let if_match = |etag: &str| PutOptions { condition: Condition::IfMatch(etag.to_owned()), ..json.clone() };
+        items.push((key("s/p/moved.json"), bytes::Bytes::from_static(b"lost"), if_match(&old.etag)));
+        items.push((key("s/p/kept.json"), bytes::Bytes::from_static(b"won"), if_match(&kept.etag)));
+        items.push((key("s/q/other.json"), bytes::Bytes::from_static(b"{}"), json.clone()));
+        let results = store.put_many(items).await;
+        for (i, result) in results.iter().enumerate().take(40) {
+            let meta = store.head(&key(&format!("s/p/{i}.json"))).await.unwrap();
+            let put = result.as_ref().unwrap();
+            assert_eq!((meta.etag.as_str(), meta.sha256.as_deref()), (put.etag.as_str(), Some(put.sha256.as_str())));
+            assert_eq!(meta.content_type.as_deref(), Some("application/json"));
+        }
+        assert!(matches!(results[40], Err(StoreError::Conflict { .. })), "{:?}", results[40]);
+        assert_eq!(store.get_bytes(&key("s/p/moved.json"), 10).await.unwrap().1, "newer");
+        assert_eq!(store.head(&key("s/p/kept.json")).await.unwrap().etag, results[41].as_ref().unwrap().etag);
+        assert_eq!(store.head(&key("s/q/other.json")).await.unwrap().sha256, Some(crate::sha256_hex(b"{}")));
+        assert_eq!(fs::read_dir(dir.path().join(INTERNAL_DIR).join("tmp")).unwrap().count(), 0);
     }
 
     #[tokio::test]
