@@ -186,15 +186,17 @@ def one_event(moto: Moto, api: lr.RuntimeApi, boot, bucket: str, wheel: Path, qu
 
 
 def cold_starts(procs: sb.Procs, bootstrap: Path, env: dict, n: int, work: Path, tag: str):
-    """`n` cold starts; returns (the last bootstrap still running, its runtime API, init ms)."""
-    inits = []
+    """`n` cold starts; returns (the last bootstrap still running, its runtime API, init ms,
+    CPU ms of each init: the threads' run time when the first `next` poll is seen)."""
+    inits, cpus = [], []
     for attempt in range(n):
         api = lr.RuntimeApi()  # one per start: a stopped bootstrap's pending poll must not take an event
         boot, init_s = lr.start_bootstrap(procs, bootstrap, env, api, work / f"bootstrap-{tag}-{attempt}.log")
         inits.append(init_s * 1000)
+        cpus.append(thread_ns(boot.pid) / 1e6)
         if attempt < n - 1:
             procs.stop(boot)
-    return boot, api, inits
+    return boot, api, inits, cpus
 
 
 def bench_size(args, moto: Moto, procs: sb.Procs, data: Path, work: Path) -> dict:
@@ -225,8 +227,9 @@ def bench_size(args, moto: Moto, procs: sb.Procs, data: Path, work: Path) -> dic
             sb.log(f"find-links on, whole reconciliation: {r['wall']:.1f} s, {fmt_ops(r['ops'])}")
             out["links_on"] = r
         benv = dict(env, QUARRY_LAYOUT=layout(links))
-        boot, api, inits = cold_starts(procs, Path(args.bootstrap), benv, args.cold, work, f"{n}-{links}")
+        boot, api, inits, cpus = cold_starts(procs, Path(args.bootstrap), benv, args.cold, work, f"{n}-{links}")
         out.setdefault("inits", []).extend(inits)
+        out.setdefault("init_cpu", []).extend(cpus)
         out.setdefault("hwm_idle", []).append(sb.proc_status(boot.pid)["VmHWM"])
         events = []
         for wheel in pick:
@@ -258,14 +261,16 @@ def report(results: list[dict], args) -> list[str]:
                     f"{', '.join(sorted(set(e['lists'])))} |")
     lines += ["", "| wheels | objects after indexing | seed (backend) s | from scratch: wall s / CPU s | "
               "from-scratch requests | find-links on, whole reconciliation: wall s / requests | "
-              f"init ms, median of {2 * args.cold} cold starts (min / max) | VmHWM idle MiB | load |",
-              "| ---: | ---: | ---: | --- | --- | --- | --- | --- | --- |"]
+              f"init ms, median of {2 * args.cold} cold starts (min / max) | init CPU ms, median (max) | "
+              "VmHWM idle MiB | load |",
+              "| ---: | ---: | ---: | --- | --- | --- | --- | --- | --- | --- |"]
     for res in results:
         s, lo, inits = res["scratch"], res["links_on"], sorted(res["inits"])
+        cpus = sorted(res.get("init_cpu") or [float("nan")])
         lines.append(
             f"| {res['wheels']:,} | {res['objects']:,} | {res['seed_s']:.1f} | {s['wall']:.1f} / {s['cpu']:.1f} | "
             f"{fmt_ops(s['ops'])} | {lo['wall']:.1f} / {fmt_ops(lo['ops'])} | {statistics.median(inits):.1f} "
-            f"({inits[0]:.1f} / {inits[-1]:.1f}) | {', '.join(f'{h:.1f}' for h in res['hwm_idle'])} | "
+            f"({inits[0]:.1f} / {inits[-1]:.1f}) | {statistics.median(cpus):.1f} ({cpus[-1]:.1f}) | {', '.join(f'{h:.1f}' for h in res['hwm_idle'])} | "
             f"{' → '.join(res['load'])} |")
     lines += ["", "Objects PUT by each event (key: bytes):", ""]
     for res in results:
