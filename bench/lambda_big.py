@@ -185,13 +185,29 @@ def one_event(moto: Moto, api: lr.RuntimeApi, boot, bucket: str, wheel: Path, qu
             "whole_root": any(not p.startswith(ROOT) or p == ROOT for p in prefixes)}
 
 
+def start_bootstrap(procs: sb.Procs, bootstrap: Path, env: dict, api: lr.RuntimeApi, log_path: Path):
+    """Spawn the bootstrap as lambda_run.start_bootstrap does; init = spawn → the runtime API
+    receiving its first `next` poll (no /proc/net/tcp polling, which is slow beside a busy S3
+    server's thousands of sockets)."""
+    benv = dict(env, AWS_LAMBDA_RUNTIME_API=f"127.0.0.1:{api.port}", AWS_LAMBDA_FUNCTION_NAME="quarry-index",
+                AWS_LAMBDA_FUNCTION_VERSION="$LATEST", AWS_LAMBDA_FUNCTION_MEMORY_SIZE="256",
+                AWS_LAMBDA_LOG_FORMAT="JSON")
+    benv.pop("NO_COLOR", None)
+    t0 = time.perf_counter()
+    proc = procs.spawn([str(bootstrap)], env=benv, stdout=log_path.open("wb"), stderr=subprocess.STDOUT)
+    while not api.first_poll.wait(0.01):
+        if proc.poll() is not None:
+            raise SystemExit(f"the bootstrap exited with {proc.returncode}; see {log_path}")
+    return proc, api.first_poll_at - t0
+
+
 def cold_starts(procs: sb.Procs, bootstrap: Path, env: dict, n: int, work: Path, tag: str):
     """`n` cold starts; returns (the last bootstrap still running, its runtime API, init ms,
     CPU ms of each init: the threads' run time when the first `next` poll is seen)."""
     inits, cpus = [], []
     for attempt in range(n):
         api = lr.RuntimeApi()  # one per start: a stopped bootstrap's pending poll must not take an event
-        boot, init_s = lr.start_bootstrap(procs, bootstrap, env, api, work / f"bootstrap-{tag}-{attempt}.log")
+        boot, init_s = start_bootstrap(procs, bootstrap, env, api, work / f"bootstrap-{tag}-{attempt}.log")
         inits.append(init_s * 1000)
         cpus.append(thread_ns(boot.pid) / 1e6)
         if attempt < n - 1:
@@ -244,6 +260,24 @@ def bench_size(args, moto: Moto, procs: sb.Procs, data: Path, work: Path) -> dic
     return out
 
 
+def init_only(args, moto: Moto, procs: sb.Procs, work: Path) -> list[str]:
+    """Cold starts only: wall (spawn → first `next` poll), CPU of the init, VmHWM when idle."""
+    moto.backend.create_bucket("init-only", sb.REGION)
+    env = dict(moto.env(), QUARRY_LAYOUT=layout(False))
+    load0 = sb.load_average()
+    boot, _api, inits, cpus = cold_starts(procs, Path(args.bootstrap), env, args.init_only, work, "init")
+    hwm = sb.proc_status(boot.pid)["VmHWM"]
+    procs.stop(boot)
+    inits, cpus = sorted(inits), sorted(cpus)
+    q = lambda xs, f: xs[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
+    return [
+        "| cold starts | init wall ms: min / median / p90 / max | init CPU ms: min / median / max | VmHWM idle MiB | load |",
+        "| ---: | --- | --- | ---: | --- |",
+        f"| {len(inits)} | {inits[0]:.1f} / {statistics.median(inits):.1f} / {q(inits, 0.9):.1f} / {inits[-1]:.1f} | "
+        f"{cpus[0]:.1f} / {statistics.median(cpus):.1f} / {cpus[-1]:.1f} | {hwm:.1f} | {load0} → {sb.load_average()} |",
+    ]
+
+
 def report(results: list[dict], args) -> list[str]:
     lines = [
         "| wheels | find-links | event (wheel) | S3 requests by the event | bytes PUT | CPU over the event, ms "
@@ -283,12 +317,14 @@ def report(results: list[dict], args) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("data", nargs="+", help="gen_wheels.py --extra 4 outputs, one per size")
+    ap.add_argument("data", nargs="*", help="gen_wheels.py --extra 4 outputs, one per size")
     ap.add_argument("--work", required=True)
     ap.add_argument("--quarry", required=True)
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--cold", type=int, default=5, help="cold starts per bootstrap (two bootstraps per size)")
     ap.add_argument("--json", help="also write the raw results here")
+    ap.add_argument("--init-only", type=int, metavar="K",
+                    help="only K cold starts against an empty bucket (init does not read the root)")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -296,6 +332,12 @@ def main() -> int:
     moto = Moto()
     sb.log(f"moto (in process) on {moto.url}")
     results = []
+    if args.init_only:
+        try:
+            print("\n".join(init_only(args, moto, procs, work)))
+        finally:
+            procs.stop_all()
+        return 0
     try:
         for data in args.data:
             results.append(bench_size(args, moto, procs, Path(data), work))
