@@ -182,6 +182,7 @@ def one_event(moto: Moto, api: lr.RuntimeApi, boot, bucket: str, wheel: Path, qu
     return {"wheel": wheel.name, "wall": took, "cpu_ticks": ticks1 - ticks0, "cpu_ns": ns1 - ns0,
             "ops": classify(reqs), "put_bytes": sum(b for _, b in puts), "puts": puts,
             "lists": prefixes, "hwm": sb.proc_status(boot.pid)["VmHWM"],
+            "requests": [f"{r[1]} {urllib.parse.unquote(r[2])} {r[3]}" for r in reqs],
             "whole_root": any(not p.startswith(ROOT) or p == ROOT for p in prefixes)}
 
 
