@@ -230,14 +230,18 @@ def bench_size(args, moto: Moto, procs: sb.Procs, data: Path, work: Path) -> dic
     cfg = work / f"quarry-{n}.toml"
     env = moto.env()
     log = work / f"quarry-{n}.log"
-    cfg.write_text(layout(False))
+    cfg.write_text(layout(args.links == "on"))
     r = timed([args.quarry, "index", f"s3://{bucket}/", "--config", str(cfg)], env, moto, log)
     sb.log(f"from scratch: {r['wall']:.1f} s wall, {r['cpu']:.1f} s CPU, {fmt_ops(r['ops'])}")
     out["scratch"] = r
     out["objects"] = moto.count(bucket)
     out["events"] = {}
     for links, pick in ((False, extras[:2]), (True, extras[2:4])):
-        if links:
+        if args.links != "both" and links != (args.links == "on"):
+            continue
+        if links and args.links == "on":
+            out["links_on"] = {"wall": 0.0, "ops": collections.Counter()}
+        elif links:
             cfg.write_text(layout(True))
             r = timed([args.quarry, "index", f"s3://{bucket}/", "--prefix", ROOT, "--config", str(cfg)],
                       env, moto, log)
@@ -296,7 +300,7 @@ def report(results: list[dict], args) -> list[str]:
                     f"{', '.join(sorted(set(e['lists'])))} |")
     lines += ["", "| wheels | objects after indexing | seed (backend) s | from scratch: wall s / CPU s | "
               "from-scratch requests | find-links on, whole reconciliation: wall s / requests | "
-              f"init ms, median of {2 * args.cold} cold starts (min / max) | init CPU ms, median (max) | "
+              "init ms, median of the cold starts (min / max) | init CPU ms, median (max) | "
               "VmHWM idle MiB | load |",
               "| ---: | ---: | ---: | --- | --- | --- | --- | --- | --- | --- |"]
     for res in results:
@@ -324,6 +328,8 @@ def main() -> int:
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--cold", type=int, default=5, help="cold starts per bootstrap (two bootstraps per size)")
     ap.add_argument("--json", help="also write the raw results here")
+    ap.add_argument("--links", choices=["both", "off", "on"], default="both",
+                    help="find-links page: off then on (default), or one of them from scratch")
     ap.add_argument("--init-only", type=int, metavar="K",
                     help="only K cold starts against an empty bucket (init does not read the root)")
     args = ap.parse_args()
