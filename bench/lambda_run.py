@@ -52,6 +52,8 @@ class RuntimeApi:
         self.done: dict[str, tuple[float, str, str]] = {}
         self.delivered: dict[str, float] = {}
         self.cond = threading.Condition()
+        self.first_poll = threading.Event()  # set when the first `next` poll arrives
+        self.first_poll_at = 0.0
         api = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -64,6 +66,9 @@ class RuntimeApi:
                 if not self.path.endswith("/runtime/invocation/next"):
                     self.send_error(404)
                     return
+                if not api.first_poll.is_set():
+                    api.first_poll_at = time.perf_counter()
+                    api.first_poll.set()
                 request_id, body = api.events.get()
                 api.delivered[request_id] = time.perf_counter()
                 data = json.dumps(body).encode()

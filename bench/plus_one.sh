@@ -2,7 +2,9 @@
 # `+1 wheel` into a big pip root with the split state: each extra wheel lands and its own event
 # (`quarry index --key`, what the Lambda and the server run for one object) is timed, with peak
 # RSS, CPU and the bytes written, once with the find-links page off and once on. The root is
-# indexed from scratch first (that time is printed too).
+# indexed from scratch first (that time is printed too). `span` is the command's own elapsed
+# time from its `store operations` log line (store opened → done: the event without process
+# start-up), beside the whole process's CPU.
 #
 #   bench/plus_one.sh QUARRY DATA
 #
@@ -51,8 +53,9 @@ EOF
         touch "$work/marker" && sleep 0.01
         cp "$data/extra/$extra" "$store/chan/$extra"
         touch "$work/marker" && sleep 0.01
-        timed "+1 $extra" "$quarry" index "$store" --config "$work/quarry.toml" --key "chan/$extra"
-        echo "  wrote $(bytes_since "$work/marker" "$store") B"
+        timed "+1 $extra" "$quarry" index "$store" --config "$work/quarry.toml" --key "chan/$extra" -v
+        span="$(sed 's/\x1b\[[0-9;]*m//g' "$work/err" | grep -o 'elapsed_ms=[0-9]*' | tail -1 | cut -d= -f2)"
+        echo "  span ${span:-?} ms  wrote $(bytes_since "$work/marker" "$store") B"
     done
 done
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"

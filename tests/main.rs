@@ -41,6 +41,7 @@ mod runs;
 mod s3_events;
 mod s3_faults;
 mod s3_index;
+mod s3_scale;
 mod s3_stores;
 mod s3_upload;
 mod serve_cache;

@@ -430,8 +430,9 @@ fn row_filename(line: &str) -> Option<&str> {
 /// replaced by those of `state` (which holds `project`'s entries only): the page a full render
 /// would give, without reading the other projects. `None` when `current` is not such a page.
 pub fn splice_find_links(root: &RepoRoot, current: &str, project: &PackageName, state: &RepoState) -> Option<Page> {
-    let rebuilt = current.lines().collect::<Vec<_>>().join("\n") + "\n";
-    if rebuilt != current {
+    // Only a page of whole `\n`-ended lines (what `lines()` + join would give back), checked
+    // without a copy of it: at 100,000 files the page is 46 MB.
+    if !current.ends_with('\n') || current.contains("\r\n") {
         return None;
     }
     let variants = variants_files(state);

@@ -358,3 +358,30 @@ async fn one_more_wheel_costs_the_same_at_1000_and_20000_files_without_find_link
 async fn one_more_wheel_costs_the_same_at_1000_and_20000_files_but_the_find_links_page() {
     assert_pip_constant(true).await;
 }
+
+/// The find-links splice takes a stored page only when it is whole `\n`-ended lines (checked
+/// without copying the page: at 100,000 files it is 46 MB, and a copy was the Lambda's peak
+/// memory); a page with CRLF line ends or without its final newline is refused (the event
+/// then reconciles the whole root), and a spliced page equals the stored one when nothing
+/// changed.
+#[tokio::test]
+async fn the_find_links_splice_takes_only_whole_lf_lines() {
+    let memory = Arc::new(MemoryStore::default());
+    for (name, version) in [("other", "1.0"), ("target", "1.0"), ("target", "1.1")] {
+        put(memory.as_ref(), PIP_ROOT, wheel(name, version)).await;
+    }
+    let root = RepoRoot::new(PIP_ROOT).unwrap();
+    let config = crate::IndexConfig { find_links: Some(true), ..crate::IndexConfig::default() };
+    Indexer::new(memory.clone()).with_config(config).reindex(&root).await.unwrap();
+    let (_, page) = memory.get_bytes(&root.key(crate::render::FIND_LINKS).unwrap(), 1 << 20).await.unwrap();
+    let page = std::str::from_utf8(&page).unwrap().to_owned();
+    let key = crate::state_io::project_key(&root, "target").unwrap();
+    let (state, _) = crate::state_io::load_object(memory.as_ref(), &key).await.unwrap().unwrap();
+    let name = quarry_packaging::PackageName::new("target").unwrap();
+    let splice = |current: &str| crate::render::splice_find_links(&root, current, &name, &state);
+    let same = splice(&page).expect("a stored page splices");
+    assert_eq!(std::str::from_utf8(&same.body).unwrap(), page);
+    assert!(splice(&page.replace('\n', "\r\n")).is_none(), "CRLF line ends");
+    assert!(splice(page.trim_end_matches('\n')).is_none(), "no final newline");
+    assert!(splice(&page.replacen('\n', "\r\n", 1)).is_none(), "one CRLF line end");
+}
