@@ -4,7 +4,6 @@
 //! server (s3s-fs, SigV4 checked), and leaves a consistent root behind; a `.deb` that lands gets
 //! an apt repo signed with the key the function read from Secrets Manager (moto) at init.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,21 +11,12 @@ use std::time::Duration;
 use quarry_index::RepoRoot;
 use quarry_store::{ConditionalWrites, Key, PutOptions, S3Store, Store, StoreExt};
 use quarry_tests::native::{build_fixtures, test_key};
-use quarry_tests::s3::{S3Server, create_secret, free_port, s3_client, s3_put_event, tool};
-use quarry_tests::{WheelSpec, assert_success, run, workspace_root};
-
-/// Where `scripts/lambda-build` (run by `scripts/test`) leaves the function.
-fn bootstrap() -> PathBuf {
-    let path = std::env::var_os("QUARRY_LAMBDA_BOOTSTRAP")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target/lambda/quarry-lambda-indexer/bootstrap"));
-    assert!(path.exists(), "{} is missing: run scripts/lambda-build (scripts/test does)", path.display());
-    path
-}
+use quarry_tests::s3::{LambdaEmulator, S3Server, create_secret, lambda_bootstrap, s3_client, s3_put_event};
+use quarry_tests::{WheelSpec, assert_success, run};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
-    let bootstrap = bootstrap();
+    let bootstrap = lambda_bootstrap();
     let server = S3Server::start_s3s_fs().await;
     let client = s3_client(&server);
     client.create_bucket().bucket("ci-artifacts").send().await.expect("create bucket");
@@ -48,67 +38,16 @@ async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
     let (secret_key, public_key) = test_key("ed25519");
     let secret_arn = create_secret(&secrets, "quarry/signing-key", &secret_key).await;
 
-    let port = free_port();
-    let mut emulator = tokio::process::Command::new(tool("cargo-lambda"))
-        .args(["lambda", "watch", "--only-lambda-apis", "-A", "127.0.0.1", "-P", &port.to_string()])
-        .current_dir(workspace_root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start cargo lambda watch");
-    let mut ready = false;
-    for _ in 0..300 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(ready, "the emulator did not listen on {port} within 30 s");
-
-    let keys = server.clone_credentials();
-    let mut function = tokio::process::Command::new(&bootstrap)
-        .env_clear()
-        .env("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{port}/.rt"))
-        .env("AWS_LAMBDA_FUNCTION_NAME", "_")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_ENDPOINT_URL", &server.endpoint)
+    let emulator = LambdaEmulator::start().await;
+    let mut function = emulator
+        .function(&bootstrap, &server)
         .env("AWS_ENDPOINT_URL_SECRETS_MANAGER", &secrets.endpoint)
         .env("QUARRY_SIGNING_KEY_SECRET_ARN", &secret_arn)
-        .env("AWS_ACCESS_KEY_ID", &keys.access_key)
-        .env("AWS_SECRET_ACCESS_KEY", &keys.secret_key)
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("start bootstrap");
 
-    let http = reqwest::Client::new();
-    let invoke = |event: serde_json::Value| {
-        let http = http.clone();
-        async move {
-            let response = http
-                .post(format!("http://127.0.0.1:{port}/2015-03-31/functions/_/invocations"))
-                .timeout(Duration::from_secs(60))
-                .header("content-type", "application/json")
-                .body(event.to_string())
-                .send()
-                .await
-                .expect("invoke");
-            let status = response.status();
-            let text = response.text().await.expect("answer");
-            let body: serde_json::Value =
-                serde_json::from_str(&text).unwrap_or_else(|_| serde_json::Value::String(text.clone()));
-            (status, body)
-        }
-    };
-    let (status, answer) = invoke(s3_put_event("ci-artifacts", &key)).await;
+    let (status, answer) = emulator.invoke(&s3_put_event("ci-artifacts", &key)).await;
     assert!(status.is_success(), "{status}: {answer}");
     assert_eq!(answer["reindexed"], serde_json::json!(["ci-artifacts/12345-linux/python/"]), "{answer}");
 
@@ -117,7 +56,7 @@ async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
     assert!(report.is_clean() && report.files == 1, "{report}");
 
     // A .deb: the apt root, signed with the key from the secret (gpgv checks InRelease).
-    let (status, answer) = invoke(s3_put_event("ci-artifacts", &deb_key)).await;
+    let (status, answer) = emulator.invoke(&s3_put_event("ci-artifacts", &deb_key)).await;
     assert!(status.is_success(), "{status}: {answer}");
     assert_eq!(answer["reindexed"], serde_json::json!(["ci-artifacts/12345-linux/packages/deb/"]), "{answer}");
     let (_, in_release) =
@@ -140,7 +79,7 @@ async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
     assert!(String::from_utf8_lossy(&packages).contains("Package: quarry-hello\n"), "{packages:?}");
 
     // An .rpm: the dnf root, with repomd.xml signed by the same key; both roots audit clean.
-    let (status, answer) = invoke(s3_put_event("ci-artifacts", &rpm_key)).await;
+    let (status, answer) = emulator.invoke(&s3_put_event("ci-artifacts", &rpm_key)).await;
     assert!(status.is_success(), "{status}: {answer}");
     assert_eq!(answer["reindexed"], serde_json::json!(["ci-artifacts/12345-linux/packages/rpm/x86_64/"]), "{answer}");
     for (root, signature) in [
@@ -154,10 +93,10 @@ async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
     }
 
     // An event for something that is not an event at all fails the invocation, not the function.
-    let (_, answer) = invoke(serde_json::json!({"hello": "world"})).await;
+    let (_, answer) = emulator.invoke(&serde_json::json!({"hello": "world"})).await;
     assert!(answer.to_string().contains("not an event this function handles"), "{answer}");
     // ... which still serves the next one.
-    let (status, answer) = invoke(s3_put_event("ci-artifacts", &key)).await;
+    let (status, answer) = emulator.invoke(&s3_put_event("ci-artifacts", &key)).await;
     assert!(status.is_success(), "{status}: {answer}");
 
     function.kill().await.ok();
@@ -166,7 +105,7 @@ async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
     let first = logs.lines().next().unwrap_or_default();
     let parsed: serde_json::Value = serde_json::from_str(first).unwrap_or_default();
     assert!(parsed.is_object(), "logs are JSON lines: {first}");
-    emulator.kill().await.ok();
+    emulator.stop().await;
     server.stop().await;
     secrets.stop().await;
 }

@@ -241,22 +241,14 @@ async fn the_scheduled_event_reconciles_an_s3_bucket_and_pip_installs() {
 }
 
 /// Where `scripts/lambda-build` (run by `scripts/test`) leaves the function.
-fn bootstrap() -> std::path::PathBuf {
-    let path = std::env::var_os("QUARRY_LAMBDA_BOOTSTRAP")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| quarry_tests::workspace_root().join("target/lambda/quarry-lambda-indexer/bootstrap"));
-    assert!(path.exists(), "{} is missing: run scripts/lambda-build (scripts/test does)", path.display());
-    path
-}
-
 /// The deployed `bootstrap` under the `cargo lambda watch` runtime emulator, configured as the
 /// template configures it (`QUARRY_BUCKET`, `QUARRY_RECONCILE_RUNS`), invoked with the
 /// scheduled event: a wheel that landed without an event is indexed.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_built_bootstrap_reconciles_on_the_scheduled_event() {
-    use quarry_tests::s3::{free_port, tool};
+    use quarry_tests::s3::LambdaEmulator;
     use std::process::Stdio;
-    let bootstrap = bootstrap();
+    let bootstrap = quarry_tests::s3::lambda_bootstrap();
     let server = S3Server::start_s3s_fs().await;
     let client = s3_client(&server);
     client.create_bucket().bucket("ci-artifacts").send().await.expect("create bucket");
@@ -265,60 +257,20 @@ async fn the_built_bootstrap_reconciles_on_the_scheduled_event() {
     let spec = WheelSpec::new("recon-quiet", "1.0");
     put(store.as_ref(), &format!("{ROOT}{}", spec.filename()), spec.build()).await;
 
-    let port = free_port();
-    let mut emulator = tokio::process::Command::new(tool("cargo-lambda"))
-        .args(["lambda", "watch", "--only-lambda-apis", "-A", "127.0.0.1", "-P", &port.to_string()])
-        .current_dir(quarry_tests::workspace_root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start cargo lambda watch");
-    let mut ready = false;
-    for _ in 0..300 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(ready, "the emulator did not listen on {port} within 30 s");
-    let keys = server.clone_credentials();
-    let mut function = tokio::process::Command::new(&bootstrap)
-        .env_clear()
-        .env("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{port}/.rt"))
-        .env("AWS_LAMBDA_FUNCTION_NAME", "_")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_ENDPOINT_URL", &server.endpoint)
-        .env("AWS_ACCESS_KEY_ID", &keys.access_key)
-        .env("AWS_SECRET_ACCESS_KEY", &keys.secret_key)
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
+    let emulator = LambdaEmulator::start().await;
+    let mut function = emulator
+        .function(&bootstrap, &server)
         .env("QUARRY_BUCKET", "ci-artifacts")
         .env("QUARRY_RECONCILE_RUNS", "5")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .kill_on_drop(true)
         .spawn()
         .expect("start bootstrap");
-    let response = reqwest::Client::new()
-        .post(format!("http://127.0.0.1:{port}/2015-03-31/functions/_/invocations"))
-        .timeout(Duration::from_secs(60))
-        .header("content-type", "application/json")
-        .body(scheduled_event().to_string())
-        .send()
-        .await
-        .expect("invoke");
-    let status = response.status();
-    let answer: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap_or_default();
+    let (status, answer) = emulator.invoke(&scheduled_event()).await;
     assert!(status.is_success(), "{status}: {answer}");
     assert_eq!(answer["reindexed"], serde_json::json!([format!("ci-artifacts/{ROOT}")]), "{answer}");
     let report = quarry_index::check(store.as_ref(), &RepoRoot::new(ROOT).unwrap()).await.unwrap();
     assert!(report.is_clean() && report.files == 1, "{report}");
     function.kill().await.ok();
-    emulator.kill().await.ok();
+    emulator.stop().await;
     server.stop().await;
 }

@@ -84,7 +84,7 @@ async fn one_more_rpm_costs_the_same_operations_at_200_and_2000() {
 }
 
 /// A minimal wheel of `name` `version`.
-fn wheel(name: &str, version: &str) -> (String, Vec<u8>) {
+pub(crate) fn wheel(name: &str, version: &str) -> (String, Vec<u8>) {
     use std::io::Write as _;
     let mut out = std::io::Cursor::new(Vec::new());
     {

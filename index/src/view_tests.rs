@@ -12,6 +12,7 @@ use bytes::Bytes;
 use quarry_store::layout::config::{Layout, configured, install};
 use quarry_store::{CountingStore, Key, MemoryStore, OpCounts, PutOptions, Store, StoreExt};
 
+use crate::scale_tests::wheel;
 use crate::{Indexer, Refreshed, RepoRoot, Scope};
 
 /// Views of `v2/generic/`, find-links pages off (a layout rule's default).
@@ -24,21 +25,6 @@ fn use_layout() {
     let wanted = Layout::parse(LAYOUT).unwrap();
     let _ = install(wanted.clone());
     assert_eq!(*configured(), wanted, "another layout is installed in this process");
-}
-
-/// A minimal wheel of `name` `version`.
-fn wheel(name: &str, version: &str) -> (String, Vec<u8>) {
-    use std::io::Write as _;
-    let mut out = std::io::Cursor::new(Vec::new());
-    {
-        let mut zip = zip::ZipWriter::new(&mut out);
-        let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
-        zip.start_file(format!("{name}/__init__.py"), stored).unwrap();
-        zip.start_file(format!("{name}-{version}.dist-info/METADATA"), stored).unwrap();
-        write!(zip, "Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n").unwrap();
-        zip.finish().unwrap();
-    }
-    (format!("{name}-{version}-py3-none-any.whl"), out.into_inner())
 }
 
 async fn put(store: &dyn Store, root: &str, name: &str, version: &str) -> Key {

@@ -323,3 +323,87 @@ pub async fn notify_queue(client: &aws_sdk_s3::Client, bucket: &str, queue: &Sqs
         .await
         .expect("put bucket notification configuration");
 }
+
+/// Where `scripts/lambda-build` (run by `scripts/test`) leaves the function, or
+/// `QUARRY_LAMBDA_BOOTSTRAP`.
+pub fn lambda_bootstrap() -> PathBuf {
+    let path = std::env::var_os("QUARRY_LAMBDA_BOOTSTRAP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::workspace_root().join("target/lambda/quarry-lambda-indexer/bootstrap"));
+    assert!(path.exists(), "{} is missing: run scripts/lambda-build (scripts/test does)", path.display());
+    path
+}
+
+/// `cargo lambda watch` serving only the Lambda runtime and invoke APIs on a free loopback
+/// port; killed when dropped.
+pub struct LambdaEmulator {
+    pub port: u16,
+    process: tokio::process::Child,
+}
+
+impl LambdaEmulator {
+    /// Start it and wait (at most 30 s) until it listens.
+    pub async fn start() -> Self {
+        let port = free_port();
+        let process = tokio::process::Command::new(tool("cargo-lambda"))
+            .args(["lambda", "watch", "--only-lambda-apis", "-A", "127.0.0.1", "-P", &port.to_string()])
+            .current_dir(crate::workspace_root())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start cargo lambda watch");
+        for _ in 0..300 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return Self { port, process };
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the emulator did not listen on {port} within 30 s");
+    }
+
+    /// The built bootstrap as the function behind this emulator: its environment cleared but
+    /// for the runtime API, `server`'s endpoint and credentials, a region and no instance
+    /// metadata. The caller adds its own variables and stdio, and spawns it.
+    pub fn function(&self, bootstrap: &std::path::Path, server: &S3Server) -> tokio::process::Command {
+        let keys = server.clone_credentials();
+        let mut function = tokio::process::Command::new(bootstrap);
+        function
+            .env_clear()
+            .env("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{}/.rt", self.port))
+            .env("AWS_LAMBDA_FUNCTION_NAME", "_")
+            .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+            .env("AWS_ENDPOINT_URL", &server.endpoint)
+            .env("AWS_ACCESS_KEY_ID", &keys.access_key)
+            .env("AWS_SECRET_ACCESS_KEY", &keys.secret_key)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true);
+        function
+    }
+
+    /// Invoke the function with `event`: the HTTP status and the answer (as JSON, or the text
+    /// as a JSON string).
+    pub async fn invoke(&self, event: &serde_json::Value) -> (reqwest::StatusCode, serde_json::Value) {
+        let response = reqwest::Client::new()
+            .post(format!("http://127.0.0.1:{}/2015-03-31/functions/_/invocations", self.port))
+            .timeout(Duration::from_secs(60))
+            .header("content-type", "application/json")
+            .body(event.to_string())
+            .send()
+            .await
+            .expect("invoke");
+        let status = response.status();
+        let text = response.text().await.expect("answer");
+        let body = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+        (status, body)
+    }
+
+    pub async fn stop(mut self) {
+        self.process.kill().await.ok();
+    }
+}
