@@ -26,6 +26,8 @@ pub const LISTING_CACHE: &str = ".quarry-listing.json";
 pub const SHA256SUM_SUFFIX: &str = ".sha256sum";
 const MAX_SHA256SUM: u64 = 4096;
 const MAX_CACHE: u64 = 64 * 1024 * 1024;
+/// Largest listing page read back to verify it.
+const MAX_LISTING_PAGE: u64 = 256 * 1024 * 1024;
 const MAX_PASSES: u32 = 10;
 
 /// A directory of a CI run that gets a listing: the run root `…/{run}-{platform}/` or a
@@ -172,6 +174,33 @@ impl std::fmt::Display for ListingReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {} entries listed{}", self.dir, self.entries, if self.written { "" } else { " (unchanged)" })
     }
+}
+
+/// Whether `dir`'s page is the one its cache records; when it is not (deleted or replaced
+/// behind the indexer's back, or the cache unreadable), the cache is dropped so the next
+/// [`update_listing`] rereads every checksum and rewrites the page. The problem found, if any.
+pub async fn verify_listing(store: &dyn Store, dir: &ListingDir) -> Result<Vec<String>, StoreError> {
+    let cache_key = dir.key(LISTING_CACHE)?;
+    let page_key = dir.key(LISTING_PAGE)?;
+    let recorded = match store.get_bytes(&cache_key, MAX_CACHE).await {
+        Ok((_, bytes)) => serde_json::from_slice::<Cache>(&bytes)
+            .ok()
+            .and_then(|c| c.sha256.get(LISTING_PAGE).map(|(_, sha)| sha.clone())),
+        // No cache: the update renders and writes the page anyway.
+        Err(e) if e.is_not_found() => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let problem = match store.get_bytes(&page_key, MAX_LISTING_PAGE).await {
+        Ok((_, body)) if recorded.as_deref() == Some(quarry_store::sha256_hex(&body).as_str()) => {
+            return Ok(Vec::new());
+        }
+        Ok(_) => format!("{page_key} is not the page its cache records"),
+        Err(e) if e.is_not_found() => format!("{page_key} is missing"),
+        Err(e) => return Err(e),
+    };
+    tracing::warn!(%dir, %problem, "rewriting the listing without its cache");
+    store.delete(&cache_key).await?;
+    Ok(vec![problem])
 }
 
 /// Bring `dir`'s listing page up to date with the store.

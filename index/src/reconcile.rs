@@ -21,11 +21,11 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use quarry_store::layout::RunSegment;
 use quarry_store::layout::config::Layout;
-use quarry_store::{Key, PutOptions, Store, StoreError, StoreExt, sha256_hex};
+use quarry_store::{Key, PutOptions, Store, StoreError, StoreExt};
 use serde::{Deserialize, Serialize};
 
 use crate::error::IndexError;
-use crate::listing::{LISTING_CACHE, LISTING_PAGE, ListingDir, update_listing};
+use crate::listing::{update_listing, verify_listing};
 use crate::publish::Indexer;
 use crate::root::{RepoKind, RepoRoot};
 use crate::scope::{Refreshed, Scope};
@@ -34,10 +34,6 @@ use crate::state_io::{output_project, project_key};
 /// Where a scheduled reconciliation records the scope it resumes at, at the top of the
 /// indexed prefix.
 pub const CURSOR_KEY: &str = ".quarry-reconcile.json";
-/// Largest listing cache read to verify a listing page.
-const MAX_CACHE: u64 = 64 * 1024 * 1024;
-/// Largest listing page read back to verify it.
-const MAX_LISTING_PAGE: u64 = 256 * 1024 * 1024;
 
 /// What reconciling one scope did.
 #[derive(Debug, Clone)]
@@ -122,7 +118,7 @@ impl Indexer {
         }
         for project in projects {
             tracing::warn!(%root, %project, "state contradicted by the store; rebuilding the project's state");
-            delete_if_there(store, &project_key(root, &project)?).await?;
+            store.delete(&project_key(root, &project)?).await?;
         }
         Ok(problems)
     }
@@ -162,38 +158,6 @@ impl Indexer {
         }
         Ok(found)
     }
-}
-
-/// The listing cache's record of the page it wrote (the rest is the listing's business).
-#[derive(Deserialize)]
-struct ListingCache {
-    #[serde(default)]
-    sha256: std::collections::BTreeMap<String, (String, String)>,
-}
-
-/// Whether `dir`'s page is the one its cache records; when it is not (deleted or replaced
-/// behind the indexer's back, or the cache unreadable), the cache is dropped so the update
-/// rereads every checksum and rewrites the page. The problem found, if any.
-async fn verify_listing(store: &dyn Store, dir: &ListingDir) -> Result<Vec<String>, StoreError> {
-    let cache_key = Key::join(dir.as_str(), LISTING_CACHE)?;
-    let page_key = Key::join(dir.as_str(), LISTING_PAGE)?;
-    let recorded = match store.get_bytes(&cache_key, MAX_CACHE).await {
-        Ok((_, bytes)) => serde_json::from_slice::<ListingCache>(&bytes)
-            .ok()
-            .and_then(|c| c.sha256.get(LISTING_PAGE).map(|(_, sha)| sha.clone())),
-        // No cache: the update renders and writes the page anyway.
-        Err(e) if e.is_not_found() => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let problem = match store.get_bytes(&page_key, MAX_LISTING_PAGE).await {
-        Ok((_, body)) if recorded.as_deref() == Some(sha256_hex(&body).as_str()) => return Ok(Vec::new()),
-        Ok(_) => format!("{page_key} is not the page its cache records"),
-        Err(e) if e.is_not_found() => format!("{page_key} is missing"),
-        Err(e) => return Err(e),
-    };
-    tracing::warn!(%dir, %problem, "rewriting the listing without its cache");
-    delete_if_there(store, &cache_key).await?;
-    Ok(vec![problem])
 }
 
 /// What a scheduled reconciliation covers in `store` (rooted at the indexed prefix): every
@@ -273,7 +237,7 @@ impl Cursor {
     pub async fn write(&self, store: &dyn Store) -> Result<(), StoreError> {
         let key = Key::new(CURSOR_KEY)?;
         if self.next.is_none() {
-            return delete_if_there(store, &key).await;
+            return store.delete(&key).await;
         }
         let body = serde_json::to_vec(self).map_err(|e| StoreError::Backend(e.to_string()))?;
         store.put_bytes(&key, Bytes::from(body), PutOptions::derived().with_content_type("application/json")).await?;
@@ -289,13 +253,6 @@ impl Cursor {
             Some(start) => scopes.split_off(start),
             None => scopes,
         }
-    }
-}
-
-async fn delete_if_there(store: &dyn Store, key: &Key) -> Result<(), StoreError> {
-    match store.delete(key).await {
-        Err(e) if !e.is_not_found() => Err(e),
-        _ => Ok(()),
     }
 }
 
@@ -370,7 +327,7 @@ mod tests {
             let root = RepoRoot::new(root).unwrap();
             indexer.reindex(&root).await.unwrap();
             for lost in lost {
-                delete_if_there(store.as_ref(), &root.key(lost).unwrap()).await.unwrap();
+                store.delete(&root.key(lost).unwrap()).await.unwrap();
             }
             assert!(!crate::check(store.as_ref(), &root).await.unwrap().is_clean(), "{root} is broken");
             let done = indexer.reconcile(&Scope::Root(root.clone()), Full::default()).await.unwrap();
