@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use quarry_store::{ConditionalWrites, Key, PutOptions, Store, StoreExt};
 use serde::Serialize;
 
@@ -376,28 +376,43 @@ impl Indexer {
 
     /// Write derived outputs concurrently; the keys written, in order.
     pub(crate) async fn publish(&self, outputs: Vec<Output>) -> Result<Vec<String>, IndexError> {
-        // In batches (one blocking task and one lock each on a local store), as many batches
-        // in flight as there were single puts: a handful of outputs still go one per batch.
-        let size = outputs.len().div_ceil(PUBLISH_CONCURRENCY).clamp(1, PUBLISH_BATCH);
-        let mut items = outputs.into_iter().map(|Output { key, body, content_type }| {
-            (key, body, PutOptions::derived().with_content_type(content_type))
-        });
+        let items = outputs
+            .into_iter()
+            .map(|Output { key, body, content_type }| {
+                (key, body, PutOptions::derived().with_content_type(content_type))
+            })
+            .collect();
+        let mut written = Vec::new();
+        for (key, result) in self.put_batched(items).await {
+            result?;
+            written.push(key.to_string());
+        }
+        written.sort();
+        Ok(written)
+    }
+
+    /// Put `items` in batches (one blocking task and one lock each on a local store), as many
+    /// batches in flight as there were single puts: a handful of items still go one per batch.
+    /// Each item's key with its result.
+    pub(crate) async fn put_batched(
+        &self,
+        items: Vec<(Key, bytes::Bytes, PutOptions)>,
+    ) -> Vec<(Key, Result<quarry_store::PutResult, quarry_store::StoreError>)> {
+        let size = items.len().div_ceil(PUBLISH_CONCURRENCY).clamp(1, PUBLISH_BATCH);
+        let mut items = items.into_iter();
         let batches = std::iter::from_fn(|| {
             let batch: Vec<_> = items.by_ref().take(size).collect();
             (!batch.is_empty()).then_some(batch)
         });
-        let done: Vec<Vec<String>> = futures_util::stream::iter(batches)
+        let done: Vec<Vec<_>> = futures_util::stream::iter(batches)
             .map(|batch| async move {
-                let keys: Vec<String> = batch.iter().map(|(key, ..)| key.to_string()).collect();
-                let results = self.store.put_many(batch).await;
-                keys.into_iter().zip(results).map(|(key, result)| result.map(|_| key)).collect::<Result<Vec<_>, _>>()
+                let keys: Vec<Key> = batch.iter().map(|(key, ..)| key.clone()).collect();
+                keys.into_iter().zip(self.store.put_many(batch).await).collect()
             })
             .buffer_unordered(PUBLISH_CONCURRENCY)
-            .try_collect()
-            .await?;
-        let mut written: Vec<String> = done.into_iter().flatten().collect();
-        written.sort();
-        Ok(written)
+            .collect()
+            .await;
+        done.into_iter().flatten().collect()
     }
 
     /// Delete outputs the committed state no longer lists (removed projects, removed wheels'

@@ -15,7 +15,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use futures_util::StreamExt;
 use quarry_packaging::PackageName;
 use quarry_store::{Key, StoreError, StoreExt, sha256_hex};
 
@@ -34,10 +33,6 @@ use crate::state_io::{
     split,
 };
 
-/// Project state objects committed at once by a whole-root reindex.
-const COMMIT_CONCURRENCY: usize = 16;
-/// At most this many project objects per [`quarry_store::Store::put_many`].
-const COMMIT_BATCH: usize = 64;
 /// Largest root page read back to splice.
 const MAX_ROOT_PAGE: u64 = 1 << 30;
 
@@ -134,28 +129,16 @@ impl Indexer {
             }
             todo.push((project_key(root, &name)?, share, before.map(|(_, etag)| etag.clone())));
         }
-        // In batches (one blocking task, one lock and one directory sync each on a local
-        // store), as many batches in flight as there were single commits.
-        let size = todo.len().div_ceil(COMMIT_CONCURRENCY).clamp(1, COMMIT_BATCH);
         let mut items = Vec::with_capacity(todo.len());
         for (key, share, read) in todo {
             let (body, options) = object_put(&share, read)?;
             items.push((key, body, options));
         }
-        let mut items = items.into_iter();
-        let batches = std::iter::from_fn(|| Some(items.by_ref().take(size).collect::<Vec<_>>()))
-            .take_while(|batch| !batch.is_empty());
-        let store = self.store();
-        let results: Vec<_> = futures_util::stream::iter(batches)
-            .map(|batch| async move {
-                let keys: Vec<Key> = batch.iter().map(|(key, _, _)| key.clone()).collect();
-                keys.into_iter().zip(store.put_many(batch).await).collect::<Vec<_>>()
-            })
-            .buffer_unordered(COMMIT_CONCURRENCY)
-            .collect()
-            .await;
+        // Batched as outputs are (one blocking task, one lock and one directory sync each on a
+        // local store).
+        let results = self.put_batched(items).await;
         let mut failed = None;
-        for (key, result) in results.into_iter().flatten() {
+        for (key, result) in results {
             match result {
                 Ok(put) => pass.expect.push((key.to_string(), put.etag)),
                 Err(e) => failed = failed.or(Some(IndexError::from(e))),
