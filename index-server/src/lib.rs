@@ -330,17 +330,13 @@ pub fn app(state: AppState) -> Router {
 /// unknown methods count as `OTHER`, and so are the logged method and path); `nosniff` on
 /// every response, and Quarry's policy on every response that has none of its own.
 async fn front(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let span = tracing::debug_span!(
-        "request",
-        method = %truncated(request.method().as_str(), LOGGED_METHOD_MAX),
-        path = %truncated(request.uri().path(), LOGGED_PATH_MAX),
-    );
     let started = std::time::Instant::now();
     let label = method_label(request.method().as_str());
     let head = request.method() == axum::http::Method::HEAD;
     let route = route_of(label, request.uri().path());
     let method = truncated(request.method().as_str(), LOGGED_METHOD_MAX).into_owned();
     let path = truncated(request.uri().path(), LOGGED_PATH_MAX).into_owned();
+    let span = tracing::debug_span!("request", method = %method, path = %path);
     // Writes authorize themselves (a PUT, or an upload form POSTed to a pip root).
     let write = matches!(*request.method(), axum::http::Method::PUT | axum::http::Method::POST);
     let denied = match !write && request.uri().path() != "/healthz" {
