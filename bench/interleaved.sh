@@ -38,24 +38,28 @@ tools=(quarry)
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq 1 "$rounds"); do
     for tool in "${tools[@]}"; do
-        rm -rf "$work/out" && mkdir -p "$work/out/bench-linux/python"
+        # Each run writes a fresh directory and nothing is deleted until the end: this disk is
+        # mounted with `discard`, and the discards of one run's deleted files would otherwise
+        # land in the next run's journal commits (system CPU doubling round after round).
+        out="$work/out.$round.$tool"
+        mkdir -p "$out/bench-linux/python"
         case "$tool" in
             quarry)
                 if [[ "${LINK:-0}" == 1 ]]; then
-                    cp -al "$data/wheels/." "$work/out/bench-linux/python/"
+                    cp -al "$data/wheels/." "$out/bench-linux/python/"
                 else
-                    cp -a "$data/wheels/." "$work/out/bench-linux/python/"
+                    cp -a "$data/wheels/." "$out/bench-linux/python/"
                 fi
                 sync
-                t="$(seconds "$quarry" index "$work/out")"
+                t="$(seconds "$quarry" index "$out")"
                 ;;
             dumb-pypi)
                 t="$(seconds "$venv/bin/dumb-pypi" --package-list-json "$data/packages.jsonl" \
-                    --output-dir "$work/out" --packages-url ../../pool/)"
+                    --output-dir "$out" --packages-url ../../pool/)"
                 ;;
             *)
                 t="$(seconds "$venv/bin/dumb-pypi" --package-list-json "$data/packages.jsonl" \
-                    --output-dir "$work/out" --packages-url ../../pool/ --no-per-release-json)"
+                    --output-dir "$out" --packages-url ../../pool/ --no-per-release-json)"
                 ;;
         esac
         times[$tool]="${times[$tool]:-} $t"
