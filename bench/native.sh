@@ -153,8 +153,10 @@ record() {
 
 # fresh NAME KIND: a new copy of the N packages of KIND (deb|rpm) at run/NAME; prints the store.
 fresh() {
-    rm -rf "$work/run/$1"
-    mkdir -p "$work/run"
+    # The last copy is moved aside, not deleted: this disk is mounted with `discard`, and deleting
+    # thousands of files slows the file creation of the runs that follow. $work goes at exit.
+    mkdir -p "$work/run" "$work/old"
+    if [[ -e "$work/run/$1" ]]; then mv "$work/run/$1" "$(mktemp -d "$work/old/$1.XXXXXX")/"; fi
     cp -a "$work/base/$2" "$work/run/$1"
     echo "$work/run/$1"
 }
