@@ -596,7 +596,7 @@ mod tests {
         // Block header: size byte, flags (one filter), filter id 0x21, props size 1, dict byte.
         assert_eq!(&blocks.bytes[2..5], &[0x21, 1, 2 * (17 - 12)], "a 128 KiB dictionary");
         let cache = ChunkCache::new();
-        assert_eq!(xz_decode(&cache.xz(&[data.clone()])), data.as_bytes());
+        assert_eq!(xz_decode(&cache.xz(std::slice::from_ref(&data))), data.as_bytes());
     }
 
     #[test]
