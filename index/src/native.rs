@@ -1,13 +1,18 @@
 //! Inspecting native packages (`.deb`, `.rpm`) into entries.
 //!
-//! A file whose sha256 the store does not record, or that is small enough, is streamed once
-//! through MD5, SHA-1 and SHA-256 (apt's `Packages` carries all three); a small one is kept in
-//! memory and parsed from there. A large file with a recorded sha256 is never read whole: its
-//! control member or headers come from ranged reads, and its entry has SHA-256 only.
+//! A file whose sha256 the store does not record, or that is small enough, is read once (one
+//! GET, no HEAD) and hashed with MD5, SHA-1 and SHA-256 (apt's `Packages` carries all three); a
+//! small one is kept in memory and parsed from there. A large file with a recorded sha256 is
+//! never read whole: its control member or headers come from ranged reads, and its entry has
+//! SHA-256 only.
+//!
+//! Each file is inspected in a task of its own on the runtime's workers: the indexer polls its
+//! inspections from one task, which would otherwise decompress and hash every file on one core.
 
 use std::sync::Arc;
 
-use quarry_store::{ObjectMeta, Store};
+use bytes::Bytes;
+use quarry_store::{ObjectMeta, Store, StoreError};
 
 use crate::deb::{DebReadError, read_deb_control};
 use crate::rpmhead::{RpmInfo, header_span};
@@ -21,20 +26,68 @@ const HASH_ALL_LIMIT: u64 = 64 * 1024 * 1024;
 const KEEP_LIMIT: u64 = 8 * 1024 * 1024;
 
 /// Read a `.deb` or `.rpm` into an entry (filename = the key's file name; the caller sets the
-/// path relative to its root).
+/// path relative to its root), on a task of its own when a multi-threaded runtime runs this.
 pub(crate) async fn inspect_native(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Inspected, InspectError> {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if !multi_thread {
+        return inspect_here(store, object).await;
+    }
+    let (store, object) = (store.clone(), object.clone());
+    let task = AbortOnDrop(tokio::spawn(async move { inspect_here(&store, &object).await }));
+    match task.await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(InspectError::Store(StoreError::Backend(format!("inspection task failed: {e}")))),
+    }
+}
+
+/// A spawned task that is cancelled when its caller stops waiting for it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The entry's digests and size, and the bytes when they were kept. A file listed at most
+/// [`HASH_ALL_LIMIT`] long is read whole with one GET (its recorded sha256 would not spare the
+/// read: MD5 and SHA-1 are needed too); a larger one is HEADed first, and with a recorded
+/// sha256 it is never read whole.
+async fn read_package(store: &dyn Store, object: &ObjectMeta) -> Result<(Entry, Option<Bytes>), InspectError> {
+    let key = &object.key;
+    let empty = || InspectError::Rejected(format!("{} is empty", key.filename()));
+    if object.size > HASH_ALL_LIMIT {
+        let meta = if object.sha256.is_some() { object.clone() } else { store.head(key).await? };
+        if meta.size == 0 {
+            return Err(empty());
+        }
+        if let Some(sha256) = meta.sha256.clone().filter(|_| meta.size > HASH_ALL_LIMIT) {
+            return Ok((Entry::stored(object, &meta, sha256), None));
+        }
+    }
+    let whole = read_whole(store, key, KEEP_LIMIT, true).await?;
+    if whole.meta.size == 0 {
+        return Err(empty());
+    }
+    let entry = Entry { md5: whole.md5, sha1: whole.sha1, ..Entry::stored(object, &whole.meta, whole.sha256) };
+    Ok((entry, whole.bytes))
+}
+
+/// [`inspect_native`] on the calling task.
+async fn inspect_here(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Inspected, InspectError> {
     let key = &object.key;
     let name = key.filename().to_owned();
-    let meta = if object.sha256.is_some() { object.clone() } else { store.head(key).await? };
-    if meta.size == 0 {
-        return Err(InspectError::Rejected(format!("{name} is empty")));
-    }
-    let (mut entry, kept) = if meta.sha256.is_none() || meta.size <= HASH_ALL_LIMIT {
-        let whole = read_whole(store.as_ref(), key, KEEP_LIMIT, true).await?;
-        (Entry { md5: whole.md5, sha1: whole.sha1, ..Entry::stored(object, &whole.meta, whole.sha256) }, whole.bytes)
-    } else {
-        (Entry::stored(object, &meta, meta.sha256.clone().unwrap_or_default()), None)
-    };
+    let (mut entry, kept) = read_package(store.as_ref(), object).await?;
     let mut source = Source::new(kept, store.as_ref(), key, entry.size);
     let refuse = |e: &dyn std::fmt::Display| InspectError::Rejected(format!("{name}: {e}"));
     if name.ends_with(".deb") {
