@@ -102,3 +102,56 @@ async fn inspect_here(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Ins
     }
     Ok(Inspected { entry, core_metadata: None })
 }
+
+#[cfg(test)]
+mod tests {
+    use md5::Digest as _;
+    use quarry_store::{CountingStore, Key, MemoryStore, PutOptions, StoreExt};
+
+    use super::*;
+
+    async fn stored(store: &dyn Store, name: &str, body: Vec<u8>) -> ObjectMeta {
+        let key = Key::new(format!("7-linux/packages/{name}")).unwrap();
+        store.put_bytes(&key, Bytes::from(body), PutOptions::default()).await.unwrap();
+        // As a listing without recorded digests gives it.
+        ObjectMeta { sha256: None, ..store.head(&key).await.unwrap() }
+    }
+
+    /// On a multi-threaded runtime (each file on a task of its own) and on the caller's task,
+    /// a package costs one GET and no HEAD, its three digests are the file's, and broken or
+    /// empty packages are refused with their reason.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn packages_are_read_with_one_get_on_any_runtime() {
+        let memory: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let (_, deb) = crate::scale_tests::deb(7);
+        let (_, rpm) = crate::scale_tests::rpm(8);
+        let objects = [
+            stored(memory.as_ref(), "deb/pool/main/a.deb", deb.clone()).await,
+            stored(memory.as_ref(), "rpm/x86_64/b.rpm", rpm.clone()).await,
+        ];
+        let counting = Arc::new(CountingStore::new(memory.clone()));
+        let store: Arc<dyn Store> = counting.clone();
+        for (object, body) in objects.iter().zip([&deb, &rpm]) {
+            let spawned = inspect_native(&store, object).await.unwrap().entry;
+            let here = inspect_here(&store, object).await.unwrap().entry;
+            assert_eq!(spawned, here);
+            assert_eq!(spawned.md5.as_deref(), Some(hex::encode(md5::Md5::digest(body)).as_str()));
+            assert_eq!(spawned.sha1.as_deref(), Some(hex::encode(sha1::Sha1::digest(body)).as_str()));
+            assert_eq!(spawned.sha256, hex::encode(sha2::Sha256::digest(body)));
+            assert_eq!(spawned.size, body.len() as u64);
+        }
+        let counts = counting.counts();
+        assert_eq!((counts.head, counts.get), (0, 4), "{counts}");
+
+        let refused = |r: Result<Inspected, InspectError>| match r {
+            Err(InspectError::Rejected(reason)) => reason,
+            other => panic!("expected a refusal, got {other:?}"),
+        };
+        let empty = stored(memory.as_ref(), "deb/pool/main/empty.deb", Vec::new()).await;
+        assert!(refused(inspect_native(&store, &empty).await).contains("empty.deb is empty"));
+        let garbage = stored(memory.as_ref(), "deb/pool/main/junk.deb", b"junk".to_vec()).await;
+        assert!(refused(inspect_native(&store, &garbage).await).contains("not a Debian package"));
+        let truncated = stored(memory.as_ref(), "rpm/x86_64/cut.rpm", rpm[..200].to_vec()).await;
+        assert!(refused(inspect_native(&store, &truncated).await).contains("cut.rpm"));
+    }
+}
