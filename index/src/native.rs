@@ -16,7 +16,7 @@ use quarry_store::{ObjectMeta, Store, StoreError};
 
 use crate::deb::{DebReadError, read_deb_control};
 use crate::rpmhead::{RpmInfo, header_span};
-use crate::source::{RangeSource, Source, read_whole};
+use crate::source::{RangeSource, Source, hash_body, read_whole};
 use crate::state::Entry;
 use crate::{InspectError, Inspected};
 
@@ -61,13 +61,19 @@ impl<T> Drop for AbortOnDrop<T> {
 
 /// The entry's digests and size, and the bytes when they were kept. A file listed at most
 /// [`HASH_ALL_LIMIT`] long is read whole with one GET (its recorded sha256 would not spare the
-/// read: MD5 and SHA-1 are needed too); a larger one is HEADed first, and with a recorded
-/// sha256 it is never read whole.
+/// read: MD5 and SHA-1 are needed too); a larger one (as listed, or as the GET finds it) is
+/// HEADed, and with a recorded sha256 it is never read whole.
 async fn read_package(store: &dyn Store, object: &ObjectMeta) -> Result<(Entry, Option<Bytes>), InspectError> {
     let key = &object.key;
     let empty = || InspectError::Rejected(format!("{} is empty", key.filename()));
-    if object.size > HASH_ALL_LIMIT {
-        let meta = if object.sha256.is_some() { object.clone() } else { store.head(key).await? };
+    let mut got = None;
+    if object.size <= HASH_ALL_LIMIT {
+        // Grown since the listing: its body is left unread.
+        got = Some(store.get(key, None).await?).filter(|got| got.meta.size <= HASH_ALL_LIMIT);
+    }
+    if got.is_none() {
+        let listed = object.sha256.is_some() && object.size > HASH_ALL_LIMIT;
+        let meta = if listed { object.clone() } else { store.head(key).await? };
         if meta.size == 0 {
             return Err(empty());
         }
@@ -75,7 +81,10 @@ async fn read_package(store: &dyn Store, object: &ObjectMeta) -> Result<(Entry, 
             return Ok((Entry::stored(object, &meta, sha256), None));
         }
     }
-    let whole = read_whole(store, key, KEEP_LIMIT, true).await?;
+    let whole = match got {
+        Some(got) => hash_body(key, got, KEEP_LIMIT, true).await?,
+        None => read_whole(store, key, KEEP_LIMIT, true).await?,
+    };
     if whole.meta.size == 0 {
         return Err(empty());
     }
@@ -153,5 +162,28 @@ mod tests {
         assert!(refused(inspect_native(&store, &garbage).await).contains("not a Debian package"));
         let truncated = stored(memory.as_ref(), "rpm/x86_64/cut.rpm", rpm[..200].to_vec()).await;
         assert!(refused(inspect_native(&store, &truncated).await).contains("cut.rpm"));
+    }
+
+    /// A package larger than the hash-all limit with a recorded sha256 is never read whole,
+    /// even when the listing still gave a small size (the GET finds it large and is dropped).
+    #[tokio::test]
+    async fn a_large_package_with_a_recorded_sha256_is_read_by_ranges_only() {
+        let memory: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let control = "Package: pkg00003\nVersion: 1.0-3\nArchitecture: amd64\nDescription: big\n";
+        let data = vec![0; (HASH_ALL_LIMIT + 1) as usize];
+        let big = crate::deb::tests::build_deb_with_data(control, "xz", ("data.tar", data));
+        let object = stored(memory.as_ref(), "deb/pool/main/big.deb", big.clone()).await;
+        let sha256 = hex::encode(sha2::Sha256::digest(&big));
+        assert_eq!(memory.head(&object.key).await.unwrap().sha256.as_deref(), Some(sha256.as_str()));
+        let counting = Arc::new(CountingStore::new(memory.clone()));
+        let store: Arc<dyn Store> = counting.clone();
+        for listed_size in [object.size, 100] {
+            let listed = ObjectMeta { size: listed_size, ..object.clone() };
+            let entry = inspect_native(&store, &listed).await.unwrap().entry;
+            assert_eq!((entry.sha256.as_str(), entry.size), (sha256.as_str(), big.len() as u64));
+            assert_eq!((entry.md5, entry.sha1), (None, None), "not read whole");
+            assert_eq!(entry.deb.unwrap().package(), "pkg00003");
+        }
+        assert_eq!(counting.counts().head, 2, "{}", counting.counts());
     }
 }

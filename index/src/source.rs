@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use futures_util::TryStreamExt;
 use md5::Digest as _;
-use quarry_store::{Key, ObjectMeta, Store, StoreError, StoreExt};
+use quarry_store::{GetObject, Key, ObjectMeta, Store, StoreError, StoreExt};
 
 /// A file read whole.
 pub(crate) struct Whole {
@@ -27,6 +27,16 @@ pub(crate) async fn read_whole(
     legacy_digests: bool,
 ) -> Result<Whole, StoreError> {
     let got = store.get(key, None).await?;
+    hash_body(key, got, keep_up_to, legacy_digests).await
+}
+
+/// [`read_whole`] of a GET already made.
+pub(crate) async fn hash_body(
+    key: &Key,
+    got: GetObject,
+    keep_up_to: u64,
+    legacy_digests: bool,
+) -> Result<Whole, StoreError> {
     let meta = got.meta;
     let mut sha256 = sha2::Sha256::new();
     let mut legacy = legacy_digests.then(|| (md5::Md5::new(), sha1::Sha1::new()));
