@@ -1,10 +1,10 @@
 //! Inspecting native packages (`.deb`, `.rpm`) into entries.
 //!
-//! A file whose sha256 the store does not record, or that is small enough, is read once (one
-//! GET, no HEAD) and hashed with MD5, SHA-1 and SHA-256 (apt's `Packages` carries all three); a
-//! small one is kept in memory and parsed from there. A large file with a recorded sha256 is
-//! never read whole: its control member or headers come from ranged reads, and its entry has
-//! SHA-256 only.
+//! A file of at most 64 MiB is read once, with one GET and no HEAD, and hashed with MD5, SHA-1
+//! and SHA-256 (apt's `Packages` carries all three); a small one is kept in memory and parsed
+//! from there. A larger file is HEADed: without a recorded sha256 it is streamed once through
+//! the hashers; with one it is never read whole: its control member or headers come from
+//! ranged reads, and its entry has SHA-256 only.
 //!
 //! Each file is inspected in a task of its own on the runtime's workers: the indexer polls its
 //! inspections from one task, which would otherwise decompress and hash every file on one core.
