@@ -315,6 +315,17 @@ pub(crate) mod tests {
 
     /// A `.deb` built the way dpkg-deb lays it out, with `control` as given.
     pub(crate) fn build_deb(control: &str, compression: &str) -> Vec<u8> {
+        let mut data_tar = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_size(5);
+        header.set_mode(0o644);
+        data_tar.append_data(&mut header, "./usr/share/x", &b"hello"[..]).unwrap();
+        let (data_name, data) = compress("gz", &data_tar.into_inner().unwrap());
+        build_deb_with_data(control, compression, (&format!("data.tar{data_name}"), data))
+    }
+
+    /// A `.deb` with `control` and the data member given as (name, bytes).
+    pub(crate) fn build_deb_with_data(control: &str, compression: &str, (data_name, data): (&str, Vec<u8>)) -> Vec<u8> {
         let mut tar = tar::Builder::new(Vec::new());
         let mut header = tar::Header::new_gnu();
         header.set_size(control.len() as u64);
@@ -323,17 +334,7 @@ pub(crate) mod tests {
         tar.append_data(&mut header, "./control", control.as_bytes()).unwrap();
         let control_tar = tar.into_inner().unwrap();
         let (name, member) = compress(compression, &control_tar);
-        let mut data_tar = tar::Builder::new(Vec::new());
-        let mut header = tar::Header::new_gnu();
-        header.set_size(5);
-        header.set_mode(0o644);
-        data_tar.append_data(&mut header, "./usr/share/x", &b"hello"[..]).unwrap();
-        let (data_name, data) = compress("gz", &data_tar.into_inner().unwrap());
-        ar(&[
-            ("debian-binary", b"2.0\n".to_vec()),
-            (&format!("control.tar{name}"), member),
-            (&format!("data.tar{data_name}"), data),
-        ])
+        ar(&[("debian-binary", b"2.0\n".to_vec()), (&format!("control.tar{name}"), member), (data_name, data)])
     }
 
     pub(crate) fn compress(kind: &str, bytes: &[u8]) -> (&'static str, Vec<u8>) {

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use futures_util::TryStreamExt;
 use md5::Digest as _;
-use quarry_store::{Key, ObjectMeta, Store, StoreError, StoreExt};
+use quarry_store::{GetObject, Key, ObjectMeta, Store, StoreError, StoreExt};
 
 /// A file read whole.
 pub(crate) struct Whole {
@@ -27,9 +27,20 @@ pub(crate) async fn read_whole(
     legacy_digests: bool,
 ) -> Result<Whole, StoreError> {
     let got = store.get(key, None).await?;
+    hash_body(key, got, keep_up_to, legacy_digests).await
+}
+
+/// [`read_whole`] of a GET already made.
+pub(crate) async fn hash_body(
+    key: &Key,
+    got: GetObject,
+    keep_up_to: u64,
+    legacy_digests: bool,
+) -> Result<Whole, StoreError> {
     let meta = got.meta;
     let mut sha256 = sha2::Sha256::new();
     let mut legacy = legacy_digests.then(|| (md5::Md5::new(), sha1::Sha1::new()));
+    // The chunks are kept as they come; a body in one chunk (a small local file) is not copied.
     let mut kept = (meta.size <= keep_up_to).then(Vec::new);
     let mut body = got.body;
     while let Some(chunk) = body.try_next().await.map_err(|source| StoreError::Body { key: key.to_string(), source })? {
@@ -38,16 +49,25 @@ pub(crate) async fn read_whole(
             md5.update(&chunk);
             sha1.update(&chunk);
         }
-        if let Some(buffer) = kept.as_mut() {
-            buffer.extend_from_slice(&chunk);
+        if let Some(chunks) = kept.as_mut() {
+            chunks.push(chunk);
         }
     }
-    let bytes = kept.filter(|b| b.len() as u64 == meta.size).map(Bytes::from);
+    let bytes = kept.map(join).filter(|b| b.len() as u64 == meta.size);
     let (md5, sha1) = match legacy {
         Some((md5, sha1)) => (Some(hex::encode(md5.finalize())), Some(hex::encode(sha1.finalize()))),
         None => (None, None),
     };
     Ok(Whole { meta, sha256: hex::encode(sha256.finalize()), md5, sha1, bytes })
+}
+
+/// The chunks as one buffer (the chunk itself when there is one).
+fn join(mut chunks: Vec<Bytes>) -> Bytes {
+    match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.swap_remove(0),
+        _ => Bytes::from(chunks.concat()),
+    }
 }
 
 /// Something that hands out byte ranges of one file (clamped to its end).
