@@ -313,6 +313,7 @@ impl Indexer {
         pass.expect.push((root.state_key().to_string(), etag));
         report.committed = true;
         report.deleted = self.delete_stale(&deletes).await;
+        crate::state_io::drop_aside((old, state, listing));
         Ok(report)
     }
 

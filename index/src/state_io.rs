@@ -252,14 +252,81 @@ pub(crate) async fn commit_state(
     commit_bytes(store, &root.state_key(), state, read).await
 }
 
-/// A state object's bytes as they are stored.
-pub(crate) fn serialize_state(state: &RepoState) -> Result<Bytes, IndexError> {
+/// [`serialize_state`] in one go.
+fn serialize_whole(state: &RepoState) -> Result<Bytes, IndexError> {
     // Room for a typical entry up front: a state of thousands of entries is not copied through
     // a dozen doublings (untouched capacity costs no memory).
     let hint = 4096 + 1024 * (state.entries.len() + state.rejected.len()) + 256 * state.outputs.len();
     let mut out = Vec::with_capacity(hint);
     serde_json::to_writer(&mut out, state).map_err(|e| StoreError::Backend(e.to_string()))?;
     Ok(Bytes::from(out))
+}
+
+/// Entries from which [`serialize_state`] writes the entries in two halves side by side, and
+/// [`drop_aside`] frees a state on another thread.
+const BIG_STATE: usize = 1000;
+
+/// A state object's bytes as they are stored: a big state's entries are written in two
+/// halves on two threads and joined, the same bytes as written in one go.
+pub(crate) fn serialize_state(state: &RepoState) -> Result<Bytes, IndexError> {
+    let fail = |e: serde_json::Error| IndexError::from(StoreError::Backend(e.to_string()));
+    if state.entries.len() < BIG_STATE {
+        return serialize_whole(state);
+    }
+    let middle = state.entries.keys().nth(state.entries.len() / 2).expect("a big state has a middle entry");
+    let halves = [state.entries.range::<String, _>(..middle), state.entries.range::<String, _>(middle..)];
+    let write = |half: std::collections::btree_map::Range<'_, String, crate::state::Entry>, size: usize| {
+        let mut out = Vec::with_capacity(size);
+        serde_json::to_writer(&mut out, &Members(std::cell::Cell::new(Some(half)))).map(|()| out)
+    };
+    let size = 1024 * state.entries.len() / 2 + 4096;
+    let [first, second] = halves;
+    let (first, second) = std::thread::scope(|scope| {
+        let second = scope.spawn(move || write(second, size));
+        (write(first, size), second.join().expect("serializing does not panic"))
+    });
+    let (first, second) = (first.map_err(fail)?, second.map_err(fail)?);
+    // The rest of the state around empty entries, then the two halves spliced in.
+    let rest = RepoState {
+        version: state.version,
+        entries: BTreeMap::new(),
+        rejected: state.rejected.clone(),
+        outputs: state.outputs.clone(),
+        retired: state.retired.clone(),
+        generated: state.generated,
+    };
+    let rest = serde_json::to_vec(&rest).map_err(fail)?;
+    let at = find(&rest, b"\"entries\":{}").ok_or_else(|| StoreError::Backend("no entries in a state".into()))? + 11;
+    let mut out = Vec::with_capacity(rest.len() + first.len() + second.len());
+    out.extend_from_slice(&rest[..at]);
+    out.extend_from_slice(&first[1..first.len() - 1]);
+    out.push(b',');
+    out.extend_from_slice(&second[1..second.len() - 1]);
+    out.extend_from_slice(&rest[at..]);
+    Ok(Bytes::from(out))
+}
+
+/// The first place `needle` starts in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A run of a state's entries written as a JSON object (as a map of them is).
+struct Members<'a>(std::cell::Cell<Option<std::collections::btree_map::Range<'a, String, crate::state::Entry>>>);
+
+impl serde::Serialize for Members<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.take().into_iter().flatten())
+    }
+}
+
+/// Free a big value on another thread (a reindex of a big repo returns without waiting for
+/// thousands of entries to be deallocated); a small one, or one no thread can be started
+/// for, here.
+pub(crate) fn drop_aside(value: (RepoState, RepoState, crate::plan::RootListing)) {
+    if value.0.entries.len().max(value.1.entries.len()) >= BIG_STATE {
+        let _ = std::thread::Builder::new().name("quarry-drop".into()).spawn(move || drop(value));
+    }
 }
 
 /// An ETag without quotes or a weak prefix, for comparing what a put and a later read return.
@@ -469,6 +536,21 @@ mod tests {
         let reordered = format!("{},\"entries\":{entries}}}", &value.to_string()[..value.to_string().len() - 1]);
         assert_eq!(parse_in_halves(reordered.as_bytes()).as_ref(), Some(&state));
         assert_eq!(parse_state(Some(reordered.as_bytes())), state);
+    }
+
+    /// Written in halves, a big state is the bytes `serde_json` writes in one go, with or
+    /// without its optional fields.
+    #[test]
+    fn a_big_state_written_in_halves_is_the_state_written_whole() {
+        let mut state = big_state();
+        assert_eq!(serialize_state(&state).unwrap(), serde_json::to_vec(&state).unwrap());
+        state.retired.clear();
+        state.generated = None;
+        state.rejected.clear();
+        state.entries = state.entries.into_iter().take(BIG_STATE).collect();
+        assert_eq!(serialize_state(&state).unwrap(), serde_json::to_vec(&state).unwrap());
+        state.entries.pop_first();
+        assert_eq!(serialize_state(&state).unwrap(), serde_json::to_vec(&state).unwrap(), "written whole");
     }
 
     #[test]
