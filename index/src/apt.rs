@@ -291,7 +291,7 @@ mod tests {
             sha256,
             md5: Some(md5),
             sha1: Some(sha1),
-            deb: Some(DebControl::parse(control).unwrap()),
+            deb: Some(std::sync::Arc::new(DebControl::parse(control).unwrap())),
             ..crate::state::test_entry(filename)
         }
     }

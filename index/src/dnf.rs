@@ -8,6 +8,7 @@
 use std::fmt::Write as _;
 
 use quarry_store::sha256_hex;
+use sha2::Digest as _;
 
 use crate::chunked::{ChunkCache, Chunker, Document};
 use crate::render::{Page, Stage};
@@ -22,6 +23,19 @@ pub const REPOMD: &str = "repodata/repomd.xml";
 /// `s` escaped for XML text and attribute values; characters XML 1.0 cannot carry are dropped.
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
+    escape_into(&mut out, s);
+    out
+}
+
+/// [`escape`] appended to `out`: text with nothing to escape (the common case) is copied whole.
+pub fn escape_into(out: &mut String, s: &str) {
+    // Bytes that may need work: the five markup characters, C0 controls, and 0xEF (the lead
+    // byte of U+FFFE and U+FFFF).
+    let plain = s.bytes().all(|b| b >= 0x20 && !matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'' | 0xEF));
+    if plain {
+        out.push_str(s);
+        return;
+    }
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
@@ -34,17 +48,34 @@ pub fn escape(s: &str) -> String {
             c => out.push(c),
         }
     }
-    out
+}
+
+/// `<tag>escaped text</tag>` and a newline, after `indent`.
+fn element(out: &mut String, indent: &str, tag: &str, text: &str) {
+    out.push_str(indent);
+    out.push('<');
+    out.push_str(tag);
+    out.push('>');
+    escape_into(out, text);
+    out.push_str("</");
+    out.push_str(tag);
+    out.push_str(">\n");
+}
+
+/// ` name="escaped value"`.
+fn attribute(out: &mut String, name: &str, value: &str) {
+    out.push(' ');
+    out.push_str(name);
+    out.push_str("=\"");
+    escape_into(out, value);
+    out.push('"');
 }
 
 fn version(out: &mut String, rpm: &RpmInfo) {
-    let _ = writeln!(
-        out,
-        "  <version epoch=\"{}\" ver=\"{}\" rel=\"{}\"/>",
-        rpm.epoch,
-        escape(&rpm.version),
-        escape(&rpm.release)
-    );
+    let _ = write!(out, "  <version epoch=\"{}\"", rpm.epoch);
+    attribute(out, "ver", &rpm.version);
+    attribute(out, "rel", &rpm.release);
+    out.push_str("/>\n");
 }
 
 fn deps(out: &mut String, tag: &str, deps: &[RpmDep]) {
@@ -53,13 +84,14 @@ fn deps(out: &mut String, tag: &str, deps: &[RpmDep]) {
     }
     let _ = writeln!(out, "    <rpm:{tag}>");
     for dep in deps {
-        let _ = write!(out, "      <rpm:entry name=\"{}\"", escape(&dep.name));
+        out.push_str("      <rpm:entry");
+        attribute(out, "name", &dep.name);
         if !dep.flags.is_empty() {
             let _ = write!(out, " flags=\"{}\"", dep.flags);
         }
         for (attr, value) in [("epoch", &dep.epoch), ("ver", &dep.ver), ("rel", &dep.rel)] {
             if !value.is_empty() {
-                let _ = write!(out, " {attr}=\"{}\"", escape(value));
+                attribute(out, attr, value);
             }
         }
         if dep.pre {
@@ -71,11 +103,14 @@ fn deps(out: &mut String, tag: &str, deps: &[RpmDep]) {
 }
 
 fn file(out: &mut String, indent: &str, path: &str, kind: &str) {
+    out.push_str(indent);
     if kind.is_empty() {
-        let _ = writeln!(out, "{indent}<file>{}</file>", escape(path));
+        out.push_str("<file>");
     } else {
-        let _ = writeln!(out, "{indent}<file type=\"{kind}\">{}</file>", escape(path));
+        let _ = write!(out, "<file type=\"{kind}\">");
     }
+    escape_into(out, path);
+    out.push_str("</file>\n");
 }
 
 /// The packages in `primary.xml` order: by name, then EVR as rpm orders it, then location.
@@ -131,27 +166,28 @@ pub fn primary_chunks(packages: &[(&Entry, &RpmInfo)]) -> Vec<String> {
 /// One package's `<package>` element of primary.xml.
 fn primary_package(out: &mut String, entry: &Entry, rpm: &RpmInfo) {
     out.push_str("<package type=\"rpm\">\n");
-    let _ = writeln!(out, "  <name>{}</name>", escape(&rpm.name));
-    let _ = writeln!(out, "  <arch>{}</arch>", escape(&rpm.arch));
+    element(out, "  ", "name", &rpm.name);
+    element(out, "  ", "arch", &rpm.arch);
     version(out, rpm);
     let _ = writeln!(out, "  <checksum type=\"sha256\" pkgid=\"YES\">{}</checksum>", entry.sha256);
-    let _ = writeln!(out, "  <summary>{}</summary>", escape(&rpm.summary));
-    let _ = writeln!(out, "  <description>{}</description>", escape(&rpm.description));
-    let _ = writeln!(out, "  <packager>{}</packager>", escape(&rpm.packager));
-    let _ = writeln!(out, "  <url>{}</url>", escape(&rpm.url));
+    element(out, "  ", "summary", &rpm.summary);
+    element(out, "  ", "description", &rpm.description);
+    element(out, "  ", "packager", &rpm.packager);
+    element(out, "  ", "url", &rpm.url);
     let _ = writeln!(out, "  <time file=\"{}\" build=\"{}\"/>", upload_seconds(entry), rpm.build_time);
     let _ = writeln!(
         out,
         "  <size package=\"{}\" installed=\"{}\" archive=\"{}\"/>",
         entry.size, rpm.installed_size, rpm.archive_size
     );
-    let _ = writeln!(out, "  <location href=\"{}\"/>", escape(&entry.filename));
-    out.push_str("  <format>\n");
-    let _ = writeln!(out, "    <rpm:license>{}</rpm:license>", escape(&rpm.license));
-    let _ = writeln!(out, "    <rpm:vendor>{}</rpm:vendor>", escape(&rpm.vendor));
-    let _ = writeln!(out, "    <rpm:group>{}</rpm:group>", escape(&rpm.group));
-    let _ = writeln!(out, "    <rpm:buildhost>{}</rpm:buildhost>", escape(&rpm.buildhost));
-    let _ = writeln!(out, "    <rpm:sourcerpm>{}</rpm:sourcerpm>", escape(&rpm.sourcerpm));
+    out.push_str("  <location");
+    attribute(out, "href", &entry.filename);
+    out.push_str("/>\n  <format>\n");
+    element(out, "    ", "rpm:license", &rpm.license);
+    element(out, "    ", "rpm:vendor", &rpm.vendor);
+    element(out, "    ", "rpm:group", &rpm.group);
+    element(out, "    ", "rpm:buildhost", &rpm.buildhost);
+    element(out, "    ", "rpm:sourcerpm", &rpm.sourcerpm);
     let _ = writeln!(out, "    <rpm:header-range start=\"{}\" end=\"{}\"/>", rpm.header_start, rpm.header_end);
     deps(out, "provides", &rpm.provides);
     deps(out, "requires", &rpm.requires);
@@ -182,13 +218,10 @@ fn per_package(
     let mut out = String::with_capacity(1024);
     for &(entry, rpm) in packages {
         out.clear();
-        let _ = writeln!(
-            out,
-            "<package pkgid=\"{}\" name=\"{}\" arch=\"{}\">",
-            entry.sha256,
-            escape(&rpm.name),
-            escape(&rpm.arch)
-        );
+        let _ = write!(out, "<package pkgid=\"{}\"", entry.sha256);
+        attribute(&mut out, "name", &rpm.name);
+        attribute(&mut out, "arch", &rpm.arch);
+        out.push_str(">\n");
         version(&mut out, rpm);
         body(&mut out, rpm);
         out.push_str("</package>\n");
@@ -217,13 +250,11 @@ pub fn other(packages: &[(&Entry, &RpmInfo)]) -> String {
 pub fn other_chunks(packages: &[(&Entry, &RpmInfo)]) -> Vec<String> {
     per_package("otherdata", "http://linux.duke.edu/metadata/other", packages, |out, rpm| {
         for change in &rpm.changelog {
-            let _ = writeln!(
-                out,
-                "  <changelog author=\"{}\" date=\"{}\">{}</changelog>",
-                escape(&change.author),
-                change.date,
-                escape(&change.text)
-            );
+            out.push_str("  <changelog");
+            attribute(out, "author", &change.author);
+            let _ = write!(out, " date=\"{}\">", change.date);
+            escape_into(out, &change.text);
+            out.push_str("</changelog>\n");
         }
     })
 }
@@ -239,21 +270,44 @@ pub fn render(state: &RepoState, signer: Option<&Signer>) -> Result<Vec<Page>, S
     render_cached(state, signer, &ChunkCache::new())
 }
 
-/// The three documents, each cut into chunks, rendered side by side, then compressed together
-/// (the chunks `cache` holds are not compressed again; the others on every core).
-fn documents(state: &RepoState, cache: &ChunkCache) -> Vec<(&'static str, String, Vec<u8>)> {
+/// One rendered document: its kind, the sha256 and length of its uncompressed text, and its
+/// gzip file.
+struct Rendered {
+    kind: &'static str,
+    open_sha256: String,
+    open_size: usize,
+    gz: Vec<u8>,
+}
+
+/// The three documents, each cut into chunks, then compressed together (the chunks `cache`
+/// holds are not compressed again; the others on every core). Rendering is sequential: for
+/// the few milliseconds it takes, threads (each with its own allocator arena of freshly
+/// faulted pages) cost more than they save.
+fn documents(state: &RepoState, cache: &ChunkCache) -> Vec<Rendered> {
     let packages = packages(state);
-    let packages = &packages;
     let kinds: [(&str, DocumentChunks); 3] =
         [("primary", primary_chunks), ("filelists", filelists_chunks), ("other", other_chunks)];
-    let rendered: Vec<(&str, Vec<String>)> = std::thread::scope(|scope| {
-        let done: Vec<_> =
-            kinds.into_iter().map(|(kind, chunks)| scope.spawn(move || (kind, chunks(packages)))).collect();
-        done.into_iter().map(|d| d.join().expect("rendering does not panic")).collect()
-    });
+    let rendered: Vec<(&str, Vec<String>)> =
+        kinds.into_iter().map(|(kind, chunks)| (kind, chunks(&packages))).collect();
     let documents: Vec<Document<'_>> = rendered.iter().map(|(_, chunks)| Document { chunks, xz: false }).collect();
     let compressed = cache.compress(&documents);
-    rendered.iter().zip(compressed).map(|((kind, chunks), (gz, _))| (*kind, chunks.concat(), gz)).collect()
+    rendered
+        .iter()
+        .zip(compressed)
+        .map(|((kind, chunks), (gz, _))| {
+            // The document's digest over its chunks in turn: the whole text is never joined.
+            let mut hasher = sha2::Sha256::new();
+            for chunk in chunks {
+                hasher.update(chunk.as_bytes());
+            }
+            Rendered {
+                kind,
+                open_sha256: hex::encode(hasher.finalize()),
+                open_size: chunks.iter().map(String::len).sum(),
+                gz,
+            }
+        })
+        .collect()
 }
 
 /// A document's chunks from the packages in order.
@@ -269,8 +323,7 @@ pub fn render_cached(state: &RepoState, signer: Option<&Signer>, cache: &ChunkCa
         "<repomd xmlns=\"http://linux.duke.edu/metadata/repo\" xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\">\n",
     );
     let _ = writeln!(repomd, "  <revision>{time}</revision>");
-    for (kind, xml, gz) in documents(state, cache) {
-        let open = sha256_hex(xml.as_bytes());
+    for Rendered { kind, open_sha256: open, open_size, gz } in documents(state, cache) {
         let closed = sha256_hex(&gz);
         let href = format!("repodata/{closed}-{kind}.xml.gz");
         let _ = writeln!(repomd, "  <data type=\"{kind}\">");
@@ -279,7 +332,7 @@ pub fn render_cached(state: &RepoState, signer: Option<&Signer>, cache: &ChunkCa
         let _ = writeln!(repomd, "    <location href=\"{href}\"/>");
         let _ = writeln!(repomd, "    <timestamp>{time}</timestamp>");
         let _ = writeln!(repomd, "    <size>{}</size>", gz.len());
-        let _ = writeln!(repomd, "    <open-size>{}</open-size>", xml.len());
+        let _ = writeln!(repomd, "    <open-size>{open_size}</open-size>");
         repomd.push_str("  </data>\n");
         pages.push(Page::new(href, gz, Stage::Immutable, "application/gzip"));
     }
@@ -384,7 +437,7 @@ mod tests {
         for (name, version, release) in [("hello", "1.0", "1"), ("hello", "1.0~rc1", "1"), ("libhello", "1.0", "1")] {
             let file = format!("{name}-{version}-{release}.x86_64.rpm");
             let mut entry = crate::state::test_entry(&file);
-            entry.rpm = Some(Box::new(info(name, version, release)));
+            entry.rpm = Some(std::sync::Arc::new(info(name, version, release)));
             state.entries.insert(file, entry);
         }
         state.generated = Some(1_795_000_000);
@@ -427,5 +480,12 @@ mod tests {
     #[test]
     fn escaping_drops_what_xml_cannot_hold() {
         assert_eq!(escape("a<b>&\"'\u{1}c"), "a&lt;b&gt;&amp;&quot;&apos;c");
+        // Plain text is copied whole; U+FFFE/U+FFFF go, other characters led by 0xEF stay.
+        assert_eq!(escape("plain é ü /usr/bin"), "plain é ü /usr/bin");
+        assert_eq!(escape("a\u{fffe}b\u{ffff}c\u{f000}\u{fffd}"), "abc\u{f000}\u{fffd}");
+        assert_eq!(escape("tab\tline\nret\r\u{1f}"), "tab\tline\nret\r");
+        let mut out = String::from("x");
+        escape_into(&mut out, "<y>");
+        assert_eq!(out, "x&lt;y&gt;");
     }
 }

@@ -100,14 +100,14 @@ async fn inspect_here(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Ins
     let mut source = Source::new(kept, store.as_ref(), key, entry.size);
     let refuse = |e: &dyn std::fmt::Display| InspectError::Rejected(format!("{name}: {e}"));
     if name.ends_with(".deb") {
-        entry.deb = Some(read_deb_control(&mut source).await.map_err(|e| match e {
+        entry.deb = Some(std::sync::Arc::new(read_deb_control(&mut source).await.map_err(|e| match e {
             DebReadError::Deb(e) => refuse(&e),
             DebReadError::Store(e) => InspectError::Store(e),
-        })?);
+        })?));
     } else {
         let span = header_span(&mut source).await?.map_err(|e| refuse(&e))?;
         let headers = source.range(0, span.header_end).await?;
-        entry.rpm = Some(Box::new(RpmInfo::from_headers(&headers, span).map_err(|e| refuse(&e))?));
+        entry.rpm = Some(std::sync::Arc::new(RpmInfo::from_headers(&headers, span).map_err(|e| refuse(&e))?));
     }
     Ok(Inspected { entry, core_metadata: None })
 }

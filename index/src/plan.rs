@@ -283,8 +283,13 @@ fn render_outputs(
         RepoKind::Apt => crate::apt::render_cached(state, &config.apt, config.signer.as_deref(), chunks)?,
         RepoKind::Dnf => crate::dnf::render_cached(state, config.signer.as_deref(), chunks)?,
     };
+    let known = known_digests(root.kind(), &pages);
     for page in &pages {
-        state.outputs.insert(format!("{root}{}", page.path), sha256_hex(&page.body));
+        let sha = known
+            .iter()
+            .find(|(_, body)| *body == page.body.as_slice())
+            .map_or_else(|| sha256_hex(&page.body), |(sha, _)| (*sha).to_owned());
+        state.outputs.insert(format!("{root}{}", page.path), sha);
     }
     for entry in state.entries.values() {
         if let Some(hash) = &entry.core_metadata_sha256 {
@@ -292,6 +297,28 @@ fn render_outputs(
         }
     }
     Ok(pages)
+}
+
+/// The sha256 of the content-addressed apt/dnf pages, read from their paths (the renderer named
+/// them by it): apt's `by-hash/SHA256/<sha>` copies and dnf's `repodata/<sha>-<kind>.xml.gz`.
+/// A page with the same bytes (apt's canonical `Packages`) has the same digest: the big
+/// indexes are not hashed again.
+fn known_digests(kind: RepoKind, pages: &[Page]) -> Vec<(&str, &[u8])> {
+    fn named(kind: RepoKind, path: &str) -> Option<&str> {
+        let sha = match kind {
+            RepoKind::Pip => return None,
+            RepoKind::Apt => path.rsplit_once("/by-hash/SHA256/")?.1,
+            RepoKind::Dnf => path.strip_prefix("repodata/")?.split_once('-')?.0,
+        };
+        (sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))).then_some(sha)
+    }
+    let known: Vec<(&str, &[u8])> =
+        pages.iter().filter_map(|p| Some((named(kind, &p.path)?, p.body.as_slice()))).collect();
+    debug_assert!(
+        known.iter().all(|(sha, body)| sha256_hex(body) == *sha),
+        "a content-addressed page's name is its sha256"
+    );
+    known
 }
 
 /// Superseded content-addressed outputs stay for the grace period, then go: carry `old`'s
@@ -547,6 +574,26 @@ mod tests {
         assert_eq!(plan.report.rejected[WHEEL], "not a zip");
         let again = Case::new(ROOT, plan.state, &[(WHEEL, "e1")]);
         assert!(again.listing.unknown(&again.old).is_empty(), "a refused file is not read again");
+    }
+
+    /// The digests read from content-addressed paths are the pages' sha256; pip pages and
+    /// names that are not a digest are hashed.
+    #[test]
+    fn content_addressed_pages_are_named_by_their_sha256() {
+        let mut state = RepoState::empty();
+        let mut entry = test_entry("pool/main/a_1.0_amd64.deb");
+        let control = "Package: alpha\nVersion: 1.0\nArchitecture: amd64\nDescription: x\n";
+        entry.deb = Some(crate::deb::DebControl::parse(control).unwrap().into());
+        state.entries.insert(entry.filename.clone(), entry);
+        let pages = crate::apt::render(&state, &Default::default(), None).unwrap();
+        let known = known_digests(RepoKind::Apt, &pages);
+        assert_eq!(known.len(), 3, "Packages, .gz, .xz by hash");
+        for (sha, body) in &known {
+            assert_eq!(sha256_hex(body), *sha);
+        }
+        let odd = [Page::new("repodata/not-a-digest.xml.gz".into(), b"x".to_vec(), Stage::Immutable, "")];
+        assert!(known_digests(RepoKind::Dnf, &odd).is_empty());
+        assert!(known_digests(RepoKind::Pip, &pages).is_empty());
     }
 
     #[test]

@@ -341,7 +341,7 @@ mod tests {
         for (file, version) in [("a.deb", "1.0~rc1"), ("b.deb", "1.0"), ("c.deb", "1:0.1")] {
             let mut entry = test_entry(file);
             let fields = vec![("Package".to_owned(), "rocm".to_owned()), ("Version".to_owned(), version.to_owned())];
-            entry.deb = Some(crate::deb::DebControl { fields });
+            entry.deb = Some(crate::deb::DebControl { fields }.into());
             state.entries.insert(file.into(), entry);
         }
         let policy = PrunePolicy { keep_days: None, keep_versions: Some(2) };

@@ -254,7 +254,8 @@ impl Indexer {
         pass.verify(&BTreeMap::from([(root.state_key().to_string(), state_etag.clone())]));
         let (package_prefix, recursive) = root.package_prefix();
         let parse = async { parse_state(bytes.as_deref()) };
-        let (old, listed) = futures_util::future::join(parse, store.list_all(&package_prefix, !recursive)).await;
+        // The listing is polled first: its blocking work starts before the parse takes this thread.
+        let (listed, old) = futures_util::future::join(store.list_all(&package_prefix, !recursive), parse).await;
         let listing = RootListing::new(root, listed?.objects);
         // Nothing to index and never indexed: a root that was deleted (a run removed by gc or
         // a lifecycle rule fires one event per object) is not brought back as empty pages.
@@ -312,6 +313,7 @@ impl Indexer {
         pass.expect.push((root.state_key().to_string(), etag));
         report.committed = true;
         report.deleted = self.delete_stale(&deletes).await;
+        crate::state_io::drop_aside((old, state, listing));
         Ok(report)
     }
 

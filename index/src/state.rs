@@ -1,6 +1,7 @@
 //! The per-root repo state: every entry, computed once, plus what was published from it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -33,12 +34,12 @@ pub struct Entry {
     pub md5: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha1: Option<String>,
-    /// A `.deb`'s control stanza.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deb: Option<crate::deb::DebControl>,
-    /// An `.rpm`'s header fields.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rpm: Option<Box<crate::rpmhead::RpmInfo>>,
+    /// A `.deb`'s control stanza (shared: carrying an entry into the next state is cheap).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "shared")]
+    pub deb: Option<Arc<crate::deb::DebControl>>,
+    /// An `.rpm`'s header fields (shared, as `deb`).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "shared")]
+    pub rpm: Option<Arc<crate::rpmhead::RpmInfo>>,
     /// A variant wheel's `variant.json` (PEP 825), validated against its label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<Box<crate::variant::VariantMetadata>>,
@@ -74,6 +75,23 @@ impl Entry {
             etag: if object.etag.is_empty() { object.version() } else { meta.etag.clone() },
             ..Self::default()
         }
+    }
+}
+
+/// `Option<Arc<T>>` stored as `Option<T>` (serde's own `Arc` support needs its `rc` feature).
+mod shared {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<T: Serialize, S: Serializer>(value: &Option<Arc<T>>, s: S) -> Result<S::Ok, S::Error> {
+        value.as_deref().serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Arc<T>>, D::Error> {
+        Ok(Option::<T>::deserialize(d)?.map(Arc::new))
     }
 }
 
