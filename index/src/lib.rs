@@ -58,6 +58,8 @@ pub use metadata::{CoreMetadata, MetadataError};
 pub use plan::{METADATA_SUFFIX, YANK_SUFFIX};
 pub use publish::{Indexer, ReindexReport};
 pub use render::{Extra, Page, Stage, render, render_with_extra};
+#[doc(hidden)]
+pub use state_io::check_halves as fuzz_state_halves;
 pub use root::{APT_STATE_NAME, DNF_STATE_NAME, RepoKind, RepoRoot, STATE_NAME, check_key_segments};
 pub use scope::{ProjectScope, Refreshed, Scope};
 pub use sign::{SignError, Signer};

@@ -109,6 +109,20 @@ fn parse_in_halves(bytes: &[u8]) -> Option<RepoState> {
     if bytes.len() < PARALLEL_PARSE {
         return None;
     }
+    parse_cut(bytes)
+}
+
+/// For the fuzz target `fuzz/fuzz_targets/state_halves.rs`: whatever the two-half parse of
+/// `bytes` (at any size) accepts, the one-thread parse accepts as the same state.
+#[doc(hidden)]
+pub fn check_halves(bytes: &[u8]) {
+    if let Some(halves) = parse_cut(bytes) {
+        let whole = serde_json::from_slice::<RepoState>(bytes);
+        assert_eq!(whole.ok().as_ref(), Some(&halves), "the halves parse a state the whole parse does not");
+    }
+}
+
+fn parse_cut(bytes: &[u8]) -> Option<RepoState> {
     let (first_end, second_start) = entries_midpoint(bytes)?;
     let mut head = Vec::with_capacity(first_end + 2);
     head.extend_from_slice(&bytes[..first_end]);
