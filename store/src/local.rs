@@ -481,8 +481,10 @@ impl LocalStore {
         if self.unnamed {
             let parent = key.as_str().rsplit_once('/').map_or("", |(parent, _)| parent);
             let usable = *dirs.entry(parent.to_owned()).or_insert_with(|| {
+                // A new directory (a new project's pages) costs one `lstat`, not one per segment.
                 let segments: Vec<&str> = parent.split('/').filter(|s| !s.is_empty()).collect();
-                matches!(self.first_non_dir(&segments), Ok(None)) && self.root.join(parent).is_dir()
+                fs::symlink_metadata(self.root.join(parent)).is_ok_and(|m| m.is_dir())
+                    && matches!(self.first_non_dir(&segments), Ok(None))
             });
             let dir = if usable { self.root.join(parent) } else { self.root.join(INTERNAL_DIR).join("tmp") };
             if let Some(file) = unnamed::create(&dir) {
