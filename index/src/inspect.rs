@@ -87,10 +87,11 @@ pub(crate) async fn inspect_many(
 ) -> Vec<Result<Inspected, InspectError>> {
     let mut results = Vec::with_capacity(objects.len());
     for chunk in objects.chunks(READ_BATCH) {
-        let keys = chunk.iter().filter(|o| needs_head_and_read(o)).map(|o| o.key.clone()).collect();
+        let needs: Vec<bool> = chunk.iter().map(needs_head_and_read).collect();
+        let keys = chunk.iter().zip(&needs).filter(|(_, n)| **n).map(|(o, _)| o.key.clone()).collect();
         let mut read = store.head_and_read_many(keys, SMALL_FILE).await.into_iter();
-        for object in chunk {
-            let prefetched = if needs_head_and_read(object) { read.next() } else { None };
+        for (object, needs) in chunk.iter().zip(needs) {
+            let prefetched = if needs { read.next() } else { None };
             results.push(inspect_read(store, object, prefetched).await);
         }
     }
