@@ -62,6 +62,49 @@ impl Inspections {
 /// Read what the index needs from one distribution file: its sha256 (from `object`, store
 /// metadata, or streamed), and for wheels the validated core metadata (ranged reads only).
 pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Inspected, InspectError> {
+    inspect_read(store, object, None).await
+}
+
+/// Whether inspecting `object` starts with [`Store::head_and_read`] (a wheel or an sdist
+/// whose sha256 the listing does not give; a name that does not parse is refused unread), so
+/// a batch can read them all at once.
+pub(crate) fn needs_head_and_read(object: &ObjectMeta) -> bool {
+    let name = object.key.filename();
+    object.sha256.is_none()
+        && !name.ends_with(".deb")
+        && !name.ends_with(".rpm")
+        && name.parse::<DistFilename>().is_ok()
+}
+
+/// Files read per [`Store::head_and_read_many`] when inspecting many.
+const READ_BATCH: usize = 64;
+
+/// [`inspect`] each of `objects`, reading those that need it with one
+/// [`Store::head_and_read_many`] per [`READ_BATCH`]; each one's result, in order.
+pub(crate) async fn inspect_many(
+    store: &Arc<dyn Store>,
+    objects: &[ObjectMeta],
+) -> Vec<Result<Inspected, InspectError>> {
+    let mut results = Vec::with_capacity(objects.len());
+    for chunk in objects.chunks(READ_BATCH) {
+        let needs: Vec<bool> = chunk.iter().map(needs_head_and_read).collect();
+        let keys = chunk.iter().zip(&needs).filter(|(_, n)| **n).map(|(o, _)| o.key.clone()).collect();
+        let mut read = store.head_and_read_many(keys, SMALL_FILE).await.into_iter();
+        for (object, needs) in chunk.iter().zip(needs) {
+            let prefetched = if needs { read.next() } else { None };
+            results.push(inspect_read(store, object, prefetched).await);
+        }
+    }
+    results
+}
+
+/// [`inspect`], with what [`Store::head_and_read`] answered for `object` when the caller
+/// read it already.
+async fn inspect_read(
+    store: &Arc<dyn Store>,
+    object: &ObjectMeta,
+    prefetched: Option<quarry_store::Result<(ObjectMeta, Option<Bytes>)>>,
+) -> Result<Inspected, InspectError> {
     let key = &object.key;
     if key.filename().ends_with(".deb") || key.filename().ends_with(".rpm") {
         return crate::native::inspect_native(store, object).await;
@@ -71,8 +114,11 @@ pub async fn inspect(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Insp
     // recorded sha256 the file is read once anyway: a small one comes with the HEAD (one
     // trip to a local store) and is kept in memory for the METADATA as well, a large one is
     // streamed through the hasher.
-    let (mut meta, mut whole) =
-        if object.sha256.is_some() { (object.clone(), None) } else { store.head_and_read(key, SMALL_FILE).await? };
+    let (mut meta, mut whole) = match prefetched {
+        _ if object.sha256.is_some() => (object.clone(), None),
+        Some(read) => read?,
+        None => store.head_and_read(key, SMALL_FILE).await?,
+    };
     let sha256 = match (meta.sha256.clone(), &whole) {
         (Some(sha), _) => sha,
         (None, Some(bytes)) => sha256_hex(bytes),

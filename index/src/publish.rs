@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::config::IndexConfig;
 use crate::error::{IndexError, InspectError};
-use crate::inspect::{Inspections, inspect};
+use crate::inspect::{Inspected, Inspections};
 use crate::plan::{Inspection, Output, Plan, PlanInput, RootListing, plan};
 use crate::root::{RepoKind, RepoRoot};
 use crate::scope::ProjectScope;
@@ -27,6 +27,9 @@ const MAX_YANK_REASON: u64 = 1024;
 const PUBLISH_CONCURRENCY: usize = 16;
 /// At most this many outputs per [`Store::put_many`].
 const PUBLISH_BATCH: usize = 64;
+/// At most this many files per inspection batch (one task, one
+/// [`Store::head_and_read_many`] per 64).
+const INSPECT_BATCH: usize = 256;
 
 /// What one reindex did.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -324,18 +327,15 @@ impl Indexer {
         todo: Vec<(String, quarry_store::ObjectMeta)>,
         known: &mut Inspections,
     ) -> Result<BTreeMap<String, Inspection>, IndexError> {
-        let (store, earlier) = (&self.store, &*known);
-        let results: Vec<_> = futures_util::stream::iter(todo)
-            .map(|(name, object)| async move {
-                let result = match earlier.matching(&object) {
-                    Some(found) => Ok(found),
-                    None => inspect(store, &object).await,
-                };
-                (name, object, result)
-            })
-            .buffer_unordered(self.concurrency)
-            .collect()
-            .await;
+        let mut results = Vec::with_capacity(todo.len());
+        let mut unread = Vec::new();
+        for (name, object) in todo {
+            match known.matching(&object) {
+                Some(found) => results.push((name, object, Ok(found))),
+                None => unread.push((name, object)),
+            }
+        }
+        results.extend(self.inspect_batched(unread).await);
         let mut inspections = BTreeMap::new();
         for (name, object, result) in results {
             match result {
@@ -353,6 +353,42 @@ impl Indexer {
             }
         }
         Ok(inspections)
+    }
+
+    /// Inspect each of `todo` (name, listed object): in batches (one
+    /// [`Store::head_and_read_many`] each), as many batches in flight as there were single
+    /// inspections, each batch its own task so hashing and parsing use every core.
+    async fn inspect_batched(
+        &self,
+        todo: Vec<(String, quarry_store::ObjectMeta)>,
+    ) -> Vec<(String, quarry_store::ObjectMeta, Result<Inspected, InspectError>)> {
+        let size = todo.len().div_ceil(self.concurrency).clamp(1, INSPECT_BATCH);
+        let mut todo = todo.into_iter();
+        let batches = std::iter::from_fn(|| {
+            let batch: Vec<_> = todo.by_ref().take(size).collect();
+            (!batch.is_empty()).then_some(batch)
+        });
+        let done: Vec<_> = futures_util::stream::iter(batches)
+            .map(|batch| {
+                let store = self.store.clone();
+                // Aborted if this reindex is dropped: nothing is left reading behind it.
+                let task = AbortOnDrop(tokio::spawn(async move {
+                    let (names, objects): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+                    let results = crate::inspect::inspect_many(&store, &objects).await;
+                    names.into_iter().zip(objects).zip(results).map(|((n, o), r)| (n, o, r)).collect::<Vec<_>>()
+                }));
+                async move {
+                    match task.await {
+                        Ok(done) => done,
+                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                        Err(e) => panic!("inspection task cancelled: {e}"),
+                    }
+                }
+            })
+            .buffer_unordered(self.concurrency)
+            .collect()
+            .await;
+        done.into_iter().flatten().collect()
     }
 
     /// The reason each marker gives (empty when the marker is gone), by the file it yanks.
@@ -432,6 +468,23 @@ impl Indexer {
             }
         }
         deleted
+    }
+}
+
+/// A spawned task that is aborted when its handle is dropped (its awaiting future went away).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

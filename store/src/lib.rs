@@ -328,6 +328,17 @@ pub trait Store: Send + Sync + fmt::Debug {
         Ok((got.meta, Some(body)))
     }
 
+    /// [`Store::head_and_read`] of each of `keys`; each one's result, in order. The same as one
+    /// call per key, which is what this does; a local directory does them all in one blocking
+    /// task.
+    async fn head_and_read_many(&self, keys: Vec<Key>, keep_up_to: u64) -> Vec<Result<(ObjectMeta, Option<Bytes>)>> {
+        let mut results = Vec::with_capacity(keys.len());
+        for key in &keys {
+            results.push(self.head_and_read(key, keep_up_to).await);
+        }
+        results
+    }
+
     /// Where `key` lies for a server-side copy (S3: its bucket and full key); `None` for stores
     /// that cannot be the source of one.
     fn copy_source(&self, _key: &Key) -> Option<CopySource> {

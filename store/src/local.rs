@@ -17,7 +17,7 @@
 //! client that disconnects mid-upload); files left by a process that died are swept when a
 //! store is opened. A durable put fsyncs the file, renames it and fsyncs the directory.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -51,6 +51,7 @@ fn resolve_range(key: &Key, range: Option<ByteRange>, size: u64) -> Result<(u64,
 type OpenedForGet = (fs::File, Option<bytes::Bytes>, ObjectMeta, (u64, u64));
 
 mod read_cache;
+mod unnamed;
 
 use read_cache::{READ_CACHE_BYTES, ReadCache};
 
@@ -59,6 +60,9 @@ pub struct LocalStore {
     root: PathBuf,
     /// Small pages and metadata documents read lately, checked against their file on every read.
     cache: Arc<ReadCache>,
+    /// Batched puts write unnamed files (`O_TMPFILE`, Linux) where they can; off only in tests
+    /// of the named path.
+    unnamed: bool,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -105,9 +109,23 @@ impl Drop for TempFile {
     }
 }
 
+/// Where a batch item's body was written.
+enum Temp {
+    /// A temporary file in `.quarry/tmp/`, renamed into place.
+    Named(TempFile),
+    /// An unnamed file ([`unnamed`]), linked into place: gone with its descriptor if it never is.
+    Unnamed,
+}
+
+/// What a body is moved into place from.
+enum Placing<'a> {
+    Named(&'a Path),
+    Unnamed(&'a fs::File),
+}
+
 /// A batch item's body written to its temporary file, not yet committed.
 struct Staged {
-    guard: TempFile,
+    temp: Temp,
     file: fs::File,
     size: u64,
     sha256: String,
@@ -214,7 +232,7 @@ impl LocalStore {
             fs::create_dir_all(path.join(INTERNAL_DIR).join(sub)).map_err(io_err(&shown))?;
         }
         let root = fs::canonicalize(path).map_err(io_err(&shown))?;
-        let store = Self { root, cache: Arc::new(ReadCache::new(READ_CACHE_BYTES)) };
+        let store = Self { root, cache: Arc::new(ReadCache::new(READ_CACHE_BYTES)), unnamed: true };
         store.sweep_temp();
         Ok(store)
     }
@@ -361,7 +379,7 @@ impl LocalStore {
         condition: &Condition,
         record: Option<(String, Option<String>)>,
     ) -> Result<String> {
-        let etag = self.place_locked(key, tmp, condition, None)?;
+        let etag = self.place_locked(key, Placing::Named(tmp), condition, None)?;
         let Some((sha256, content_type)) = record else { return Ok(etag) };
         // The rename is durable once its directory is.
         sync_dir(self.path(key).parent().unwrap_or(&self.root)).map_err(io_err(key.as_str()))?;
@@ -375,7 +393,7 @@ impl LocalStore {
     fn place_locked(
         &self,
         key: &Key,
-        tmp: &Path,
+        from: Placing<'_>,
         condition: &Condition,
         verified: Option<&mut HashSet<String>>,
     ) -> Result<String> {
@@ -410,13 +428,20 @@ impl LocalStore {
         if !known {
             ensure_parent(&target).map_err(io_err(k))?;
         }
-        replace(tmp, &target).map_err(io_err(k))?;
+        let placed = match from {
+            Placing::Named(tmp) => replace(tmp, &target).and_then(|()| fs::symlink_metadata(&target)),
+            // The same inode as the name now holds: its identity, mtime and size.
+            Placing::Unnamed(file) => {
+                unnamed::link(file, &target, current.is_some(), &self.temp_path()).and_then(|()| file.metadata())
+            }
+        };
+        let placed = placed.map_err(io_err(k))?;
         if let Some(verified) = verified
             && !known
         {
             verified.insert(parent.to_owned());
         }
-        Ok(fingerprint(&fs::symlink_metadata(&target).map_err(io_err(k))?))
+        Ok(fingerprint(&placed))
     }
 
     /// Write the sidecar of a durable object just placed at ETag `etag` (the lock held).
@@ -433,8 +458,9 @@ impl LocalStore {
     }
 
     /// Check `body` against its size limit and declared digest and write it to a fresh
-    /// temporary file, left open and unsynced: the guard, the file, size and sha256.
-    fn stage(&self, key: &Key, body: &[u8], options: &PutOptions) -> Result<Staged> {
+    /// temporary file, left open and unsynced: the temporary, the file, size and sha256.
+    /// `dirs`: whether each parent directory met in this batch holds unnamed files.
+    fn stage(&self, key: &Key, body: &[u8], options: &PutOptions, dirs: &mut HashMap<String, bool>) -> Result<Staged> {
         let k = key.as_str();
         let size = body.len() as u64;
         if let Some(limit) = options.max_size
@@ -443,10 +469,31 @@ impl LocalStore {
             return Err(StoreError::TooLarge { key: k.to_owned(), limit });
         }
         let sha256 = crate::hashing::check_digest(k, options.sha256.as_deref(), crate::sha256_hex(body))?;
-        let guard = TempFile::new(self.temp_path());
-        let mut file = fs::File::create(&guard.path).map_err(io_err(k))?;
+        let (temp, mut file) = self.create_temp(key, dirs).map_err(io_err(k))?;
         io::Write::write_all(&mut file, body).map_err(io_err(k))?;
-        Ok(Staged { guard, file, size, sha256, failed: None })
+        Ok(Staged { temp, file, size, sha256, failed: None })
+    }
+
+    /// A new temporary file for `key`'s body: unnamed where the system has them, in the key's
+    /// directory when that is a real directory below the root (checked once per batch), else
+    /// in `.quarry/tmp/`; named in `.quarry/tmp/` otherwise.
+    fn create_temp(&self, key: &Key, dirs: &mut HashMap<String, bool>) -> io::Result<(Temp, fs::File)> {
+        if self.unnamed {
+            let parent = key.as_str().rsplit_once('/').map_or("", |(parent, _)| parent);
+            let usable = *dirs.entry(parent.to_owned()).or_insert_with(|| {
+                // A new directory (a new project's pages) costs one `lstat`, not one per segment.
+                let segments: Vec<&str> = parent.split('/').filter(|s| !s.is_empty()).collect();
+                fs::symlink_metadata(self.root.join(parent)).is_ok_and(|m| m.is_dir())
+                    && matches!(self.first_non_dir(&segments), Ok(None))
+            });
+            let dir = if usable { self.root.join(parent) } else { self.root.join(INTERNAL_DIR).join("tmp") };
+            if let Some(file) = unnamed::create(&dir) {
+                return Ok((Temp::Unnamed, file));
+            }
+        }
+        let guard = TempFile::new(self.temp_path());
+        let file = fs::File::create(&guard.path)?;
+        Ok((Temp::Named(guard), file))
     }
 
     /// [`Store::put_many`] in one blocking task: every body is staged first and the durable
@@ -454,7 +501,9 @@ impl LocalStore {
     /// [`Store::put`] commits it, except that each directory holding a durable item is synced
     /// once for the batch (before any sidecar is written and before the lock is released).
     fn put_many_blocking(&self, items: Vec<(Key, bytes::Bytes, PutOptions)>) -> Vec<Result<PutResult>> {
-        let mut staged: Vec<_> = items.iter().map(|(key, body, options)| self.stage(key, body, options)).collect();
+        let mut dirs = HashMap::new();
+        let mut staged: Vec<_> =
+            items.iter().map(|(key, body, options)| self.stage(key, body, options, &mut dirs)).collect();
         let durable: Vec<_> = items
             .iter()
             .zip(staged.iter_mut())
@@ -480,8 +529,14 @@ impl LocalStore {
                 if let Some(e) = s.failed.take() {
                     return Err(e);
                 }
-                let etag = self.place_locked(key, &s.guard.path, &options.condition, Some(&mut verified))?;
-                s.guard.disarm();
+                let from = match &s.temp {
+                    Temp::Named(guard) => Placing::Named(&guard.path),
+                    Temp::Unnamed => Placing::Unnamed(&s.file),
+                };
+                let etag = self.place_locked(key, from, &options.condition, Some(&mut verified))?;
+                if let Temp::Named(guard) = &mut s.temp {
+                    guard.disarm();
+                }
                 Ok(PutResult { etag, size: s.size, sha256: s.sha256 })
             }));
         }
@@ -512,10 +567,25 @@ impl LocalStore {
 
     /// [`Store::head_and_read`] in one blocking task: the metadata (with the sidecar's sha256)
     /// and, without a sha256 and at most `keep_up_to` bytes, the body, from one open file.
-    fn head_and_read_blocking(&self, key: &Key, keep_up_to: u64) -> Result<(ObjectMeta, Option<bytes::Bytes>)> {
+    /// `checked`: parent directories already found to be real directories (a batch's keys
+    /// share a few), not checked again.
+    fn head_and_read_blocking(
+        &self,
+        key: &Key,
+        keep_up_to: u64,
+        checked: Option<&mut HashSet<String>>,
+    ) -> Result<(ObjectMeta, Option<bytes::Bytes>)> {
         let k = key.as_str();
         let path = self.path(key);
-        self.check_parents(key, false)?;
+        let parent = k.rsplit_once('/').map_or("", |(parent, _)| parent);
+        match checked {
+            Some(checked) if checked.contains(parent) => {}
+            Some(checked) => {
+                self.check_parents(key, false)?;
+                checked.insert(parent.to_owned());
+            }
+            None => self.check_parents(key, false)?,
+        }
         if !fs::symlink_metadata(&path).map_err(io_err(k))?.is_file() {
             return Err(StoreError::NotFound(k.to_owned()));
         }
@@ -684,7 +754,23 @@ impl Store for LocalStore {
 
     async fn head_and_read(&self, key: &Key, keep_up_to: u64) -> Result<(ObjectMeta, Option<bytes::Bytes>)> {
         let (this, key) = (self.clone(), key.clone());
-        blocking(move || this.head_and_read_blocking(&key, keep_up_to)).await
+        blocking(move || this.head_and_read_blocking(&key, keep_up_to, None)).await
+    }
+
+    async fn head_and_read_many(
+        &self,
+        keys: Vec<Key>,
+        keep_up_to: u64,
+    ) -> Vec<Result<(ObjectMeta, Option<bytes::Bytes>)>> {
+        let (this, count) = (self.clone(), keys.len());
+        let task = tokio::task::spawn_blocking(move || {
+            let mut checked = HashSet::new();
+            keys.iter().map(|key| this.head_and_read_blocking(key, keep_up_to, Some(&mut checked))).collect()
+        });
+        match task.await {
+            Ok(results) => results,
+            Err(e) => (0..count).map(|_| Err(StoreError::Backend(format!("blocking task failed: {e}")))).collect(),
+        }
     }
 
     async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListPage> {
@@ -949,10 +1035,22 @@ mod tests {
         assert!(store.cache.held().1 <= INLINE_READ as usize);
     }
 
+    /// A store on `dir` whose batched puts write unnamed files (where the system has them) or,
+    /// `unnamed` false, named temporary files as on other systems.
+    fn open_with(dir: &Path, unnamed: bool) -> LocalStore {
+        LocalStore { unnamed, ..LocalStore::open(dir).unwrap() }
+    }
+
     #[tokio::test]
     async fn batched_puts_commit_each_item_as_a_single_put_would() {
+        for unnamed in [true, false] {
+            batched_puts_commit_each_item_as_a_single_put_would_with(unnamed).await;
+        }
+    }
+
+    async fn batched_puts_commit_each_item_as_a_single_put_would_with(unnamed: bool) {
         let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path()).unwrap();
+        let store = open_with(dir.path(), unnamed);
         put(&store, "r/taken", b"old").await.unwrap();
         put(&store, "r/file", b"x").await.unwrap();
         let bytes = |b: &'static [u8]| bytes::Bytes::from_static(b);
@@ -984,8 +1082,14 @@ mod tests {
 
     #[tokio::test]
     async fn batched_durable_puts_are_synced_together_and_each_recorded() {
+        for unnamed in [true, false] {
+            batched_durable_puts_are_synced_together_and_each_recorded_with(unnamed).await;
+        }
+    }
+
+    async fn batched_durable_puts_are_synced_together_and_each_recorded_with(unnamed: bool) {
         let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path()).unwrap();
+        let store = open_with(dir.path(), unnamed);
         let old = put(&store, "s/p/moved.json", b"old").await.unwrap();
         put(&store, "s/p/moved.json", b"newer").await.unwrap();
         let kept = put(&store, "s/p/kept.json", b"old").await.unwrap();
@@ -1009,6 +1113,112 @@ mod tests {
         assert_eq!(store.head(&key("s/p/kept.json")).await.unwrap().etag, results[41].as_ref().unwrap().etag);
         assert_eq!(store.head(&key("s/q/other.json")).await.unwrap().sha256, Some(crate::sha256_hex(b"{}")));
         assert_eq!(fs::read_dir(dir.path().join(INTERNAL_DIR).join("tmp")).unwrap().count(), 0);
+    }
+
+    /// Every file below `dir`, relative, sorted (the store's own included).
+    fn files_below(dir: &Path) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for entry in fs::read_dir(&d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    todo.push(path);
+                } else {
+                    found.push(path.strip_prefix(dir).unwrap().to_string_lossy().replace('\\', "/"));
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+
+    #[tokio::test]
+    async fn unnamed_batch_files_appear_whole_replace_atomically_and_leave_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_with(dir.path(), true);
+        #[cfg(target_os = "linux")]
+        assert!(unnamed::create(dir.path()).is_some(), "this filesystem has O_TMPFILE: the unnamed path is tested");
+        let old = put(&store, "r/python/old.html", b"old page").await.unwrap();
+        put(&store, "r/python/kept", b"kept").await.unwrap();
+        put(&store, "r/file", b"x").await.unwrap();
+        let body = |b: &'static [u8]| bytes::Bytes::from_static(b);
+        let derived = PutOptions::derived;
+        let items = vec![
+            // Into an existing directory, into a new one, over an existing object.
+            (key("r/python/a.whl.metadata"), body(b"metadata"), derived()),
+            (key("r/python/simple/a/index.html"), body(b"page a"), derived()),
+            (key("r/python/old.html"), body(b"new page"), derived()),
+            // Conditions and collisions refuse, leaving the object as it was.
+            (key("r/python/kept"), body(b"lost"), PutOptions { condition: Condition::IfNoneMatch, ..derived() }),
+            (
+                key("r/python/kept"),
+                body(b"lost"),
+                PutOptions { condition: Condition::IfMatch("stale".into()), ..derived() },
+            ),
+            (key("r/file/under"), body(b"y"), derived()),
+            // A durable object: synced, recorded.
+            (key("r/python/b.whl"), body(b"wheel"), PutOptions::default()),
+        ];
+        let results = store.put_many(items).await;
+        let new = results[2].as_ref().unwrap();
+        assert_ne!(new.etag, old.etag, "a replacement is a new object");
+        assert_eq!(store.head(&key("r/python/old.html")).await.unwrap().etag, new.etag);
+        for (k, want) in [
+            ("r/python/a.whl.metadata", "metadata"),
+            ("r/python/simple/a/index.html", "page a"),
+            ("r/python/old.html", "new page"),
+            ("r/python/kept", "kept"),
+            ("r/python/b.whl", "wheel"),
+        ] {
+            assert_eq!(store.get_bytes(&key(k), 100).await.unwrap().1, want.as_bytes(), "{k}");
+        }
+        for (i, k) in ["r/python/a.whl.metadata", "r/python/simple/a/index.html"].into_iter().enumerate() {
+            let etag = &results[i].as_ref().unwrap().etag;
+            assert_eq!(&store.head(&key(k)).await.unwrap().etag, etag, "the ETag answered is the object's");
+        }
+        assert!(matches!(results[3], Err(StoreError::Conflict { .. })), "{:?}", results[3]);
+        assert!(matches!(results[4], Err(StoreError::Conflict { .. })), "{:?}", results[4]);
+        assert!(matches!(results[5], Err(StoreError::Collision { .. })), "{:?}", results[5]);
+        assert_eq!(store.head(&key("r/python/b.whl")).await.unwrap().sha256, Some(crate::sha256_hex(b"wheel")));
+        // Nothing but the objects, their sidecars and the lock: no temporary file anywhere.
+        assert_eq!(
+            files_below(dir.path()),
+            [
+                ".quarry/lock",
+                ".quarry/meta/r/file.json",
+                ".quarry/meta/r/python/b.whl.json",
+                ".quarry/meta/r/python/kept.json",
+                ".quarry/meta/r/python/old.html.json",
+                "r/file",
+                "r/python/a.whl.metadata",
+                "r/python/b.whl",
+                "r/python/kept",
+                "r/python/old.html",
+                "r/python/simple/a/index.html",
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn head_and_read_many_answers_each_key_as_head_and_read_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        put(&store, "r/recorded", b"abc").await.unwrap();
+        fs::write(dir.path().join("r/copied"), b"copied in").unwrap();
+        put(&store, "file", b"x").await.unwrap();
+        let keys = ["r/recorded", "r/missing", "r/copied", "file/under", "r/copied"];
+        let many = store.head_and_read_many(keys.iter().map(|k| key(k)).collect(), 1024).await;
+        assert_eq!(many.len(), keys.len());
+        for (k, got) in keys.iter().zip(many) {
+            match (store.head_and_read(&key(k), 1024).await, got) {
+                (Ok((want_meta, want_body)), Ok((meta, body))) => {
+                    assert_eq!((meta.etag, meta.sha256, body), (want_meta.etag, want_meta.sha256, want_body), "{k}");
+                }
+                (Err(want), Err(got)) => assert_eq!(got.is_not_found(), want.is_not_found(), "{k}: {got}"),
+                (want, got) => panic!("{k}: {want:?} against {got:?}"),
+            }
+        }
     }
 
     #[tokio::test]
