@@ -814,6 +814,11 @@ impl Store for LocalStore {
 struct Found {
     key: String,
     is_prefix: bool,
+    /// The listed directory's own entry for a file in it: its metadata is read relative to the
+    /// directory's open handle, not by walking the whole path again (a file met in a
+    /// subdirectory keeps no entry, so a deep listing holds one directory handle, not one per
+    /// directory).
+    entry: Option<fs::DirEntry>,
 }
 
 impl LocalStore {
@@ -847,10 +852,10 @@ impl LocalStore {
             let file_type = entry.file_type().map_err(io_err(prefix))?;
             let key = format!("{base}{name}");
             if file_type.is_file() {
-                found.push(Found { key, is_prefix: false });
+                found.push(Found { key, is_prefix: false, entry: Some(entry) });
             } else if file_type.is_dir() {
                 if options.delimited {
-                    found.push(Found { key: format!("{key}/"), is_prefix: true });
+                    found.push(Found { key: format!("{key}/"), is_prefix: true, entry: None });
                 } else {
                     walk(&entry.path(), &key, &mut found).map_err(io_err(prefix))?;
                 }
@@ -871,7 +876,12 @@ impl LocalStore {
                 continue;
             }
             let Ok(key) = Key::new(f.key) else { continue };
-            match fs::symlink_metadata(self.path(&key)) {
+            // `DirEntry::metadata` does not follow a symlink either.
+            let meta = match f.entry {
+                Some(entry) => entry.metadata(),
+                None => fs::symlink_metadata(self.path(&key)),
+            };
+            match meta {
                 Ok(meta) if meta.is_file() => page.objects.push(self.object_meta(&key, &meta, false)),
                 // Deleted since the directory was read: not part of this listing.
                 _ => {}
@@ -949,7 +959,7 @@ fn walk(dir: &Path, key_prefix: &str, found: &mut Vec<Found>) -> io::Result<()> 
         let key = format!("{key_prefix}/{name}");
         let file_type = entry.file_type()?;
         if file_type.is_file() {
-            found.push(Found { key, is_prefix: false });
+            found.push(Found { key, is_prefix: false, entry: None });
         } else if file_type.is_dir() {
             walk(&entry.path(), &key, found)?;
         }
