@@ -42,6 +42,7 @@ mod source;
 mod split;
 mod state;
 mod state_io;
+mod task;
 pub mod variant;
 pub mod view;
 #[cfg(test)]
@@ -58,12 +59,12 @@ pub use metadata::{CoreMetadata, MetadataError};
 pub use plan::{METADATA_SUFFIX, YANK_SUFFIX};
 pub use publish::{Indexer, ReindexReport};
 pub use render::{Extra, Page, Stage, render, render_with_extra};
-#[doc(hidden)]
-pub use state_io::check_halves as fuzz_state_halves;
 pub use root::{APT_STATE_NAME, DNF_STATE_NAME, RepoKind, RepoRoot, STATE_NAME, check_key_segments};
 pub use scope::{ProjectScope, Refreshed, Scope};
 pub use sign::{SignError, Signer};
 pub use state::{Entry, Provenance, Rejected, RepoState, STATE_VERSION, upload_time};
+#[doc(hidden)]
+pub use state_io::check_halves as fuzz_state_halves;
 pub use state_io::{PROJECTS_DIR, SPLIT_VERSION, read_state};
 pub use wheel::{
     MAX_CENTRAL_DIRECTORY, MAX_MEMBERS, MAX_METADATA_SIZE, MAX_SDIST_MEMBERS, MAX_SDIST_UNPACKED, SdistError,

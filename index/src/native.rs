@@ -34,28 +34,9 @@ pub(crate) async fn inspect_native(store: &Arc<dyn Store>, object: &ObjectMeta) 
         return inspect_here(store, object).await;
     }
     let (store, object) = (store.clone(), object.clone());
-    let task = AbortOnDrop(tokio::spawn(async move { inspect_here(&store, &object).await }));
-    match task.await {
+    match crate::task::run_owned(async move { inspect_here(&store, &object).await }).await {
         Ok(result) => result,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => Err(InspectError::Store(StoreError::Backend(format!("inspection task failed: {e}")))),
-    }
-}
-
-/// A spawned task that is cancelled when its caller stops waiting for it.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Future for AbortOnDrop<T> {
-    type Output = Result<T, tokio::task::JoinError>;
-
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx)
-    }
-}
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

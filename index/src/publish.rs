@@ -372,18 +372,12 @@ impl Indexer {
             .map(|batch| {
                 let store = self.store.clone();
                 // Aborted if this reindex is dropped: nothing is left reading behind it.
-                let task = AbortOnDrop(tokio::spawn(async move {
+                let task = crate::task::run_owned(async move {
                     let (names, objects): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
                     let results = crate::inspect::inspect_many(&store, &objects).await;
                     names.into_iter().zip(objects).zip(results).map(|((n, o), r)| (n, o, r)).collect::<Vec<_>>()
-                }));
-                async move {
-                    match task.await {
-                        Ok(done) => done,
-                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                        Err(e) => panic!("inspection task cancelled: {e}"),
-                    }
-                }
+                });
+                async move { task.await.unwrap_or_else(|e| panic!("inspection task cancelled: {e}")) }
             })
             .buffer_unordered(self.concurrency)
             .collect()
@@ -468,23 +462,6 @@ impl Indexer {
             }
         }
         deleted
-    }
-}
-
-/// A spawned task that is aborted when its handle is dropped (its awaiting future went away).
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> std::future::Future for AbortOnDrop<T> {
-    type Output = Result<T, tokio::task::JoinError>;
-
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx)
-    }
-}
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
