@@ -283,13 +283,7 @@ impl LocalStore {
     /// found.
     fn check_parents(&self, key: &Key, write: bool) -> Result<()> {
         let k = key.as_str();
-        if let Some(reason) = not_portable(k) {
-            return Err(if write {
-                StoreError::Collision { key: k.to_owned(), reason }
-            } else {
-                StoreError::NotFound(k.to_owned())
-            });
-        }
+        check_portable(key, write)?;
         let segments: Vec<&str> = k.split('/').collect();
         match self.first_non_dir(&segments[..segments.len() - 1]).map_err(io_err(k))? {
             None => Ok(()),
@@ -302,6 +296,19 @@ impl LocalStore {
                 })
             }
         }
+    }
+
+    /// [`Self::check_parents`] for one of a batch's keys: the key itself always, its parent
+    /// directories only when `checked` (the parents this batch has already checked) does not
+    /// hold them yet.
+    fn check_parents_once(&self, key: &Key, write: bool, checked: &mut HashSet<String>) -> Result<()> {
+        let parent = key.as_str().rsplit_once('/').map_or("", |(parent, _)| parent);
+        if checked.contains(parent) {
+            return check_portable(key, write);
+        }
+        self.check_parents(key, write)?;
+        checked.insert(parent.to_owned());
+        Ok(())
     }
 
     pub fn root(&self) -> &Path {
@@ -379,7 +386,7 @@ impl LocalStore {
         condition: &Condition,
         record: Option<(String, Option<String>)>,
     ) -> Result<String> {
-        let etag = self.place_locked(key, Placing::Named(tmp), condition, None)?;
+        let etag = self.place_locked(key, Placing::Named(tmp), condition, &mut HashSet::new())?;
         let Some((sha256, content_type)) = record else { return Ok(etag) };
         // The rename is durable once its directory is.
         sync_dir(self.path(key).parent().unwrap_or(&self.root)).map_err(io_err(key.as_str()))?;
@@ -395,13 +402,15 @@ impl LocalStore {
         key: &Key,
         from: Placing<'_>,
         condition: &Condition,
-        verified: Option<&mut HashSet<String>>,
+        verified: &mut HashSet<String>,
     ) -> Result<String> {
         let k = key.as_str();
         let target = self.path(key);
         let parent = k.rsplit_once('/').map_or("", |(parent, _)| parent);
-        let known = verified.as_deref().is_some_and(|v| v.contains(parent));
-        if !known {
+        let known = verified.contains(parent);
+        if known {
+            check_portable(key, true)?;
+        } else {
             self.check_parents(key, true)?;
         }
         let current = match fs::symlink_metadata(&target) {
@@ -436,9 +445,7 @@ impl LocalStore {
             }
         };
         let placed = placed.map_err(io_err(k))?;
-        if let Some(verified) = verified
-            && !known
-        {
+        if !known {
             verified.insert(parent.to_owned());
         }
         Ok(fingerprint(&placed))
@@ -533,7 +540,7 @@ impl LocalStore {
                     Temp::Named(guard) => Placing::Named(&guard.path),
                     Temp::Unnamed => Placing::Unnamed(&s.file),
                 };
-                let etag = self.place_locked(key, from, &options.condition, Some(&mut verified))?;
+                let etag = self.place_locked(key, from, &options.condition, &mut verified)?;
                 if let Temp::Named(guard) = &mut s.temp {
                     guard.disarm();
                 }
@@ -573,19 +580,11 @@ impl LocalStore {
         &self,
         key: &Key,
         keep_up_to: u64,
-        checked: Option<&mut HashSet<String>>,
+        checked: &mut HashSet<String>,
     ) -> Result<(ObjectMeta, Option<bytes::Bytes>)> {
         let k = key.as_str();
         let path = self.path(key);
-        let parent = k.rsplit_once('/').map_or("", |(parent, _)| parent);
-        match checked {
-            Some(checked) if checked.contains(parent) => {}
-            Some(checked) => {
-                self.check_parents(key, false)?;
-                checked.insert(parent.to_owned());
-            }
-            None => self.check_parents(key, false)?,
-        }
+        self.check_parents_once(key, false, checked)?;
         if !fs::symlink_metadata(&path).map_err(io_err(k))?.is_file() {
             return Err(StoreError::NotFound(k.to_owned()));
         }
@@ -754,7 +753,7 @@ impl Store for LocalStore {
 
     async fn head_and_read(&self, key: &Key, keep_up_to: u64) -> Result<(ObjectMeta, Option<bytes::Bytes>)> {
         let (this, key) = (self.clone(), key.clone());
-        blocking(move || this.head_and_read_blocking(&key, keep_up_to, None)).await
+        blocking(move || this.head_and_read_blocking(&key, keep_up_to, &mut HashSet::new())).await
     }
 
     async fn head_and_read_many(
@@ -765,7 +764,7 @@ impl Store for LocalStore {
         let (this, count) = (self.clone(), keys.len());
         let task = tokio::task::spawn_blocking(move || {
             let mut checked = HashSet::new();
-            keys.iter().map(|key| this.head_and_read_blocking(key, keep_up_to, Some(&mut checked))).collect()
+            keys.iter().map(|key| this.head_and_read_blocking(key, keep_up_to, &mut checked)).collect()
         });
         match task.await {
             Ok(results) => results,
@@ -903,6 +902,17 @@ fn not_portable(key: &str) -> Option<String> {
 #[cfg(not(windows))]
 fn not_portable(_key: &str) -> Option<String> {
     None
+}
+
+/// Refuses a key the system cannot hold as a file name ([`not_portable`]): a collision for a
+/// write, not found for a read.
+fn check_portable(key: &Key, write: bool) -> Result<()> {
+    let k = key.as_str();
+    match not_portable(k) {
+        None => Ok(()),
+        Some(reason) if write => Err(StoreError::Collision { key: k.to_owned(), reason }),
+        Some(_) => Err(StoreError::NotFound(k.to_owned())),
+    }
 }
 
 /// Renames `from` over `to`, replacing it atomically.
@@ -1208,6 +1218,22 @@ mod tests {
                 "r/python/simple/a/index.html",
             ]
         );
+    }
+
+    /// A batch checks a directory once, but every key's own name still: `r/CON` after `r/a`.
+    #[cfg(windows)]
+    #[tokio::test]
+    async fn batches_refuse_a_name_windows_cannot_hold_after_a_good_one_in_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let body = bytes::Bytes::from_static(b"x");
+        let items =
+            vec![(key("r/a"), body.clone(), PutOptions::derived()), (key("r/CON"), body, PutOptions::derived())];
+        let results = store.put_many(items).await;
+        assert!(results[0].is_ok(), "{:?}", results[0]);
+        assert!(matches!(results[1], Err(StoreError::Collision { .. })), "{:?}", results[1]);
+        let read = store.head_and_read_many(vec![key("r/a"), key("r/CON")], 1024).await;
+        assert!(read[0].is_ok() && read[1].as_ref().unwrap_err().is_not_found());
     }
 
     #[tokio::test]
