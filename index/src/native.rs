@@ -6,13 +6,13 @@
 //! the hashers; with one it is never read whole: its control member or headers come from
 //! ranged reads, and its entry has SHA-256 only.
 //!
-//! Each file is inspected in a task of its own on the runtime's workers: the indexer polls its
-//! inspections from one task, which would otherwise decompress and hash every file on one core.
+//! The indexer inspects files in batches, each batch a task of its own on the runtime's
+//! workers (`Indexer::inspect_batched`), so packages are decompressed and hashed on every core.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use quarry_store::{ObjectMeta, Store, StoreError};
+use quarry_store::{ObjectMeta, Store};
 
 use crate::deb::{DebReadError, read_deb_control};
 use crate::rpmhead::{RpmInfo, header_span};
@@ -24,21 +24,6 @@ use crate::{InspectError, Inspected};
 const HASH_ALL_LIMIT: u64 = 64 * 1024 * 1024;
 /// Files up to this size that are read whole anyway are parsed from memory.
 const KEEP_LIMIT: u64 = 8 * 1024 * 1024;
-
-/// Read a `.deb` or `.rpm` into an entry (filename = the key's file name; the caller sets the
-/// path relative to its root), on a task of its own when a multi-threaded runtime runs this.
-pub(crate) async fn inspect_native(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Inspected, InspectError> {
-    let multi_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if !multi_thread {
-        return inspect_here(store, object).await;
-    }
-    let (store, object) = (store.clone(), object.clone());
-    match crate::task::run_owned(async move { inspect_here(&store, &object).await }).await {
-        Ok(result) => result,
-        Err(e) => Err(InspectError::Store(StoreError::Backend(format!("inspection task failed: {e}")))),
-    }
-}
 
 /// The entry's digests and size, and the bytes when they were kept. A file listed at most
 /// [`HASH_ALL_LIMIT`] long is read whole with one GET (its recorded sha256 would not spare the
@@ -73,8 +58,10 @@ async fn read_package(store: &dyn Store, object: &ObjectMeta) -> Result<(Entry, 
     Ok((entry, whole.bytes))
 }
 
-/// [`inspect_native`] on the calling task.
-async fn inspect_here(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Inspected, InspectError> {
+/// Read a `.deb` or `.rpm` into an entry (filename = the key's file name; the caller sets the
+/// path relative to its root). The indexer runs its inspections in batches, each a task of its
+/// own (`Indexer::inspect_batched`), so decompression and hashing already use every worker.
+pub(crate) async fn inspect_native(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Inspected, InspectError> {
     let key = &object.key;
     let name = key.filename().to_owned();
     let (mut entry, kept) = read_package(store.as_ref(), object).await?;
@@ -107,7 +94,7 @@ mod tests {
         ObjectMeta { sha256: None, ..store.head(&key).await.unwrap() }
     }
 
-    /// On a multi-threaded runtime (each file on a task of its own) and on the caller's task,
+    /// On a worker task and on the test's own task,
     /// a package costs one GET and no HEAD, its three digests are the file's, and broken or
     /// empty packages are refused with their reason.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,8 +109,13 @@ mod tests {
         let counting = Arc::new(CountingStore::new(memory.clone()));
         let store: Arc<dyn Store> = counting.clone();
         for (object, body) in objects.iter().zip([&deb, &rpm]) {
-            let spawned = inspect_native(&store, object).await.unwrap().entry;
-            let here = inspect_here(&store, object).await.unwrap().entry;
+            let (task_store, task_object) = (store.clone(), object.clone());
+            let spawned = tokio::spawn(async move { inspect_native(&task_store, &task_object).await })
+                .await
+                .unwrap()
+                .unwrap()
+                .entry;
+            let here = inspect_native(&store, object).await.unwrap().entry;
             assert_eq!(spawned, here);
             assert_eq!(spawned.md5.as_deref(), Some(hex::encode(md5::Md5::digest(body)).as_str()));
             assert_eq!(spawned.sha1.as_deref(), Some(hex::encode(sha1::Sha1::digest(body)).as_str()));
