@@ -113,4 +113,12 @@ impl Store for CountingStore {
         }
         Ok((meta, body))
     }
+    async fn head_and_read_many(&self, keys: Vec<Key>, keep_up_to: u64) -> Vec<Result<(ObjectMeta, Option<Bytes>)>> {
+        // Counted as `head_and_read` counts each key: a HEAD, and a GET for each body read.
+        self.head.fetch_add(keys.len() as u64, Ordering::Relaxed);
+        let results = self.inner.head_and_read_many(keys, keep_up_to).await;
+        let bodies = results.iter().filter(|r| matches!(r, Ok((_, Some(_))))).count();
+        self.get.fetch_add(bodies as u64, Ordering::Relaxed);
+        results
+    }
 }

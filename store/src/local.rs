@@ -413,6 +413,21 @@ impl LocalStore {
         } else {
             self.check_parents(key, true)?;
         }
+        // An unnamed file with no condition on an existing object is linked into place first:
+        // a new key (the usual case) then costs no `lstat`, and whatever holds the name already
+        // is dealt with below, as if the link had not been tried.
+        if let (Placing::Unnamed(file), Condition::None | Condition::IfNoneMatch) = (&from, condition) {
+            if !known {
+                ensure_parent(&target).map_err(io_err(k))?;
+            }
+            if unnamed::link_new(file, &target).map_err(io_err(k))? {
+                let placed = file.metadata().map_err(io_err(k))?;
+                if !known {
+                    verified.insert(parent.to_owned());
+                }
+                return Ok(fingerprint(&placed));
+            }
+        }
         let current = match fs::symlink_metadata(&target) {
             Ok(m) if m.is_file() => Some(m),
             Ok(m) => {
@@ -581,6 +596,7 @@ impl LocalStore {
         key: &Key,
         keep_up_to: u64,
         checked: &mut HashSet<String>,
+        sidecar_dirs: Option<&mut HashMap<String, bool>>,
     ) -> Result<(ObjectMeta, Option<bytes::Bytes>)> {
         let k = key.as_str();
         let path = self.path(key);
@@ -589,7 +605,16 @@ impl LocalStore {
             return Err(StoreError::NotFound(k.to_owned()));
         }
         let file = fs::File::open(&path).map_err(io_err(k))?;
-        let meta = self.object_meta(key, &file.metadata().map_err(io_err(k))?, true);
+        // Files copied into the store have no sidecars: in a batch, a directory without any is
+        // looked at once, not once per file (a sidecar written meanwhile only costs the caller
+        // the sha256 it then computes from the body).
+        let parent = k.rsplit_once('/').map_or("", |(parent, _)| parent);
+        let with_sidecar = sidecar_dirs.is_none_or(|dirs| {
+            *dirs
+                .entry(parent.to_owned())
+                .or_insert_with(|| self.root.join(INTERNAL_DIR).join("meta").join(parent).is_dir())
+        });
+        let meta = self.object_meta(key, &file.metadata().map_err(io_err(k))?, with_sidecar);
         if meta.sha256.is_some() || meta.size > keep_up_to {
             return Ok((meta, None));
         }
@@ -753,7 +778,7 @@ impl Store for LocalStore {
 
     async fn head_and_read(&self, key: &Key, keep_up_to: u64) -> Result<(ObjectMeta, Option<bytes::Bytes>)> {
         let (this, key) = (self.clone(), key.clone());
-        blocking(move || this.head_and_read_blocking(&key, keep_up_to, &mut HashSet::new())).await
+        blocking(move || this.head_and_read_blocking(&key, keep_up_to, &mut HashSet::new(), None)).await
     }
 
     async fn head_and_read_many(
@@ -763,8 +788,10 @@ impl Store for LocalStore {
     ) -> Vec<Result<(ObjectMeta, Option<bytes::Bytes>)>> {
         let (this, count) = (self.clone(), keys.len());
         let task = tokio::task::spawn_blocking(move || {
-            let mut checked = HashSet::new();
-            keys.iter().map(|key| this.head_and_read_blocking(key, keep_up_to, &mut checked)).collect()
+            let (mut checked, mut sidecar_dirs) = (HashSet::new(), HashMap::new());
+            keys.iter()
+                .map(|key| this.head_and_read_blocking(key, keep_up_to, &mut checked, Some(&mut sidecar_dirs)))
+                .collect()
         });
         match task.await {
             Ok(results) => results,

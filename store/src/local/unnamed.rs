@@ -62,6 +62,26 @@ pub(super) fn link(file: &fs::File, target: &Path, exists: bool, spare: &Path) -
     })
 }
 
+/// Gives `file` (from [`create`]) the name `target`, whose parent exists, only if nothing has
+/// that name: `Ok(false)`, and nothing done, when something does (a file, a directory, a
+/// symlink).
+#[cfg(target_os = "linux")]
+pub(super) fn link_new(file: &fs::File, target: &Path) -> io::Result<bool> {
+    use rustix::fs::{AtFlags, CWD};
+    use std::os::fd::AsRawFd as _;
+    let source = format!("/proc/self/fd/{}", file.as_raw_fd());
+    match rustix::fs::linkat(CWD, source.as_str(), CWD, target, AtFlags::SYMLINK_FOLLOW) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::EXIST) => Ok(false),
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) fn link_new(_file: &fs::File, _target: &Path) -> io::Result<bool> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
+}
+
 #[cfg(not(target_os = "linux"))]
 pub(super) fn link(_file: &fs::File, _target: &Path, _exists: bool, _spare: &Path) -> io::Result<()> {
     Err(io::Error::from(io::ErrorKind::Unsupported))
