@@ -15,7 +15,7 @@ use std::io::Write as _;
 use md5::Digest as _;
 use quarry_packaging::DebVersion;
 
-use crate::chunked::{ChunkCache, Chunker, Document};
+use crate::chunked::{ChunkCache, Chunker, Chunks, Document};
 use crate::render::{Page, Stage};
 use crate::sign::{SignError, Signer};
 use crate::state::{Entry, RepoState};
@@ -106,7 +106,14 @@ const POOL_FIELDS: &[&str] = &["Filename", "Size", "MD5sum", "SHA1", "SHA256", "
 /// One package's stanza in `Packages`, fields in dpkg-scanpackages' order: the control file's
 /// fields plus `Filename`, `Size` and the checksums.
 pub fn stanza(entry: &Entry) -> String {
-    let Some(control) = &entry.deb else { return String::new() };
+    let mut out = String::with_capacity(512);
+    stanza_into(&mut out, entry);
+    out
+}
+
+/// [`stanza`] appended to `out`.
+fn stanza_into(out: &mut String, entry: &Entry) {
+    let Some(control) = &entry.deb else { return };
     let size = entry.size.to_string();
     let mut fields: Vec<(&str, &str)> = control
         .fields
@@ -127,11 +134,12 @@ pub fn stanza(entry: &Entry) -> String {
     // Stable: unknown fields keep their control-file order after the known ones. Each field's
     // rank is looked up once.
     fields.sort_by_cached_key(|(name, _)| rank(name));
-    let mut out = String::with_capacity(512);
     for (name, value) in fields {
-        let _ = writeln!(out, "{name}: {value}");
+        out.push_str(name);
+        out.push_str(": ");
+        out.push_str(value);
+        out.push('\n');
     }
-    out
 }
 
 /// Architectures the repo serves: every package's except `all` (folded into each), amd64 when
@@ -150,11 +158,11 @@ fn architectures(state: &RepoState) -> Vec<String> {
 /// `Packages` for one architecture: its packages and the `all` ones, ordered by name, then
 /// version as dpkg orders them, then filename.
 pub fn packages(state: &RepoState, arch: &str) -> String {
-    packages_chunks(state, arch).concat()
+    packages_chunks(state, arch).into_text()
 }
 
 /// `Packages` for one architecture cut into chunks at stanza boundaries ([`Chunker`]).
-pub fn packages_chunks(state: &RepoState, arch: &str) -> Vec<String> {
+pub fn packages_chunks(state: &RepoState, arch: &str) -> Chunks {
     let mut entries: Vec<(&str, DebVersion, &Entry)> = state
         .entries
         .values()
@@ -169,12 +177,13 @@ pub fn packages_chunks(state: &RepoState, arch: &str) -> Vec<String> {
         })
         .collect();
     entries.sort_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.cmp(&b.1)).then_with(|| a.2.filename.cmp(&b.2.filename)));
-    let mut chunker = Chunker::new();
+    let mut chunker = Chunker::with_capacity(512 * entries.len());
     // Each stanza ends with a blank line, as dpkg-scanpackages writes them.
     for (_, _, entry) in &entries {
-        let mut text = stanza(entry);
-        text.push('\n');
-        chunker.package(&text, &entry.sha256);
+        chunker.package_with(&entry.sha256, |out| {
+            stanza_into(out, entry);
+            out.push('\n');
+        });
     }
     chunker.finish()
 }
@@ -214,9 +223,8 @@ pub fn render_cached(
     for arch in &arches {
         let dir = format!("{COMPONENT}/binary-{arch}/");
         let chunks = packages_chunks(state, arch);
-        let mut compressed = cache.compress(&[Document { chunks: &chunks, xz: true }]);
-        let (gz, xzed) = compressed.pop().expect("one document");
-        let plain = chunks.concat().into_bytes();
+        let (gz, xzed) = cache.compress(&[Document { chunks: &chunks.as_strs(), xz: true }]).pop().expect("one document");
+        let plain = chunks.into_text().into_bytes();
         let variants = [("Packages.gz", gz), ("Packages.xz", xzed.unwrap_or_default()), ("Packages", plain)];
         // The three files' digests side by side.
         let sums: Vec<[String; 3]> = std::thread::scope(|scope| {

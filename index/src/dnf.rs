@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use quarry_store::sha256_hex;
 use sha2::Digest as _;
 
-use crate::chunked::{ChunkCache, Chunker, Document};
+use crate::chunked::{ChunkCache, Chunker, Chunks, Document};
 use crate::render::{Page, Stage};
 use crate::rpmhead::{RpmDep, RpmInfo, is_primary_file};
 use crate::sign::{SignError, Signer};
@@ -140,12 +140,12 @@ pub fn evr_cmp(a: &RpmInfo, b: &RpmInfo) -> std::cmp::Ordering {
 }
 
 pub fn primary(packages: &[(&Entry, &RpmInfo)]) -> String {
-    primary_chunks(packages).concat()
+    primary_chunks(packages).into_text()
 }
 
 /// primary.xml cut into chunks at `<package>` boundaries ([`Chunker`]).
-pub fn primary_chunks(packages: &[(&Entry, &RpmInfo)]) -> Vec<String> {
-    let mut chunker = Chunker::new();
+pub fn primary_chunks(packages: &[(&Entry, &RpmInfo)]) -> Chunks {
+    let mut chunker = Chunker::with_capacity(1024 * packages.len() + 512);
     let mut head = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         head,
@@ -153,11 +153,8 @@ pub fn primary_chunks(packages: &[(&Entry, &RpmInfo)]) -> Vec<String> {
         packages.len()
     );
     chunker.alone(&head);
-    let mut out = String::with_capacity(4096);
     for &(entry, rpm) in packages {
-        out.clear();
-        primary_package(&mut out, entry, rpm);
-        chunker.package(&out, &entry.sha256);
+        chunker.package_with(&entry.sha256, |out| primary_package(out, entry, rpm));
     }
     chunker.alone("</metadata>\n");
     chunker.finish()
@@ -210,32 +207,31 @@ fn per_package(
     namespace: &str,
     packages: &[(&Entry, &RpmInfo)],
     body: impl Fn(&mut String, &RpmInfo),
-) -> Vec<String> {
-    let mut chunker = Chunker::new();
+) -> Chunks {
+    let mut chunker = Chunker::with_capacity(256 * packages.len() + 512);
     let mut head = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(head, "<{root} xmlns=\"{namespace}\" packages=\"{}\">", packages.len());
     chunker.alone(&head);
-    let mut out = String::with_capacity(1024);
     for &(entry, rpm) in packages {
-        out.clear();
-        let _ = write!(out, "<package pkgid=\"{}\"", entry.sha256);
-        attribute(&mut out, "name", &rpm.name);
-        attribute(&mut out, "arch", &rpm.arch);
-        out.push_str(">\n");
-        version(&mut out, rpm);
-        body(&mut out, rpm);
-        out.push_str("</package>\n");
-        chunker.package(&out, &entry.sha256);
+        chunker.package_with(&entry.sha256, |out| {
+            let _ = write!(out, "<package pkgid=\"{}\"", entry.sha256);
+            attribute(out, "name", &rpm.name);
+            attribute(out, "arch", &rpm.arch);
+            out.push_str(">\n");
+            version(out, rpm);
+            body(out, rpm);
+            out.push_str("</package>\n");
+        });
     }
     chunker.alone(&format!("</{root}>\n"));
     chunker.finish()
 }
 
 pub fn filelists(packages: &[(&Entry, &RpmInfo)]) -> String {
-    filelists_chunks(packages).concat()
+    filelists_chunks(packages).into_text()
 }
 
-pub fn filelists_chunks(packages: &[(&Entry, &RpmInfo)]) -> Vec<String> {
+pub fn filelists_chunks(packages: &[(&Entry, &RpmInfo)]) -> Chunks {
     per_package("filelists", "http://linux.duke.edu/metadata/filelists", packages, |out, rpm| {
         for f in &rpm.files {
             file(out, "  ", &f.path, &f.kind);
@@ -244,10 +240,10 @@ pub fn filelists_chunks(packages: &[(&Entry, &RpmInfo)]) -> Vec<String> {
 }
 
 pub fn other(packages: &[(&Entry, &RpmInfo)]) -> String {
-    other_chunks(packages).concat()
+    other_chunks(packages).into_text()
 }
 
-pub fn other_chunks(packages: &[(&Entry, &RpmInfo)]) -> Vec<String> {
+pub fn other_chunks(packages: &[(&Entry, &RpmInfo)]) -> Chunks {
     per_package("otherdata", "http://linux.duke.edu/metadata/other", packages, |out, rpm| {
         for change in &rpm.changelog {
             out.push_str("  <changelog");
@@ -287,31 +283,24 @@ fn documents(state: &RepoState, cache: &ChunkCache) -> Vec<Rendered> {
     let packages = packages(state);
     let kinds: [(&str, DocumentChunks); 3] =
         [("primary", primary_chunks), ("filelists", filelists_chunks), ("other", other_chunks)];
-    let rendered: Vec<(&str, Vec<String>)> =
-        kinds.into_iter().map(|(kind, chunks)| (kind, chunks(&packages))).collect();
-    let documents: Vec<Document<'_>> = rendered.iter().map(|(_, chunks)| Document { chunks, xz: false }).collect();
+    let rendered: Vec<(&str, Chunks)> = kinds.into_iter().map(|(kind, chunks)| (kind, chunks(&packages))).collect();
+    let pieces: Vec<Vec<&str>> = rendered.iter().map(|(_, chunks)| chunks.as_strs()).collect();
+    let documents: Vec<Document<'_>> = pieces.iter().map(|chunks| Document { chunks, xz: false }).collect();
     let compressed = cache.compress(&documents);
     rendered
         .iter()
         .zip(compressed)
-        .map(|((kind, chunks), (gz, _))| {
-            // The document's digest over its chunks in turn: the whole text is never joined.
-            let mut hasher = sha2::Sha256::new();
-            for chunk in chunks {
-                hasher.update(chunk.as_bytes());
-            }
-            Rendered {
-                kind,
-                open_sha256: hex::encode(hasher.finalize()),
-                open_size: chunks.iter().map(String::len).sum(),
-                gz,
-            }
+        .map(|((kind, chunks), (gz, _))| Rendered {
+            kind,
+            open_sha256: hex::encode(sha2::Sha256::digest(chunks.text().as_bytes())),
+            open_size: chunks.text().len(),
+            gz,
         })
         .collect()
 }
 
 /// A document's chunks from the packages in order.
-type DocumentChunks = fn(&[(&Entry, &RpmInfo)]) -> Vec<String>;
+type DocumentChunks = fn(&[(&Entry, &RpmInfo)]) -> Chunks;
 
 /// [`render`], reusing the compressed chunks `cache` holds: the same bytes.
 pub fn render_cached(state: &RepoState, signer: Option<&Signer>, cache: &ChunkCache) -> Result<Vec<Page>, SignError> {

@@ -288,19 +288,10 @@ pub(crate) fn serialize_state(state: &RepoState) -> Result<Bytes, IndexError> {
         return serialize_whole(state);
     }
     let middle = state.entries.keys().nth(state.entries.len() / 2).expect("a big state has a middle entry");
-    let halves = [state.entries.range::<String, _>(..middle), state.entries.range::<String, _>(middle..)];
-    let write = |half: std::collections::btree_map::Range<'_, String, crate::state::Entry>, size: usize| {
-        let mut out = Vec::with_capacity(size);
-        serde_json::to_writer(&mut out, &Members(std::cell::Cell::new(Some(half)))).map(|()| out)
-    };
-    let size = 1024 * state.entries.len() / 2 + 4096;
-    let [first, second] = halves;
-    let (first, second) = std::thread::scope(|scope| {
-        let second = scope.spawn(move || write(second, size));
-        (write(first, size), second.join().expect("serializing does not panic"))
-    });
-    let (first, second) = (first.map_err(fail)?, second.map_err(fail)?);
-    // The rest of the state around empty entries, then the two halves spliced in.
+    let [first, second] = [state.entries.range::<String, _>(..middle), state.entries.range::<String, _>(middle..)];
+    let members = |half| Members(std::cell::Cell::new(Some(half)));
+    // The rest of the state around empty entries: the first half is written straight after
+    // its `"entries":` and the second, written meanwhile on another thread, appended.
     let rest = RepoState {
         version: state.version,
         entries: BTreeMap::new(),
@@ -310,13 +301,24 @@ pub(crate) fn serialize_state(state: &RepoState) -> Result<Bytes, IndexError> {
         generated: state.generated,
     };
     let rest = serde_json::to_vec(&rest).map_err(fail)?;
-    let at = find(&rest, b"\"entries\":{}").ok_or_else(|| StoreError::Backend("no entries in a state".into()))? + 11;
-    let mut out = Vec::with_capacity(rest.len() + first.len() + second.len());
-    out.extend_from_slice(&rest[..at]);
-    out.extend_from_slice(&first[1..first.len() - 1]);
+    let at = find(&rest, b"\"entries\":{}").ok_or_else(|| StoreError::Backend("no entries in a state".into()))? + 10;
+    let size = 1024 * state.entries.len() / 2 + 4096;
+    let (out, second) = std::thread::scope(|scope| {
+        let second = scope.spawn(move || {
+            let mut out = Vec::with_capacity(size);
+            serde_json::to_writer(&mut out, &members(second)).map(|()| out)
+        });
+        let mut out = Vec::with_capacity(rest.len() + 2 * size);
+        out.extend_from_slice(&rest[..at]);
+        let first = serde_json::to_writer(&mut out, &members(first)).map(|()| out);
+        (first, second.join().expect("serializing does not panic"))
+    });
+    let (mut out, second) = (out.map_err(fail)?, second.map_err(fail)?);
+    // `{first…}` and `{second…}` become `{first…,second…}`.
+    out.pop();
     out.push(b',');
-    out.extend_from_slice(&second[1..second.len() - 1]);
-    out.extend_from_slice(&rest[at..]);
+    out.extend_from_slice(&second[1..]);
+    out.extend_from_slice(&rest[at + 2..]);
     Ok(Bytes::from(out))
 }
 

@@ -62,12 +62,32 @@ pub fn bytes_stream(data: impl Into<Bytes>) -> ByteStream {
 }
 
 /// Collect a [`ByteStream`] into memory, failing beyond `limit` bytes.
-pub async fn collect(mut body: ByteStream, limit: u64) -> io::Result<Bytes> {
-    let mut out = Vec::new();
+pub async fn collect(body: ByteStream, limit: u64) -> io::Result<Bytes> {
+    collect_sized(body, limit, 0).await
+}
+
+/// [`collect`] for a body of about `expected` bytes (a HEAD's or a GET's size): a body that
+/// comes as one chunk (a small local file, a page from memory) is returned as it is, and a
+/// longer one is gathered into a buffer of that size, not through a run of doublings.
+pub async fn collect_sized(mut body: ByteStream, limit: u64, expected: u64) -> io::Result<Bytes> {
+    let too_large = || io::Error::other(format!("body exceeds {limit} bytes"));
+    let Some(first) = body.next().await.transpose()? else { return Ok(Bytes::new()) };
+    if first.len() as u64 > limit {
+        return Err(too_large());
+    }
+    let Some(second) = body.next().await.transpose()? else { return Ok(first) };
+    let room = usize::try_from(expected.min(limit)).unwrap_or(0).max(first.len() + second.len());
+    let mut out = Vec::with_capacity(room);
+    for chunk in [first, second] {
+        if (out.len() + chunk.len()) as u64 > limit {
+            return Err(too_large());
+        }
+        out.extend_from_slice(&chunk);
+    }
     while let Some(chunk) = body.next().await {
         let chunk = chunk?;
         if (out.len() + chunk.len()) as u64 > limit {
-            return Err(io::Error::other(format!("body exceeds {limit} bytes")));
+            return Err(too_large());
         }
         out.extend_from_slice(&chunk);
     }
@@ -323,8 +343,9 @@ pub trait Store: Send + Sync + fmt::Debug {
             return Ok((meta, None));
         }
         let got = self.get(key, None).await?;
-        let body =
-            collect(got.body, keep_up_to).await.map_err(|source| StoreError::Body { key: key.to_string(), source })?;
+        let body = collect_sized(got.body, keep_up_to, got.meta.size)
+            .await
+            .map_err(|source| StoreError::Body { key: key.to_string(), source })?;
         Ok((got.meta, Some(body)))
     }
 
@@ -375,7 +396,7 @@ pub trait StoreExt: Store {
             return Ok(Bytes::new());
         }
         let got = self.get(key, Some(ByteRange::Closed(start, start + len - 1))).await?;
-        collect(got.body, len).await.map_err(|source| StoreError::Body { key: key.to_string(), source })
+        collect_sized(got.body, len, len).await.map_err(|source| StoreError::Body { key: key.to_string(), source })
     }
 
     /// The whole object in memory, failing beyond `limit` bytes.
@@ -384,8 +405,9 @@ pub trait StoreExt: Store {
         if got.meta.size > limit {
             return Err(StoreError::TooLarge { key: key.to_string(), limit });
         }
-        let data =
-            collect(got.body, limit).await.map_err(|source| StoreError::Body { key: key.to_string(), source })?;
+        let data = collect_sized(got.body, limit, got.meta.size)
+            .await
+            .map_err(|source| StoreError::Body { key: key.to_string(), source })?;
         Ok((got.meta, data))
     }
 

@@ -660,32 +660,46 @@ impl LocalStore {
         Ok((file, small, meta, (start, end)))
     }
 
-    /// Hash `body` and check its size limit and declared digest. A small body is returned in
-    /// memory (written later, in the same blocking call as the commit); a larger one is streamed
-    /// into `tmp`. Returns the small body, if any, the size and the sha256.
+    /// Hash `body` and check its size limit and declared digest. A body already in memory (one
+    /// chunk: bytes the caller holds) or a small one is returned in memory, written later in the
+    /// same blocking call as the commit, without a copy of the former; a larger one is streamed
+    /// into `tmp`. Returns the body kept in memory, if any, the size and the sha256.
     async fn write_temp(
         &self,
         key: &Key,
         tmp: &Path,
         body: ByteStream,
         options: &PutOptions,
-    ) -> Result<(Option<Vec<u8>>, u64, String)> {
+    ) -> Result<(Option<bytes::Bytes>, u64, String)> {
         let k = key.as_str();
         let mut body = HashingBody::new(body, k, options.max_size);
-        let mut buffered = Vec::new();
-        let small = if body.fill(&mut buffered, SMALL_BODY).await? {
-            Some(buffered)
-        } else {
-            let mut file = tokio::fs::File::create(tmp).await.map_err(io_err(k))?;
-            file.write_all(&buffered).await.map_err(io_err(k))?;
-            while let Some(chunk) = body.next().await? {
-                file.write_all(&chunk).await.map_err(io_err(k))?;
+        let first = body.next().await?;
+        let second = match first {
+            Some(_) => body.next().await?,
+            None => None,
+        };
+        let small = match (first, second) {
+            (first, None) => Some(first.unwrap_or_default()),
+            (first, Some(second)) => {
+                let mut buffered = Vec::with_capacity(SMALL_BODY);
+                for chunk in first.iter().chain([&second]) {
+                    buffered.extend_from_slice(chunk);
+                }
+                if body.fill(&mut buffered, SMALL_BODY).await? {
+                    Some(bytes::Bytes::from(buffered))
+                } else {
+                    let mut file = tokio::fs::File::create(tmp).await.map_err(io_err(k))?;
+                    file.write_all(&buffered).await.map_err(io_err(k))?;
+                    while let Some(chunk) = body.next().await? {
+                        file.write_all(&chunk).await.map_err(io_err(k))?;
+                    }
+                    file.flush().await.map_err(io_err(k))?;
+                    if !options.derived {
+                        file.sync_data().await.map_err(io_err(k))?;
+                    }
+                    None
+                }
             }
-            file.flush().await.map_err(io_err(k))?;
-            if !options.derived {
-                file.sync_data().await.map_err(io_err(k))?;
-            }
-            None
         };
         let (size, sha256) = body.finish(options.sha256.as_deref())?;
         Ok((small, size, sha256))
