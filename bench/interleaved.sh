@@ -21,7 +21,9 @@ data="$2"
 rounds="${3:-5}"
 venv="${BENCH_VENV:-$HOME/.cache/quarry-bench-venv}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/quarry-interleaved.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+# BENCH_KEEP=1 leaves the runs' directories (deleting them here slows whatever runs next on a disk
+# mounted with `discard`).
+[[ "${BENCH_KEEP:-0}" == 1 ]] || trap 'rm -rf "$work"' EXIT
 
 cpu_file="$work/cpu"
 seconds() { # command...: wall seconds; CPU seconds (user + sys) and peak RSS (KiB) go to $cpu_file

@@ -105,6 +105,10 @@ impl Store for CountingStore {
         self.put.fetch_add(items.len() as u64, Ordering::Relaxed);
         self.inner.put_many(items).await
     }
+    async fn get_whole(&self, key: &Key, limit: u64) -> Result<(ObjectMeta, Bytes)> {
+        self.get.fetch_add(1, Ordering::Relaxed);
+        self.inner.get_whole(key, limit).await
+    }
     async fn head_and_read(&self, key: &Key, keep_up_to: u64) -> Result<(ObjectMeta, Option<Bytes>)> {
         self.head.fetch_add(1, Ordering::Relaxed);
         let (meta, body) = self.inner.head_and_read(key, keep_up_to).await?;

@@ -349,6 +349,19 @@ pub trait Store: Send + Sync + fmt::Debug {
         Ok((got.meta, Some(body)))
     }
 
+    /// The whole object in memory, failing beyond `limit` bytes: a GET read to its end (what
+    /// this does; a local directory reads the file straight into one buffer).
+    async fn get_whole(&self, key: &Key, limit: u64) -> Result<(ObjectMeta, Bytes)> {
+        let got = self.get(key, None).await?;
+        if got.meta.size > limit {
+            return Err(StoreError::TooLarge { key: key.to_string(), limit });
+        }
+        let data = collect_sized(got.body, limit, got.meta.size)
+            .await
+            .map_err(|source| StoreError::Body { key: key.to_string(), source })?;
+        Ok((got.meta, data))
+    }
+
     /// [`Store::head_and_read`] of each of `keys`; each one's result, in order. The same as one
     /// call per key, which is what this does; a local directory does them all in one blocking
     /// task.
@@ -401,14 +414,7 @@ pub trait StoreExt: Store {
 
     /// The whole object in memory, failing beyond `limit` bytes.
     async fn get_bytes(&self, key: &Key, limit: u64) -> Result<(ObjectMeta, Bytes)> {
-        let got = self.get(key, None).await?;
-        if got.meta.size > limit {
-            return Err(StoreError::TooLarge { key: key.to_string(), limit });
-        }
-        let data = collect_sized(got.body, limit, got.meta.size)
-            .await
-            .map_err(|source| StoreError::Body { key: key.to_string(), source })?;
-        Ok((got.meta, data))
+        self.get_whole(key, limit).await
     }
 
     /// Refuses `key` when it and another object would need one path as both a file and a
@@ -457,7 +463,11 @@ pub trait StoreExt: Store {
             let page = self
                 .list(prefix, ListOptions { delimited, continuation: continuation.take(), max_keys: Some(usize::MAX) })
                 .await?;
-            all.objects.extend(page.objects);
+            if all.objects.is_empty() {
+                all.objects = page.objects;
+            } else {
+                all.objects.extend(page.objects);
+            }
             all.common_prefixes.extend(page.common_prefixes);
             match page.next {
                 Some(next) => continuation = Some(next),

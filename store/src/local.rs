@@ -790,6 +790,35 @@ impl Store for LocalStore {
         }
     }
 
+    async fn get_whole(&self, key: &Key, limit: u64) -> Result<(ObjectMeta, bytes::Bytes)> {
+        // A small file comes whole from `get` (and its cache); a larger one is read straight
+        // into a buffer of its size, not through a stream of chunks copied together.
+        if self.small_file(key).is_some() {
+            let got = self.get(key, None).await?;
+            let data = crate::collect_sized(got.body, limit, got.meta.size)
+                .await
+                .map_err(|source| StoreError::Body { key: key.to_string(), source })?;
+            return Ok((got.meta, data));
+        }
+        let (this, key) = (self.clone(), key.clone());
+        blocking(move || {
+            let (file, small, meta, (start, end)) = this.open_for_get(&key, None)?;
+            if meta.size > limit {
+                return Err(StoreError::TooLarge { key: key.to_string(), limit });
+            }
+            if let Some(data) = small {
+                return Ok((meta, data));
+            }
+            let mut data = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
+            io::Read::read_to_end(&mut io::Read::take(file, limit + 1), &mut data).map_err(io_err(key.as_str()))?;
+            if data.len() as u64 > limit {
+                return Err(StoreError::TooLarge { key: key.to_string(), limit });
+            }
+            Ok((meta, bytes::Bytes::from(data)))
+        })
+        .await
+    }
+
     async fn head_and_read(&self, key: &Key, keep_up_to: u64) -> Result<(ObjectMeta, Option<bytes::Bytes>)> {
         let (this, key) = (self.clone(), key.clone());
         blocking(move || this.head_and_read_blocking(&key, keep_up_to, &mut HashSet::new(), None)).await
