@@ -418,7 +418,7 @@ fn native_rows(root: &RepoRoot, state: &RepoState) -> Vec<PackageRow> {
         .entries
         .values()
         .map(|e| {
-            let (name, version, arch) = match (&e.deb, &e.rpm) {
+            let (name, version, arch) = match (&e.deb, e.rpm_info()) {
                 (Some(d), _) => {
                     (d.package().to_owned(), d.version().to_owned(), d.get("Architecture").unwrap_or("").to_owned())
                 }

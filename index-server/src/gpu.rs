@@ -214,7 +214,7 @@ impl RunPackages {
             self.apt = apt.entries.values().filter_map(|e| e.deb.as_ref().map(|d| d.package().to_owned())).collect();
         }
         if let Some(dnf) = root_state(state, rpm).await? {
-            self.dnf = dnf.entries.values().filter_map(|e| e.rpm.as_ref().map(|r| r.name.clone())).collect();
+            self.dnf = dnf.entries.values().filter_map(|e| e.rpm_info().map(|r| r.name.clone())).collect();
         }
         Ok(())
     }

@@ -223,7 +223,7 @@ pub fn render_cached(
     for arch in &arches {
         let dir = format!("{COMPONENT}/binary-{arch}/");
         let chunks = packages_chunks(state, arch);
-        let (gz, xzed) = cache.compress(&[Document { chunks: &chunks.as_strs(), xz: true }]).pop().expect("one document");
+        let (gz, xzed) = cache.compress(&[Document { chunks: &chunks, xz: true }]).pop().expect("one document");
         let plain = chunks.into_text().into_bytes();
         let variants = [("Packages.gz", gz), ("Packages.xz", xzed.unwrap_or_default()), ("Packages", plain)];
         // The three files' digests side by side.

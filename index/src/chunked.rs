@@ -21,7 +21,7 @@
 //! render reuses whatever chunk it finds there: the bytes are the same as compressing it again.
 
 use std::collections::HashMap;
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::Digest as _;
@@ -39,35 +39,85 @@ const XZ_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0];
 const XZ_FLAGS: [u8; 2] = [0, 0x04];
 const XZ_PRESET: u32 = 3;
 
-/// A document cut into chunks at package boundaries: its text in one buffer and where each
-/// chunk ends (a chunk may be empty).
+/// What a chunk holds: the sha256 of its text, how many packages it holds and the first
+/// one's file sha256 (its first 8 bytes; zero for a chunk of no package). Compressed chunks are
+/// kept and found by it, and a gzip member names its chunk by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ChunkId {
+    digest: Digest,
+    packages: u32,
+    first: [u8; 8],
+}
+
+impl ChunkId {
+    /// Packages in the chunk (0: a header or footer).
+    pub fn packages(&self) -> u32 {
+        self.packages
+    }
+
+    /// The first 8 bytes of the first package's file sha256.
+    pub fn first(&self) -> [u8; 8] {
+        self.first
+    }
+}
+
+/// One chunk of a previous render, as its gzip member names it: what it holds and the length
+/// of its text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    pub id: ChunkId,
+    pub len: u32,
+}
+
+/// The first 8 bytes of a lowercase hex sha256 (zeros for text that is not hex).
+pub fn sha_prefix(sha256: &str) -> [u8; 8] {
+    let mut out = [0u8; 8];
+    match sha256.get(..16).map(|h| hex::decode_to_slice(h, &mut out)) {
+        Some(Ok(())) => out,
+        _ => [0; 8],
+    }
+}
+
+/// One chunk of a document: its text (`start..end` of the document's buffer), or a chunk of
+/// the previous render taken whole (`reused`: its compressed forms are in the cache; it has no
+/// text here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Span {
+    start: usize,
+    end: usize,
+    packages: u32,
+    first: [u8; 8],
+    reused: Option<Member>,
+}
+
+/// A document cut into chunks at package boundaries: the text of the chunks it rendered, in
+/// one buffer, and each chunk in order.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Chunks {
     text: String,
-    ends: Vec<usize>,
+    spans: Vec<Span>,
 }
 
 impl Chunks {
-    /// The chunks in order.
-    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts.zip(&self.ends).map(|(start, &end)| &self.text[start..end])
-    }
-
-    /// The chunks as a list, for [`Document`].
+    /// The chunks' texts in order (a reused chunk's is empty: its text is not here).
     pub fn as_strs(&self) -> Vec<&str> {
-        self.iter().collect()
+        self.spans.iter().map(|s| &self.text[s.start..s.end]).collect()
     }
 
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.spans.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.spans.is_empty()
     }
 
-    /// The whole document.
+    /// Chunks taken whole from the previous render.
+    pub fn reused(&self) -> usize {
+        self.spans.iter().filter(|s| s.reused.is_some()).count()
+    }
+
+    /// The text rendered: the whole document when no chunk was reused.
     pub fn text(&self) -> &str {
         &self.text
     }
@@ -75,14 +125,43 @@ impl Chunks {
     pub fn into_text(self) -> String {
         self.text
     }
+
+    /// Chunks of their own (no package each), one per text.
+    pub fn of_texts<S: AsRef<str>>(texts: &[S]) -> Self {
+        let mut chunker = Chunker::new();
+        for text in texts {
+            chunker.alone(text.as_ref());
+        }
+        let mut chunks = chunker.chunks;
+        if texts.is_empty() {
+            chunks.spans.clear();
+        }
+        chunks
+    }
+
+    /// Each chunk's id and its text (`None` for a reused one).
+    fn ids(&self) -> Vec<(ChunkId, Option<&str>)> {
+        self.spans
+            .iter()
+            .map(|s| match s.reused {
+                Some(member) => (member.id, None),
+                None => {
+                    let text = &self.text[s.start..s.end];
+                    (ChunkId { digest: digest(text.as_bytes()), packages: s.packages, first: s.first }, Some(text))
+                }
+            })
+            .collect()
+    }
 }
 
 /// Cuts a document into [`Chunks`] as it is written, package by package.
 #[derive(Debug, Default)]
 pub struct Chunker {
     chunks: Chunks,
-    /// Where the chunk being written starts.
+    /// Where the chunk being written starts, how many packages it holds, and the first's.
     start: usize,
+    packages: u32,
+    first: [u8; 8],
 }
 
 impl Chunker {
@@ -93,7 +172,7 @@ impl Chunker {
     /// A chunker whose buffer has room for `bytes` of text: a document written into it is not
     /// copied through a run of doublings (room never written costs no memory).
     pub fn with_capacity(bytes: usize) -> Self {
-        Self { chunks: Chunks { text: String::with_capacity(bytes), ends: Vec::new() }, start: 0 }
+        Self { chunks: Chunks { text: String::with_capacity(bytes), spans: Vec::new() }, ..Self::default() }
     }
 
     /// Text that stands in a chunk of its own (a document's header or footer, which changes
@@ -101,8 +180,9 @@ impl Chunker {
     pub fn alone(&mut self, text: &str) {
         self.cut();
         self.chunks.text.push_str(text);
-        self.chunks.ends.push(self.chunks.text.len());
-        self.start = self.chunks.text.len();
+        let end = self.chunks.text.len();
+        self.chunks.spans.push(Span { start: self.start, end, packages: 0, first: [0; 8], reused: None });
+        self.start = end;
     }
 
     /// One package's text; `sha256` (lowercase hex of the package file) decides whether a chunk
@@ -114,6 +194,10 @@ impl Chunker {
     /// One package's text as `write` appends it to the document; `sha256` as for
     /// [`Chunker::package`].
     pub fn package_with(&mut self, sha256: &str, write: impl FnOnce(&mut String)) {
+        if self.packages == 0 {
+            self.first = sha_prefix(sha256);
+        }
+        self.packages += 1;
         write(&mut self.chunks.text);
         let key = sha256.get(..8).and_then(|h| u64::from_str_radix(h, 16).ok()).unwrap_or(1);
         let len = self.chunks.text.len() - self.start;
@@ -122,19 +206,37 @@ impl Chunker {
         }
     }
 
+    /// Whether the next package would start a chunk.
+    pub fn at_cut(&self) -> bool {
+        self.packages == 0
+    }
+
+    /// A chunk of the previous render taken whole, where a chunk starts ([`Chunker::at_cut`]):
+    /// the chunk a render of its packages here would cut.
+    pub fn reuse(&mut self, member: Member) {
+        debug_assert!(self.at_cut(), "a chunk is reused where one starts");
+        self.cut();
+        let at = self.chunks.text.len();
+        let span = Span { start: at, end: at, packages: member.id.packages, first: member.id.first, reused: Some(member) };
+        self.chunks.spans.push(span);
+    }
+
     fn cut(&mut self) {
         let end = self.chunks.text.len();
-        if end > self.start {
-            self.chunks.ends.push(end);
+        if end > self.start || self.packages > 0 {
+            let span = Span { start: self.start, end, packages: self.packages, first: self.first, reused: None };
+            self.chunks.spans.push(span);
             self.start = end;
+            self.packages = 0;
+            self.first = [0; 8];
         }
     }
 
     /// The chunks; a document with no text is one empty chunk.
     pub fn finish(mut self) -> Chunks {
         self.cut();
-        if self.chunks.ends.is_empty() {
-            self.chunks.ends.push(0);
+        if self.chunks.spans.is_empty() {
+            self.chunks.spans.push(Span { start: 0, end: 0, packages: 0, first: [0; 8], reused: None });
         }
         self.chunks
     }
@@ -157,7 +259,7 @@ const WORKERS: usize = 4;
 /// One document to compress: its chunks, gzipped always, xz-compressed when `xz`.
 #[derive(Debug, Clone, Copy)]
 pub struct Document<'a> {
-    pub chunks: &'a [&'a str],
+    pub chunks: &'a Chunks,
     pub xz: bool,
 }
 
@@ -167,26 +269,30 @@ enum Compressed {
     Xz(XzBlocks),
 }
 
-/// Chunks compressed by one render, by digest.
+/// Chunks compressed by one render.
 #[derive(Default)]
 struct Fresh {
-    gz: HashMap<Digest, bytes::Bytes>,
-    xz: HashMap<Digest, XzBlocks>,
+    gz: HashMap<ChunkId, bytes::Bytes>,
+    xz: HashMap<ChunkId, XzBlocks>,
 }
 
 fn digest(data: &[u8]) -> Digest {
     sha2::Sha256::digest(data).into()
 }
 
-/// Compressed chunks by the sha256 of their uncompressed bytes, and a count of the bytes this
-/// cache had to compress (the cost of a render).
+/// Compressed chunks by [`ChunkId`], the chunks each previous document was made of, and a
+/// count of the bytes this cache had to compress (the cost of a render).
 #[derive(Debug, Default)]
 pub struct ChunkCache {
-    gz: HashMap<Digest, bytes::Bytes>,
-    xz: HashMap<Digest, XzBlocks>,
+    gz: HashMap<ChunkId, bytes::Bytes>,
+    xz: HashMap<ChunkId, XzBlocks>,
+    documents: HashMap<String, Vec<Member>>,
     compressed: AtomicU64,
     misses: AtomicU64,
 }
+
+/// A document's chunk as compression sees it: its id and its text, if it has one here.
+type Job<'a> = (ChunkId, Option<&'a str>);
 
 impl ChunkCache {
     pub fn new() -> Self {
@@ -212,16 +318,27 @@ impl ChunkCache {
         self.gz.is_empty() && self.xz.is_empty()
     }
 
+    /// The chunks the previous document `name` was made of (see [`document_name`]), each of
+    /// them held here gzipped, when it was read back.
+    pub fn members(&self, name: &str) -> Option<&[Member]> {
+        self.documents.get(name).map(Vec::as_slice)
+    }
+
+    /// Whether the gzip member of `id` is held.
+    pub fn holds(&self, id: &ChunkId) -> bool {
+        self.gz.contains_key(id)
+    }
+
     /// `chunks` gzipped, one member each, concatenated (one empty member for no chunk: a gzip
     /// file has at least one).
     pub fn gzip<S: AsRef<str>>(&self, chunks: &[S]) -> Vec<u8> {
-        let chunks: Vec<&str> = chunks.iter().map(AsRef::as_ref).collect();
+        let chunks = Chunks::of_texts(chunks);
         self.compress_as(&[Document { chunks: &chunks, xz: false }], true).remove(0).0
     }
 
     /// `chunks` as one xz stream of one block each.
     pub fn xz<S: AsRef<str>>(&self, chunks: &[S]) -> Vec<u8> {
-        let chunks: Vec<&str> = chunks.iter().map(AsRef::as_ref).collect();
+        let chunks = Chunks::of_texts(chunks);
         self.compress_as(&[Document { chunks: &chunks, xz: true }], false).remove(0).1.unwrap_or_default()
     }
 
@@ -229,35 +346,34 @@ impl ChunkCache {
     /// stream, one block per chunk): the bytes [`ChunkCache::gzip`] and [`ChunkCache::xz`]
     /// give. Chunks the cache lacks are compressed on up to [`WORKERS`] threads at once, so a
     /// from-scratch render uses every core and a `+1` compresses its few chunks side by side.
+    /// A reused chunk is taken from the cache, where the render found it.
     pub fn compress(&self, documents: &[Document<'_>]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         self.compress_as(documents, true)
     }
 
     /// [`ChunkCache::compress`]; without `gz`, the gzip files are left empty.
     fn compress_as(&self, documents: &[Document<'_>], gz: bool) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        let empty = [""];
-        // (document's chunks, their digests): a gzip file has at least one member.
-        let docs: Vec<(&[&str], Vec<Digest>)> = documents
+        let empty: Job<'static> = (ChunkId { digest: digest(b""), packages: 0, first: [0; 8] }, Some(""));
+        // Each document's chunks: a gzip file has at least one member.
+        let docs: Vec<Vec<Job<'_>>> = documents
             .iter()
             .map(|d| {
-                let chunks = if d.chunks.is_empty() && gz { &empty[..] } else { d.chunks };
-                (chunks, chunks.iter().map(|c| digest(c.as_bytes())).collect())
+                let ids = d.chunks.ids();
+                if ids.is_empty() && gz { vec![empty] } else { ids }
             })
             .collect();
         // Every chunk the cache lacks, once (the same chunk in two documents is one job).
-        let mut all: Vec<&str> = Vec::new();
-        let mut all_digests: Vec<Digest> = Vec::new();
+        let mut all: Vec<Job<'_>> = Vec::new();
         let (mut gz_jobs, mut xz_jobs) = (Vec::new(), Vec::new());
         let mut seen_gz = std::collections::HashSet::new();
         let mut seen_xz = std::collections::HashSet::new();
-        for ((chunks, digests), document) in docs.iter().zip(documents) {
-            for (chunk, key) in chunks.iter().zip(digests) {
-                let want_gz = gz && !self.gz.contains_key(key) && seen_gz.insert(*key);
-                let want_xz =
-                    document.xz && !document.chunks.is_empty() && !self.xz.contains_key(key) && seen_xz.insert(*key);
+        for (jobs, document) in docs.iter().zip(documents) {
+            for &(id, text) in jobs {
+                let Some(text) = text else { continue };
+                let want_gz = gz && !self.gz.contains_key(&id) && seen_gz.insert(id);
+                let want_xz = document.xz && !document.chunks.is_empty() && !self.xz.contains_key(&id) && seen_xz.insert(id);
                 if want_gz || want_xz {
-                    all.push(chunk);
-                    all_digests.push(*key);
+                    all.push((id, Some(text)));
                 }
                 if want_gz {
                     gz_jobs.push(all.len() - 1);
@@ -267,15 +383,16 @@ impl ChunkCache {
                 }
             }
         }
-        let fresh = self.fill(&all, &all_digests, &gz_jobs, &xz_jobs);
+        let fresh = self.fill(&all, &gz_jobs, &xz_jobs);
         docs.iter()
             .zip(documents)
-            .map(|((_, digests), document)| {
-                let gz = if gz { self.assemble_gz(digests, &fresh.gz) } else { Vec::new() };
+            .map(|(jobs, document)| {
+                let ids: Vec<ChunkId> = jobs.iter().map(|(id, _)| *id).collect();
+                let gz = if gz { self.assemble_gz(&ids, &fresh.gz) } else { Vec::new() };
                 // An xz stream may hold no block at all.
-                let xz = document.xz.then(|| match document.chunks {
-                    [] => xz_stream(&[]),
-                    _ => self.assemble_xz(digests, &fresh.xz),
+                let xz = document.xz.then(|| match document.chunks.is_empty() {
+                    true => xz_stream(&[]),
+                    false => self.assemble_xz(&ids, &fresh.xz),
                 });
                 (gz, xz)
             })
@@ -284,21 +401,22 @@ impl ChunkCache {
 
     /// Compress the chunks `gz_jobs` and `xz_jobs` name (indices into `chunks`), in parallel,
     /// counting them as misses.
-    fn fill(&self, chunks: &[&str], digests: &[Digest], gz_jobs: &[usize], xz_jobs: &[usize]) -> Fresh {
+    fn fill(&self, chunks: &[Job<'_>], gz_jobs: &[usize], xz_jobs: &[usize]) -> Fresh {
         // xz first: the longest jobs start first.
         let jobs: Vec<(usize, bool)> =
             xz_jobs.iter().map(|&i| (i, true)).chain(gz_jobs.iter().map(|&i| (i, false))).collect();
+        let text = |i: usize| chunks[i].1.unwrap_or_default();
         for &(i, _) in &jobs {
-            self.compressed.fetch_add(chunks[i].len() as u64, Ordering::Relaxed);
+            self.compressed.fetch_add(text(i).len() as u64, Ordering::Relaxed);
             self.misses.fetch_add(1, Ordering::Relaxed);
         }
-        let run = |(i, xz): (usize, bool)| -> (usize, bool, Compressed) {
-            let data = chunks[i].as_bytes();
-            let out = if xz { Compressed::Xz(xz_blocks(data)) } else { Compressed::Gz(gzip_member(data, &digests[i]).into()) };
-            (i, xz, out)
+        let run = |(i, xz): (usize, bool)| -> (usize, Compressed) {
+            let data = text(i).as_bytes();
+            let out = if xz { Compressed::Xz(xz_blocks(data)) } else { Compressed::Gz(gzip_member(data, &chunks[i].0).into()) };
+            (i, out)
         };
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, WORKERS).min(jobs.len());
-        let done: Vec<(usize, bool, Compressed)> = if workers <= 1 {
+        let done: Vec<(usize, Compressed)> = if workers <= 1 {
             jobs.into_iter().map(run).collect()
         } else {
             let next = std::sync::atomic::AtomicUsize::new(0);
@@ -319,65 +437,111 @@ impl ChunkCache {
             })
         };
         let mut fresh = Fresh::default();
-        for (i, _, out) in done {
+        for (i, out) in done {
+            let id = chunks[i].0;
             match out {
-                Compressed::Gz(member) => fresh.gz.insert(digests[i], member),
-                Compressed::Xz(blocks) => fresh.xz.insert(digests[i], blocks).map(|_| bytes::Bytes::new()),
-            };
+                Compressed::Gz(member) => {
+                    fresh.gz.insert(id, member);
+                }
+                Compressed::Xz(blocks) => {
+                    fresh.xz.insert(id, blocks);
+                }
+            }
         }
         fresh
     }
 
-    fn assemble_gz(&self, digests: &[Digest], fresh: &HashMap<Digest, bytes::Bytes>) -> Vec<u8> {
-        let member = |key| self.gz.get(key).or_else(|| fresh.get(key)).expect("every chunk compressed");
-        let mut out = Vec::with_capacity(digests.iter().map(|key| member(key).len()).sum());
-        for key in digests {
-            out.extend_from_slice(member(key));
+    fn assemble_gz(&self, ids: &[ChunkId], fresh: &HashMap<ChunkId, bytes::Bytes>) -> Vec<u8> {
+        let member = |id| self.gz.get(id).or_else(|| fresh.get(id)).expect("every chunk compressed or held");
+        let mut out = Vec::with_capacity(ids.iter().map(|id| member(id).len()).sum());
+        for id in ids {
+            out.extend_from_slice(member(id));
         }
         out
     }
 
-    fn assemble_xz(&self, digests: &[Digest], fresh: &HashMap<Digest, XzBlocks>) -> Vec<u8> {
-        let blocks: Vec<&XzBlocks> = digests
+    fn assemble_xz(&self, ids: &[ChunkId], fresh: &HashMap<ChunkId, XzBlocks>) -> Vec<u8> {
+        let blocks: Vec<&XzBlocks> = ids
             .iter()
-            .map(|key| self.xz.get(key).or_else(|| fresh.get(key)).expect("every chunk compressed"))
+            .map(|id| self.xz.get(id).or_else(|| fresh.get(id)).expect("every chunk compressed or held"))
             .collect();
         xz_stream(&blocks)
     }
 
-    /// Learn the members of a multi-member gzip file written by [`ChunkCache::gzip`] (each
-    /// names its chunk in its extra field; a member without that, as older Quarry wrote, is
-    /// inflated and hashed); their uncompressed chunks' digests, in order (`None` when `gz` is not a well-formed gzip file).
-    pub fn absorb_gzip(&mut self, gz: &bytes::Bytes) -> Option<Vec<Digest>> {
-        let mut digests = Vec::new();
+    /// The sha256 (lowercase hex) and length of `chunks`' whole text: rendered chunks as they
+    /// are, reused ones inflated from their gzip members, in turn (the text is never joined).
+    pub fn open_digest(&self, chunks: &Chunks) -> Option<(String, usize)> {
+        let mut hasher = sha2::Sha256::new();
+        let mut size = 0usize;
+        let mut buffer = vec![0u8; 64 * 1024];
+        for span in &chunks.spans {
+            match span.reused {
+                None => {
+                    let text = &chunks.text.as_bytes()[span.start..span.end];
+                    hasher.update(text);
+                    size += text.len();
+                }
+                Some(member) => {
+                    let gz = self.gz.get(&member.id)?;
+                    let deflated = gz.get(GZ_HEADER..gz.len().checked_sub(8)?)?;
+                    let mut inflate = flate2::Decompress::new(false);
+                    let mut inflated = sha2::Sha256::new();
+                    loop {
+                        let before = (inflate.total_in() as usize, inflate.total_out());
+                        let status = inflate
+                            .decompress(&deflated[before.0..], &mut buffer, flate2::FlushDecompress::None)
+                            .ok()?;
+                        let out = (inflate.total_out() - before.1) as usize;
+                        hasher.update(&buffer[..out]);
+                        inflated.update(&buffer[..out]);
+                        if status == flate2::Status::StreamEnd {
+                            break;
+                        }
+                        if out == 0 && inflate.total_in() as usize == before.0 {
+                            return None;
+                        }
+                    }
+                    // The member holds the text its id names, as its length says.
+                    let got: Digest = inflated.finalize().into();
+                    if got != member.id.digest || inflate.total_out() != u64::from(member.len) {
+                        return None;
+                    }
+                    size += member.len as usize;
+                }
+            }
+        }
+        Some((hex::encode(hasher.finalize()), size))
+    }
+
+    /// Learn the members of a multi-member gzip file written by [`ChunkCache::gzip`] as the
+    /// document `name`: each names its chunk in its extra field. `None`, and nothing learnt,
+    /// when any member does not (a file of another format, or not gzip at all).
+    pub fn absorb_gzip(&mut self, name: &str, gz: &bytes::Bytes) -> Option<Vec<ChunkId>> {
+        let mut members = Vec::new();
         let mut at = 0;
         while at < gz.len() {
-            let rest = &gz[at..];
-            if let Some((key, len)) = indexed_member(rest) {
-                self.gz.insert(key, gz.slice(at..at + len));
-                digests.push(key);
-                at += len;
-                continue;
-            }
-            let mut decoder = flate2::bufread::GzDecoder::new(rest);
-            let mut chunk = Vec::new();
-            decoder.read_to_end(&mut chunk).ok()?;
-            let len = rest.len() - decoder.into_inner().len();
-            if len == 0 {
-                return None;
-            }
-            let key = digest(&chunk);
-            self.gz.insert(key, gz.slice(at..at + len));
-            digests.push(key);
+            let (id, len) = indexed_member(&gz[at..])?;
+            let isize = gz.get(at + len - 4..at + len)?;
+            let text_len = u32::from_le_bytes(isize.try_into().ok()?);
+            members.push((Member { id, len: text_len }, gz.slice(at..at + len)));
             at += len;
         }
-        Some(digests)
+        if members.is_empty() {
+            return None;
+        }
+        let ids = members.iter().map(|(m, _)| m.id).collect();
+        let list = members.iter().map(|(m, _)| *m).collect();
+        for (member, bytes) in members {
+            self.gz.insert(member.id, bytes);
+        }
+        self.documents.insert(name.to_owned(), list);
+        Some(ids)
     }
 
     /// Learn the blocks of an xz stream written by [`ChunkCache::xz`] for the chunks whose
-    /// digests `chunks` gives in order (those of the gzip file rendered beside it). Nothing is
+    /// ids `chunks` gives in order (those of the gzip file rendered beside it). Nothing is
     /// learnt unless the stream has one block per chunk.
-    pub fn absorb_xz(&mut self, xz: &bytes::Bytes, chunks: &[Digest]) -> bool {
+    pub fn absorb_xz(&mut self, xz: &bytes::Bytes, chunks: &[ChunkId]) -> bool {
         let Some(blocks) = split_xz(xz) else { return false };
         if blocks.len() != chunks.len() {
             return false;
@@ -387,6 +551,16 @@ impl ChunkCache {
         }
         true
     }
+}
+
+/// The name [`ChunkCache::members`] knows a document by, from its output's path in its root:
+/// `primary` for `repodata/<sha>-primary.xml.gz`, `main/binary-amd64/Packages` for
+/// `dists/stable/main/binary-amd64/Packages.gz`.
+pub fn document_name(path: &str) -> Option<&str> {
+    if let Some(file) = path.strip_prefix("repodata/") {
+        return file.strip_suffix(".xml.gz")?.split_once('-').map(|(_, kind)| kind);
+    }
+    path.strip_prefix(&format!("dists/{}/", crate::apt::SUITE))?.strip_suffix(".gz")
 }
 
 /// Largest previous output read back into the cache.
@@ -427,12 +601,13 @@ pub(crate) async fn previous(
                 None => None,
             }
         };
-        futures_util::future::join(read_proven(store, old, gz), xz).await
+        let (read, xz) = futures_util::future::join(read_proven(store, old, gz.clone()), xz).await;
+        ((gz, read), xz)
     });
-    for (gz, xz) in futures_util::future::join_all(reads).await {
-        let Some(gz) = gz else { continue };
-        if let (Some(digests), Some(xz)) = (cache.absorb_gzip(&gz), xz) {
-            cache.absorb_xz(&xz, &digests);
+    for ((key, gz), xz) in futures_util::future::join_all(reads).await {
+        let (Some(gz), Some(name)) = (gz, key.strip_prefix(root.as_str()).and_then(document_name)) else { continue };
+        if let (Some(ids), Some(xz)) = (cache.absorb_gzip(name, &gz), xz) {
+            cache.absorb_xz(&xz, &ids);
         }
     }
     tracing::debug!(root = %root, chunks = ?cache.len(), "compressed chunks read back");
@@ -448,18 +623,27 @@ async fn read_proven(store: &dyn quarry_store::Store, old: &crate::RepoState, ke
     proven.then_some(body)
 }
 
-/// The gzip extra subfield (RFC 1952 2.3.1.1) in which each member names its chunk: the
-/// sha256 of the uncompressed chunk and the length of the member's deflate data, so a reindex
-/// learns the members of the previous file without inflating them. Readers skip it.
+/// The gzip extra subfield (RFC 1952 2.3.1.1) in which each member names its chunk: its
+/// [`ChunkId`] (the sha256 of the uncompressed chunk, its package count and first package),
+/// the length of the member's deflate data and the [`FORMAT`] of the text, so a reindex learns
+/// the members of the previous file, and which packages each holds, without inflating them.
+/// Readers skip it.
 const GZ_SUBFIELD: [u8; 2] = *b"Qc";
-/// The extra field's length: subfield id and length, digest, deflate length.
-const GZ_EXTRA: usize = 4 + 32 + 4;
+/// The subfield's data: digest, deflate length, packages, first package, format.
+const GZ_DATA: usize = 32 + 4 + 4 + 8 + 1;
+/// The extra field's length: subfield id and length, then the data.
+const GZ_EXTRA: usize = 4 + GZ_DATA;
 /// A member's header up to its deflate data.
 const GZ_HEADER: usize = 10 + 2 + GZ_EXTRA;
 
-/// gzip of one chunk whose sha256 is `key`: no name, no time, level 6, the chunk's index in the
-/// extra field ([`GZ_SUBFIELD`]).
-fn gzip_member(data: &[u8], key: &Digest) -> Vec<u8> {
+/// The text format of every chunked document (each package's text and the packages' order).
+/// A chunk of the previous render is taken whole, unread, only when its member was written in
+/// this format: bump it whenever a package's text or the order of packages changes.
+pub const FORMAT: u8 = 1;
+
+/// gzip of one chunk `id` names: no name, no time, level 6, the chunk named in the extra
+/// field ([`GZ_SUBFIELD`]).
+fn gzip_member(data: &[u8], id: &ChunkId) -> Vec<u8> {
     let mut deflate =
         flate2::write::DeflateEncoder::new(Vec::with_capacity(data.len() / 4 + 64), flate2::Compression::default());
     deflate.write_all(data).expect("writing to memory");
@@ -470,30 +654,36 @@ fn gzip_member(data: &[u8], key: &Digest) -> Vec<u8> {
     out.extend_from_slice(&[0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 255]);
     out.extend_from_slice(&(GZ_EXTRA as u16).to_le_bytes());
     out.extend_from_slice(&GZ_SUBFIELD);
-    out.extend_from_slice(&((GZ_EXTRA - 4) as u16).to_le_bytes());
-    out.extend_from_slice(key);
+    out.extend_from_slice(&(GZ_DATA as u16).to_le_bytes());
+    out.extend_from_slice(&id.digest);
     out.extend_from_slice(&body_len.to_le_bytes());
+    out.extend_from_slice(&id.packages.to_le_bytes());
+    out.extend_from_slice(&id.first);
+    out.push(FORMAT);
     out.extend_from_slice(&body);
     out.extend_from_slice(&crc32(data));
     out.extend_from_slice(&(data.len() as u32).to_le_bytes());
     out
 }
 
-/// The chunk digest and length of a member [`gzip_member`] wrote at the start of `gz`; `None`
-/// for any other gzip member (it is inflated instead).
-fn indexed_member(gz: &[u8]) -> Option<(Digest, usize)> {
+/// The chunk and length of a member [`gzip_member`] wrote, in this [`FORMAT`], at the start of
+/// `gz`; `None` for any other gzip member.
+fn indexed_member(gz: &[u8]) -> Option<(ChunkId, usize)> {
     let header = gz.get(..GZ_HEADER)?;
     if header[..4] != [0x1f, 0x8b, 8, 4]
         || header[10..12] != (GZ_EXTRA as u16).to_le_bytes()
         || header[12..14] != GZ_SUBFIELD
-        || header[14..16] != ((GZ_EXTRA - 4) as u16).to_le_bytes()
+        || header[14..16] != (GZ_DATA as u16).to_le_bytes()
+        || header[GZ_HEADER - 1] != FORMAT
     {
         return None;
     }
-    let key: Digest = header[16..48].try_into().ok()?;
+    let digest: Digest = header[16..48].try_into().ok()?;
     let body = u32::from_le_bytes(header[48..52].try_into().ok()?) as usize;
+    let packages = u32::from_le_bytes(header[52..56].try_into().ok()?);
+    let first: [u8; 8] = header[56..64].try_into().ok()?;
     let len = GZ_HEADER.checked_add(body)?.checked_add(8)?;
-    (len <= gz.len()).then_some((key, len))
+    (len <= gz.len()).then_some((ChunkId { digest, packages, first }, len))
 }
 
 /// The LZMA2 dictionary for a chunk of `len` bytes: the smallest power of two that holds it
@@ -621,6 +811,8 @@ fn split_xz(xz: &bytes::Bytes) -> Option<Vec<XzBlocks>> {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Read as _;
+
     use super::*;
 
     fn chunks(n: usize) -> Vec<String> {
@@ -677,7 +869,7 @@ mod tests {
         let fresh = ChunkCache::new();
         let (gz, xz) = (bytes::Bytes::from(fresh.gzip(&old)), bytes::Bytes::from(fresh.xz(&old)));
         let mut cache = ChunkCache::new();
-        let digests = cache.absorb_gzip(&gz).unwrap();
+        let digests = cache.absorb_gzip("doc", &gz).unwrap();
         assert!(cache.absorb_xz(&xz, &digests));
         assert_eq!(cache.len(), (4, 4));
         let mut new = old.clone();
@@ -695,10 +887,7 @@ mod tests {
         let (a, b) = (chunks(6), chunks(3));
         let empty: Vec<String> = Vec::new();
         let cache = ChunkCache::new();
-        fn strs(chunks: &[String]) -> Vec<&str> {
-            chunks.iter().map(String::as_str).collect()
-        }
-        let (sa, sb, se) = (strs(&a), strs(&b), strs(&empty));
+        let (sa, sb, se) = (Chunks::of_texts(&a), Chunks::of_texts(&b), Chunks::of_texts(&empty));
         let together = cache.compress(&[
             Document { chunks: &sa, xz: true },
             Document { chunks: &sb, xz: false },
@@ -716,36 +905,73 @@ mod tests {
     /// Members name their chunk in the gzip extra field, which decoders skip; a file of plain
     /// members (older Quarry, no extra field) is still learnt, by inflating it.
     #[test]
-    fn gzip_members_are_learnt_from_their_extra_field_or_by_inflating() {
+    fn gzip_members_are_learnt_from_their_extra_field_and_only_from_it() {
         let chunks = chunks(3);
         let wanted: Vec<Digest> = chunks.iter().map(|c| digest(c.as_bytes())).collect();
         let gz = bytes::Bytes::from(ChunkCache::new().gzip(&chunks));
-        let (key, len) = indexed_member(&gz).unwrap();
-        assert_eq!(key, wanted[0]);
+        let (id, len) = indexed_member(&gz).unwrap();
+        assert_eq!(id.digest, wanted[0]);
+        assert_eq!((id.packages(), id.first()), (0, [0; 8]), "chunks of their own");
         assert_eq!(gz_decode(&gz[..len]), chunks[0].as_bytes());
         let mut cache = ChunkCache::new();
-        assert_eq!(cache.absorb_gzip(&gz).unwrap(), wanted);
+        let ids = cache.absorb_gzip("doc", &gz).unwrap();
+        assert_eq!(ids.iter().map(|id| id.digest).collect::<Vec<_>>(), wanted);
+        let members = cache.members("doc").unwrap();
+        assert_eq!(members.iter().map(|m| m.len as usize).collect::<Vec<_>>(), [chunks[0].len(); 3]);
+        // Plain members (another writer's, or an older format's) teach nothing: their bytes are
+        // not what a render writes.
         let mut plain = Vec::new();
         for chunk in &chunks {
             plain.extend_from_slice(&crate::apt::gzip(chunk.as_bytes()));
         }
         assert!(indexed_member(&plain).is_none());
         let mut old = ChunkCache::new();
-        assert_eq!(old.absorb_gzip(&plain.into()).unwrap(), wanted);
+        assert!(old.absorb_gzip("doc", &plain.into()).is_none());
+        assert!(old.is_empty() && old.members("doc").is_none());
+        let mut other_format = gz.to_vec();
+        other_format[GZ_HEADER - 1] = FORMAT.wrapping_add(1);
+        assert!(indexed_member(&other_format).is_none());
         // A truncated member is not taken on its header's word.
         assert!(indexed_member(&gz[..len - 1]).is_none());
+    }
+
+    /// A chunk's text is inflated from its member for the document's digest, and a member
+    /// whose text is not the one its id names is caught.
+    #[test]
+    fn reused_chunks_inflate_to_the_text_their_member_names() {
+        let texts = chunks(3);
+        let gz = bytes::Bytes::from(ChunkCache::new().gzip(&texts));
+        let mut cache = ChunkCache::new();
+        cache.absorb_gzip("doc", &gz).unwrap();
+        let members = cache.members("doc").unwrap().to_vec();
+        let mut chunker = Chunker::new();
+        chunker.alone(&texts[0]);
+        chunker.reuse(members[1]);
+        chunker.alone(&texts[2]);
+        let reused = chunker.finish();
+        assert_eq!(reused.reused(), 1);
+        let whole = texts.concat();
+        let want = (hex::encode(sha2::Sha256::digest(whole.as_bytes())), whole.len());
+        assert_eq!(cache.open_digest(&reused), Some(want));
+        assert_eq!(cache.compress(&[Document { chunks: &reused, xz: false }])[0].0, gz.to_vec());
+        let mut lying = cache;
+        let id = members[1].id;
+        let other = lying.gz[&members[0].id].clone();
+        lying.gz.insert(id, other);
+        assert_eq!(lying.open_digest(&reused), None, "a member holding another chunk's text");
     }
 
     #[test]
     fn foreign_or_damaged_files_teach_nothing() {
         let mut cache = ChunkCache::new();
-        assert!(cache.absorb_gzip(&bytes::Bytes::from_static(b"not gzip")).is_none());
+        assert!(cache.absorb_gzip("doc", &bytes::Bytes::from_static(b"not gzip")).is_none());
         let xz = bytes::Bytes::from(ChunkCache::new().xz(&chunks(2)));
-        assert!(!cache.absorb_xz(&xz, &[[0; 32]]), "one digest for two blocks");
+        let id = |n: u8| ChunkId { digest: [n; 32], packages: 0, first: [0; 8] };
+        assert!(!cache.absorb_xz(&xz, &[id(0)]), "one id for two blocks");
         let mut damaged = xz.to_vec();
         let at = damaged.len() - 14;
         damaged[at] ^= 1;
-        assert!(!cache.absorb_xz(&damaged.into(), &[[0; 32], [1; 32]]));
+        assert!(!cache.absorb_xz(&damaged.into(), &[id(0), id(1)]));
         assert!(cache.is_empty());
     }
 

@@ -5,16 +5,18 @@
 //! document is gzipped as one member per content-defined chunk ([`crate::chunked`]), so a
 //! reindex compresses only what changed.
 
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use quarry_store::sha256_hex;
 use sha2::Digest as _;
 
-use crate::chunked::{ChunkCache, Chunker, Chunks, Document};
+use crate::chunked::{ChunkCache, Chunker, Chunks, Document, Member, sha_prefix};
 use crate::render::{Page, Stage};
 use crate::rpmhead::{RpmDep, RpmInfo, is_primary_file};
 use crate::sign::{SignError, Signer};
-use crate::state::{Entry, RepoState};
+use crate::state::{Entry, Payload, RepoState};
 
 /// The armored public key published next to a signed repo, for `gpgkey=`.
 pub const KEY_NAME: &str = "repodata/repomd.xml.key";
@@ -116,7 +118,7 @@ fn file(out: &mut String, indent: &str, path: &str, kind: &str) {
 /// The packages in `primary.xml` order: by name, then EVR as rpm orders it, then location.
 pub fn packages(state: &RepoState) -> Vec<(&Entry, &RpmInfo)> {
     let mut out: Vec<(&Entry, &RpmInfo)> =
-        state.entries.values().filter_map(|e| Some((e, e.rpm.as_deref()?))).collect();
+        state.entries.values().filter_map(|e| Some((e, e.rpm_info()?))).collect();
     out.sort_by(|(ea, a), (eb, b)| {
         a.name
             .cmp(&b.name)
@@ -139,25 +141,102 @@ pub fn evr_cmp(a: &RpmInfo, b: &RpmInfo) -> std::cmp::Ordering {
     evr(a).cmp(&evr(b))
 }
 
+/// The three documents, as [`Kind`] names them.
+const KINDS: [Kind; 3] = [Kind::Primary, Kind::Filelists, Kind::Other];
+
+/// One of the three documents of a dnf repo.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Primary,
+    Filelists,
+    Other,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Primary => "primary",
+            Kind::Filelists => "filelists",
+            Kind::Other => "other",
+        }
+    }
+
+    /// The document's opening, naming how many packages it holds.
+    fn head(self, packages: usize) -> String {
+        let mut head = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        let _ = match self {
+            Kind::Primary => writeln!(
+                head,
+                "<metadata xmlns=\"http://linux.duke.edu/metadata/common\" xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\" packages=\"{packages}\">"
+            ),
+            Kind::Filelists => writeln!(
+                head,
+                "<filelists xmlns=\"http://linux.duke.edu/metadata/filelists\" packages=\"{packages}\">"
+            ),
+            Kind::Other => {
+                writeln!(head, "<otherdata xmlns=\"http://linux.duke.edu/metadata/other\" packages=\"{packages}\">")
+            }
+        };
+        head
+    }
+
+    fn foot(self) -> &'static str {
+        match self {
+            Kind::Primary => "</metadata>\n",
+            Kind::Filelists => "</filelists>\n",
+            Kind::Other => "</otherdata>\n",
+        }
+    }
+
+    /// Room to render `packages` packages in one go (room never written costs nothing).
+    fn capacity(self, packages: usize) -> usize {
+        512 + packages * if self == Kind::Primary { 1024 } else { 256 }
+    }
+
+    /// One package's element.
+    fn write(self, out: &mut String, entry: &Entry, rpm: &RpmInfo) {
+        match self {
+            Kind::Primary => primary_package(out, entry, rpm),
+            Kind::Filelists => {
+                package_open(out, entry, rpm);
+                for f in &rpm.files {
+                    file(out, "  ", &f.path, &f.kind);
+                }
+                out.push_str("</package>\n");
+            }
+            Kind::Other => {
+                package_open(out, entry, rpm);
+                for change in &rpm.changelog {
+                    out.push_str("  <changelog");
+                    attribute(out, "author", &change.author);
+                    let _ = write!(out, " date=\"{}\">", change.date);
+                    escape_into(out, &change.text);
+                    out.push_str("</changelog>\n");
+                }
+                out.push_str("</package>\n");
+            }
+        }
+    }
+
+    /// The document for `packages` (in order), rendered whole, in chunks.
+    fn chunks(self, packages: &[(&Entry, &RpmInfo)]) -> Chunks {
+        let mut chunker = Chunker::with_capacity(self.capacity(packages.len()));
+        chunker.alone(&self.head(packages.len()));
+        for &(entry, rpm) in packages {
+            chunker.package_with(&entry.sha256, |out| self.write(out, entry, rpm));
+        }
+        chunker.alone(self.foot());
+        chunker.finish()
+    }
+}
+
 pub fn primary(packages: &[(&Entry, &RpmInfo)]) -> String {
     primary_chunks(packages).into_text()
 }
 
 /// primary.xml cut into chunks at `<package>` boundaries ([`Chunker`]).
 pub fn primary_chunks(packages: &[(&Entry, &RpmInfo)]) -> Chunks {
-    let mut chunker = Chunker::with_capacity(1024 * packages.len() + 512);
-    let mut head = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
-        head,
-        "<metadata xmlns=\"http://linux.duke.edu/metadata/common\" xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\" packages=\"{}\">",
-        packages.len()
-    );
-    chunker.alone(&head);
-    for &(entry, rpm) in packages {
-        chunker.package_with(&entry.sha256, |out| primary_package(out, entry, rpm));
-    }
-    chunker.alone("</metadata>\n");
-    chunker.finish()
+    Kind::Primary.chunks(packages)
 }
 
 /// One package's `<package>` element of primary.xml.
@@ -200,31 +279,13 @@ fn primary_package(out: &mut String, entry: &Entry, rpm: &RpmInfo) {
     out.push_str("  </format>\n</package>\n");
 }
 
-/// A document with one `<package pkgid name arch>` (and `<version>`) per package, the
-/// package's own elements written by `body`, in chunks: filelists.xml and other.xml.
-fn per_package(
-    root: &str,
-    namespace: &str,
-    packages: &[(&Entry, &RpmInfo)],
-    body: impl Fn(&mut String, &RpmInfo),
-) -> Chunks {
-    let mut chunker = Chunker::with_capacity(256 * packages.len() + 512);
-    let mut head = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(head, "<{root} xmlns=\"{namespace}\" packages=\"{}\">", packages.len());
-    chunker.alone(&head);
-    for &(entry, rpm) in packages {
-        chunker.package_with(&entry.sha256, |out| {
-            let _ = write!(out, "<package pkgid=\"{}\"", entry.sha256);
-            attribute(out, "name", &rpm.name);
-            attribute(out, "arch", &rpm.arch);
-            out.push_str(">\n");
-            version(out, rpm);
-            body(out, rpm);
-            out.push_str("</package>\n");
-        });
-    }
-    chunker.alone(&format!("</{root}>\n"));
-    chunker.finish()
+/// A filelists.xml or other.xml package's opening: `<package pkgid name arch>` and `<version>`.
+fn package_open(out: &mut String, entry: &Entry, rpm: &RpmInfo) {
+    let _ = write!(out, "<package pkgid=\"{}\"", entry.sha256);
+    attribute(out, "name", &rpm.name);
+    attribute(out, "arch", &rpm.arch);
+    out.push_str(">\n");
+    version(out, rpm);
 }
 
 pub fn filelists(packages: &[(&Entry, &RpmInfo)]) -> String {
@@ -232,11 +293,7 @@ pub fn filelists(packages: &[(&Entry, &RpmInfo)]) -> String {
 }
 
 pub fn filelists_chunks(packages: &[(&Entry, &RpmInfo)]) -> Chunks {
-    per_package("filelists", "http://linux.duke.edu/metadata/filelists", packages, |out, rpm| {
-        for f in &rpm.files {
-            file(out, "  ", &f.path, &f.kind);
-        }
-    })
+    Kind::Filelists.chunks(packages)
 }
 
 pub fn other(packages: &[(&Entry, &RpmInfo)]) -> String {
@@ -244,15 +301,145 @@ pub fn other(packages: &[(&Entry, &RpmInfo)]) -> String {
 }
 
 pub fn other_chunks(packages: &[(&Entry, &RpmInfo)]) -> Chunks {
-    per_package("otherdata", "http://linux.duke.edu/metadata/other", packages, |out, rpm| {
-        for change in &rpm.changelog {
-            out.push_str("  <changelog");
-            attribute(out, "author", &change.author);
-            let _ = write!(out, " date=\"{}\">", change.date);
-            escape_into(out, &change.text);
-            out.push_str("</changelog>\n");
+    Kind::Other.chunks(packages)
+}
+
+/// Why the dnf documents could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum DnfError {
+    #[error(transparent)]
+    Sign(#[from] SignError),
+    /// A state whose record of a package does not read as one (damaged): the caller rebuilds.
+    #[error("the state's record of {0} does not read as an rpm header record")]
+    Record(String),
+}
+
+/// What orders a package in the documents, read from its record without the rest of it.
+#[derive(serde::Deserialize)]
+struct OrderFields<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    epoch: u32,
+    #[serde(borrow)]
+    version: Cow<'a, str>,
+    #[serde(borrow)]
+    release: Cow<'a, str>,
+    #[serde(borrow)]
+    arch: Cow<'a, str>,
+}
+
+/// A package of the repo and what orders it: name, EVR as rpm orders it, arch, location.
+struct Package<'a> {
+    entry: &'a Entry,
+    payload: &'a Payload<RpmInfo>,
+    name: Cow<'a, str>,
+    evr: rpm_version::Evr<'a>,
+    arch: Cow<'a, str>,
+}
+
+impl<'a> Package<'a> {
+    fn of(entry: &'a Entry) -> Option<Result<Self, DnfError>> {
+        let payload = entry.rpm.as_deref()?;
+        let Some(key) = payload.view::<OrderFields<'_>>() else {
+            return Some(Err(DnfError::Record(entry.filename.clone())));
+        };
+        let evr = rpm_version::Evr::new(Cow::Owned(key.epoch.to_string()), key.version, key.release);
+        Some(Ok(Self { entry, payload, name: key.name, evr, arch: key.arch }))
+    }
+
+    fn order(&self, other: &Self) -> std::cmp::Ordering {
+        self.name
+            .cmp(&other.name)
+            .then_with(|| self.evr.cmp(&other.evr))
+            .then_with(|| self.arch.cmp(&other.arch))
+            .then_with(|| self.entry.filename.cmp(&other.entry.filename))
+    }
+
+    fn info(&self) -> Result<&'a RpmInfo, DnfError> {
+        self.payload.get().ok_or_else(|| DnfError::Record(self.entry.filename.clone()))
+    }
+}
+
+/// `entries`' packages in the documents' order.
+fn ordered<'a>(entries: impl Iterator<Item = &'a Entry>) -> Result<Vec<Package<'a>>, DnfError> {
+    let mut packages = entries.filter_map(Package::of).collect::<Result<Vec<_>, _>>()?;
+    packages.sort_by(Package::order);
+    Ok(packages)
+}
+
+/// For each of `packages` (the new order) that `old` holds unchanged, its place in the old
+/// order; and how many packages the old documents held. The old order is the new one without
+/// the packages added or changed, with those removed or changed merged back in.
+fn old_places(packages: &[Package<'_>], old: &RepoState) -> Result<(Vec<Option<usize>>, usize), DnfError> {
+    let kept: Vec<bool> =
+        packages.iter().map(|p| old.entries.get(&p.entry.filename).is_some_and(|o| o == p.entry)).collect();
+    let held: HashSet<&str> =
+        packages.iter().zip(&kept).filter(|(_, kept)| **kept).map(|(p, _)| p.entry.filename.as_str()).collect();
+    // The old packages the new state does not hold as they were: removed, or replaced.
+    let gone = ordered(old.entries.values().filter(|e| !held.contains(e.filename.as_str())))?;
+    let mut places = vec![None; packages.len()];
+    let (mut next_gone, mut place) = (0, 0);
+    for (i, package) in packages.iter().enumerate().filter(|(i, _)| kept[*i]) {
+        while gone.get(next_gone).is_some_and(|g| g.order(package).is_lt()) {
+            next_gone += 1;
+            place += 1;
         }
-    })
+        places[i] = Some(place);
+        place += 1;
+    }
+    Ok((places, place + gone.len() - next_gone))
+}
+
+/// One document of `packages`: each package rendered in turn, except where a chunk starts and
+/// the previous document's chunk there holds the same packages (`reuse`: the previous chunks
+/// and each package's place in the old order): that chunk is taken whole. The result is what
+/// rendering every package gives, chunk for chunk.
+fn document(
+    kind: Kind,
+    packages: &[Package<'_>],
+    reuse: Option<(&[Member], &[Option<usize>])>,
+    cache: &ChunkCache,
+) -> Result<Chunks, DnfError> {
+    // The previous package chunks by the old place of their first package, and the last one.
+    let mut starts = HashMap::new();
+    if let Some((members, _)) = reuse {
+        let mut place = 0;
+        let chunks: Vec<&Member> = members.iter().filter(|m| m.id.packages() > 0).collect();
+        for (i, member) in chunks.iter().enumerate() {
+            starts.insert(place, (**member, i + 1 == chunks.len()));
+            place += member.id.packages() as usize;
+        }
+    }
+    let places = reuse.map_or(&[][..], |(_, places)| places);
+    let reusable = |p: usize| -> Option<Member> {
+        let start = (*places.get(p)?)?;
+        let &(member, last) = starts.get(&start)?;
+        let count = member.id.packages() as usize;
+        let end = p.checked_add(count).filter(|&end| end <= packages.len())?;
+        let same_run = (0..count).all(|j| places[p + j] == Some(start + j));
+        // The old document's last chunk may have ended only because the document did.
+        let ends_alike = !last || end == packages.len();
+        let first = member.id.first() == sha_prefix(&packages[p].entry.sha256);
+        (same_run && ends_alike && first && cache.holds(&member.id)).then_some(member)
+    };
+    let mut chunker = Chunker::with_capacity(kind.capacity(packages.len()));
+    chunker.alone(&kind.head(packages.len()));
+    let mut p = 0;
+    while p < packages.len() {
+        if chunker.at_cut()
+            && let Some(member) = reusable(p)
+        {
+            chunker.reuse(member);
+            p += member.id.packages() as usize;
+            continue;
+        }
+        let package = &packages[p];
+        let info = package.info()?;
+        chunker.package_with(&package.entry.sha256, |out| kind.write(out, package.entry, info));
+        p += 1;
+    }
+    chunker.alone(kind.foot());
+    Ok(chunker.finish())
 }
 
 /// Seconds since the epoch of an entry's upload time (createrepo_c's `time file`).
@@ -262,7 +449,7 @@ pub fn upload_seconds(entry: &Entry) -> i64 {
 
 /// Every dnf output for `state`: the three gzipped documents, then `repomd.xml.asc`, then
 /// `repomd.xml`.
-pub fn render(state: &RepoState, signer: Option<&Signer>) -> Result<Vec<Page>, SignError> {
+pub fn render(state: &RepoState, signer: Option<&Signer>) -> Result<Vec<Page>, DnfError> {
     render_cached(state, signer, &ChunkCache::new())
 }
 
@@ -276,34 +463,52 @@ struct Rendered {
 }
 
 /// The three documents, each cut into chunks, then compressed together (the chunks `cache`
-/// holds are not compressed again; the others on every core). Rendering is sequential: for
-/// the few milliseconds it takes, threads (each with its own allocator arena of freshly
-/// faulted pages) cost more than they save.
-fn documents(state: &RepoState, cache: &ChunkCache) -> Vec<Rendered> {
-    let packages = packages(state);
-    let kinds: [(&str, DocumentChunks); 3] =
-        [("primary", primary_chunks), ("filelists", filelists_chunks), ("other", other_chunks)];
-    let rendered: Vec<(&str, Chunks)> = kinds.into_iter().map(|(kind, chunks)| (kind, chunks(&packages))).collect();
-    let pieces: Vec<Vec<&str>> = rendered.iter().map(|(_, chunks)| chunks.as_strs()).collect();
-    let documents: Vec<Document<'_>> = pieces.iter().map(|chunks| Document { chunks, xz: false }).collect();
+/// holds are not compressed again; the others on every core). With the state they were last
+/// rendered from (`old`) and the chunks of those documents in `cache`, only the chunks that
+/// changed are rendered: a `+1` reads and renders the packages of a chunk or two.
+fn documents(state: &RepoState, old: Option<&RepoState>, cache: &ChunkCache) -> Result<Vec<Rendered>, DnfError> {
+    let packages = ordered(state.entries.values())?;
+    let places = match old {
+        Some(old) if KINDS.iter().all(|k| cache.members(k.name()).is_some()) => Some(old_places(&packages, old)?),
+        _ => None,
+    };
+    let mut rendered = Vec::with_capacity(KINDS.len());
+    for kind in KINDS {
+        // The previous document, if it held the old packages as the state says.
+        let previous = cache.members(kind.name()).filter(|members| {
+            let held: usize = members.iter().map(|m| m.id.packages() as usize).sum();
+            places.as_ref().is_some_and(|(_, count)| held == *count)
+        });
+        let reuse = previous.zip(places.as_ref().map(|(places, _)| places.as_slice()));
+        rendered.push((kind, document(kind, &packages, reuse, cache)?));
+    }
+    let documents: Vec<Document<'_>> = rendered.iter().map(|(_, chunks)| Document { chunks, xz: false }).collect();
     let compressed = cache.compress(&documents);
-    rendered
-        .iter()
-        .zip(compressed)
-        .map(|((kind, chunks), (gz, _))| Rendered {
-            kind,
-            open_sha256: hex::encode(sha2::Sha256::digest(chunks.text().as_bytes())),
-            open_size: chunks.text().len(),
-            gz,
-        })
-        .collect()
+    let mut out = Vec::with_capacity(KINDS.len());
+    for ((kind, chunks), (gz, _)) in rendered.iter().zip(compressed) {
+        let (open_sha256, open_size) = match chunks.reused() {
+            0 => (hex::encode(sha2::Sha256::digest(chunks.text().as_bytes())), chunks.text().len()),
+            // A reused chunk's member was read back whole and proven: it inflates to its text.
+            _ => cache.open_digest(chunks).ok_or_else(|| DnfError::Record(format!("a chunk of {}.xml", kind.name())))?,
+        };
+        out.push(Rendered { kind: kind.name(), open_sha256, open_size, gz });
+    }
+    Ok(out)
 }
 
-/// A document's chunks from the packages in order.
-type DocumentChunks = fn(&[(&Entry, &RpmInfo)]) -> Chunks;
-
 /// [`render`], reusing the compressed chunks `cache` holds: the same bytes.
-pub fn render_cached(state: &RepoState, signer: Option<&Signer>, cache: &ChunkCache) -> Result<Vec<Page>, SignError> {
+pub fn render_cached(state: &RepoState, signer: Option<&Signer>, cache: &ChunkCache) -> Result<Vec<Page>, DnfError> {
+    render_from(state, None, signer, cache)
+}
+
+/// [`render_cached`] of `state`, which `old` was before: the chunks of `old`'s documents that
+/// still hold the same packages are taken from `cache` whole, not rendered. The same bytes.
+pub fn render_from(
+    state: &RepoState,
+    old: Option<&RepoState>,
+    signer: Option<&Signer>,
+    cache: &ChunkCache,
+) -> Result<Vec<Page>, DnfError> {
     let time = state.generated.unwrap_or(0);
     let mut pages = Vec::new();
     let mut repomd = String::new();
@@ -312,7 +517,7 @@ pub fn render_cached(state: &RepoState, signer: Option<&Signer>, cache: &ChunkCa
         "<repomd xmlns=\"http://linux.duke.edu/metadata/repo\" xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\">\n",
     );
     let _ = writeln!(repomd, "  <revision>{time}</revision>");
-    for Rendered { kind, open_sha256: open, open_size, gz } in documents(state, cache) {
+    for Rendered { kind, open_sha256: open, open_size, gz } in documents(state, old, cache)? {
         let closed = sha256_hex(&gz);
         let href = format!("repodata/{closed}-{kind}.xml.gz");
         let _ = writeln!(repomd, "  <data type=\"{kind}\">");
@@ -426,7 +631,7 @@ mod tests {
         for (name, version, release) in [("hello", "1.0", "1"), ("hello", "1.0~rc1", "1"), ("libhello", "1.0", "1")] {
             let file = format!("{name}-{version}-{release}.x86_64.rpm");
             let mut entry = crate::state::test_entry(&file);
-            entry.rpm = Some(std::sync::Arc::new(info(name, version, release)));
+            entry.rpm = Some(std::sync::Arc::new(crate::state::Payload::new(info(name, version, release))));
             state.entries.insert(file, entry);
         }
         state.generated = Some(1_795_000_000);

@@ -20,6 +20,19 @@ pub enum IndexError {
     TooManyConflicts { root: String, attempts: u32 },
     #[error(transparent)]
     Sign(#[from] SignError),
+    /// The state read holds a record that does not read (a damaged state): the reindex starts
+    /// over from an empty one.
+    #[error("the state of the root is damaged: {0}")]
+    DamagedState(String),
+}
+
+impl From<crate::dnf::DnfError> for IndexError {
+    fn from(e: crate::dnf::DnfError) -> Self {
+        match e {
+            crate::dnf::DnfError::Sign(e) => Self::Sign(e),
+            e @ crate::dnf::DnfError::Record(_) => Self::DamagedState(e.to_string()),
+        }
+    }
 }
 
 /// Why one file was refused, or the store error that kept it from being read.

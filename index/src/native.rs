@@ -75,7 +75,9 @@ pub(crate) async fn inspect_native(store: &Arc<dyn Store>, object: &ObjectMeta) 
     } else {
         let span = header_span(&mut source).await?.map_err(|e| refuse(&e))?;
         let headers = source.range(0, span.header_end).await?;
-        entry.rpm = Some(std::sync::Arc::new(RpmInfo::from_headers(&headers, span).map_err(|e| refuse(&e))?));
+        entry.rpm = Some(std::sync::Arc::new(crate::state::Payload::new(
+            RpmInfo::from_headers(&headers, span).map_err(|e| refuse(&e))?,
+        )));
     }
     Ok(Inspected { entry, core_metadata: None })
 }

@@ -41,7 +41,7 @@ pub fn entry_project(kind: RepoKind, entry: &Entry) -> Option<String> {
     match kind {
         RepoKind::Pip => entry.filename.parse::<DistFilename>().ok().map(|f| f.name().as_str().to_owned()),
         RepoKind::Apt => entry.deb.as_ref().map(|d| d.package().to_owned()).filter(|p| !p.is_empty()),
-        RepoKind::Dnf => entry.rpm.as_ref().map(|r| r.name.clone()),
+        RepoKind::Dnf => entry.rpm_info().map(|r| r.name.clone()),
     }
 }
 

@@ -281,7 +281,7 @@ fn render_outputs(
     let pages = match root.kind() {
         RepoKind::Pip => render::render_parts(root, state, parts, view.map(crate::view::ViewSource::extra)),
         RepoKind::Apt => crate::apt::render_cached(state, &config.apt, config.signer.as_deref(), chunks)?,
-        RepoKind::Dnf => crate::dnf::render_cached(state, config.signer.as_deref(), chunks)?,
+        RepoKind::Dnf => crate::dnf::render_from(state, Some(old), config.signer.as_deref(), chunks)?,
     };
     let known = known_digests(root.kind(), &pages);
     for page in &pages {

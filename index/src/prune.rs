@@ -106,7 +106,7 @@ impl VersionKey {
         match kind {
             RepoKind::Pip => text.parse().map(Self::Pep440).unwrap_or(Self::Unknown(text)),
             RepoKind::Apt => text.parse().map(Self::Deb).unwrap_or(Self::Unknown(text)),
-            RepoKind::Dnf if entry.rpm.is_some() => Self::Rpm(text),
+            RepoKind::Dnf if entry.rpm_info().is_some() => Self::Rpm(text),
             RepoKind::Dnf => Self::Unknown(text),
         }
     }
@@ -131,7 +131,7 @@ fn version_text(kind: RepoKind, entry: &Entry) -> String {
         RepoKind::Pip => entry.filename.parse::<DistFilename>().map(|f| f.version().to_string()).unwrap_or_default(),
         RepoKind::Apt => entry.deb.as_ref().map(|d| d.version().to_owned()).unwrap_or_default(),
         RepoKind::Dnf => {
-            entry.rpm.as_ref().map(|r| format!("{}:{}-{}", r.epoch, r.version, r.release)).unwrap_or_default()
+            entry.rpm_info().map(|r| format!("{}:{}-{}", r.epoch, r.version, r.release)).unwrap_or_default()
         }
     }
 }

@@ -105,6 +105,9 @@ pub(crate) struct Pass {
     /// Files already inspected, by key (by the caller, or by an earlier attempt): not read
     /// again while their version matches.
     pub(crate) inspected: Inspections,
+    /// The state read was found damaged: this call starts from an empty one (every file is
+    /// read again).
+    pub(crate) rebuild: bool,
 }
 
 impl Pass {
@@ -208,7 +211,14 @@ impl Indexer {
             return Err(IndexError::UnsafeStore(self.store.describe()));
         }
         let project = project.filter(|_| !force && root.kind() == RepoKind::Pip);
-        let mut pass = Pass { force_all: force, project, dirty: BTreeSet::new(), expect: Vec::new(), inspected: known };
+        let mut pass = Pass {
+            force_all: force,
+            project,
+            dirty: BTreeSet::new(),
+            expect: Vec::new(),
+            inspected: known,
+            rebuild: false,
+        };
         let mut total = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
         for attempt in 1..=self.max_attempts {
             total.attempts = attempt;
@@ -256,7 +266,8 @@ impl Indexer {
         let (bytes, state_etag) = load_state_bytes(store, root).await?;
         pass.verify(&BTreeMap::from([(root.state_key().to_string(), state_etag.clone())]));
         let (package_prefix, recursive) = root.package_prefix();
-        let parse = async { parse_state(bytes.as_deref()) };
+        let rebuild = pass.rebuild;
+        let parse = async move { if rebuild { crate::RepoState::empty() } else { parse_state(bytes.as_deref()) } };
         // The listing is polled first: its blocking work starts before the parse takes this thread.
         let (listed, old) = futures_util::future::join(store.list_all(&package_prefix, !recursive), parse).await;
         let listing = RootListing::new(root, listed?.objects);
@@ -278,7 +289,7 @@ impl Indexer {
         )
         .await;
         let (inspections, yanks) = inspected?;
-        let Plan { state, mut report, writes, pages, deletes, unchanged } = plan(PlanInput {
+        let planned = plan(PlanInput {
             root,
             old: &old,
             committed: state_etag.is_some(),
@@ -292,7 +303,15 @@ impl Indexer {
             parts: crate::render::Parts::ALL,
             view: None,
             chunks: &chunks,
-        })?;
+        });
+        let Plan { state, mut report, writes, pages, deletes, unchanged } = match planned {
+            Err(IndexError::DamagedState(reason)) if !pass.rebuild => {
+                tracing::warn!(%root, %reason, "rebuilding the root's state from its files");
+                pass.rebuild = true;
+                return Box::pin(self.attempt(root, pass)).await;
+            }
+            planned => planned?,
+        };
         if unchanged {
             return Ok(report);
         }

@@ -37,9 +37,10 @@ pub struct Entry {
     /// A `.deb`'s control stanza (shared: carrying an entry into the next state is cheap).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "shared")]
     pub deb: Option<Arc<crate::deb::DebControl>>,
-    /// An `.rpm`'s header fields (shared, as `deb`).
+    /// An `.rpm`'s header fields (shared, as `deb`), kept as the state stores them and read
+    /// only where needed ([`Payload`]): a `+1` reads the headers of the packages it renders.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "shared")]
-    pub rpm: Option<Arc<crate::rpmhead::RpmInfo>>,
+    pub rpm: Option<Arc<Payload<crate::rpmhead::RpmInfo>>>,
     /// A variant wheel's `variant.json` (PEP 825), validated against its label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<Box<crate::variant::VariantMetadata>>,
@@ -63,6 +64,12 @@ pub struct Provenance {
 }
 
 impl Entry {
+    /// The `.rpm` header fields, read from the state's text on first use; `None` for other
+    /// files, and for a record that does not read as one (logged; only a damaged state has one).
+    pub fn rpm_info(&self) -> Option<&crate::rpmhead::RpmInfo> {
+        self.rpm.as_deref()?.get()
+    }
+
     /// An entry for a stored file with nothing read from inside it yet. `object` is the file as
     /// the listing named it, `meta` as a HEAD or GET saw it: the ETag kept is the listing's
     /// version, so the next run recognizes the file.
@@ -75,6 +82,72 @@ impl Entry {
             etag: if object.etag.is_empty() { object.version() } else { meta.etag.clone() },
             ..Self::default()
         }
+    }
+}
+
+/// A record kept as the JSON text it was stored as and parsed on first use, so a state of
+/// thousands of packages is read without building every record (a `+1` needs a few). It is
+/// written back as the same text, and two are equal when their texts are. Made from a value,
+/// it is serialized once, at once, so the text is always what serde writes for the value.
+pub struct Payload<T> {
+    raw: Box<serde_json::value::RawValue>,
+    parsed: std::sync::OnceLock<Option<T>>,
+}
+
+impl<T: Serialize + serde::de::DeserializeOwned> Payload<T> {
+    pub fn new(value: T) -> Self {
+        let raw = serde_json::value::to_raw_value(&value).expect("a record serializes to JSON");
+        Self { raw, parsed: std::sync::OnceLock::from(Some(value)) }
+    }
+
+    /// The value; `None` (logged once) when the text does not read as one.
+    pub fn get(&self) -> Option<&T> {
+        self.parsed
+            .get_or_init(|| match serde_json::from_str(self.raw.get()) {
+                Ok(value) => Some(value),
+                Err(e) => {
+                    tracing::warn!(error = %e, "unreadable record in a repo state");
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// Part of the value (`K` names the fields it needs and borrows what it can), read from
+    /// the text without building the rest of it.
+    pub fn view<'a, K: Deserialize<'a>>(&'a self) -> Option<K> {
+        serde_json::from_str(self.raw.get()).ok()
+    }
+
+    /// The JSON text.
+    pub fn raw(&self) -> &str {
+        self.raw.get()
+    }
+}
+
+impl<T> std::fmt::Debug for Payload<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Payload").field(&self.raw.get()).finish()
+    }
+}
+
+impl<T> PartialEq for Payload<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw.get() == other.raw.get()
+    }
+}
+
+impl<T> Eq for Payload<T> {}
+
+impl<T> Serialize for Payload<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.raw.serialize(s)
+    }
+}
+
+impl<'de, T> Deserialize<'de> for Payload<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Self { raw: Box::<serde_json::value::RawValue>::deserialize(d)?, parsed: std::sync::OnceLock::new() })
     }
 }
 
