@@ -474,6 +474,7 @@ impl ChunkCache {
         let mut hasher = sha2::Sha256::new();
         let mut size = 0usize;
         let mut buffer = vec![0u8; 64 * 1024];
+        let mut inflate = flate2::Decompress::new(false);
         for span in &chunks.spans {
             match span.reused {
                 None => {
@@ -484,7 +485,7 @@ impl ChunkCache {
                 Some(member) => {
                     let gz = self.gz.get(&member.id)?;
                     let deflated = gz.get(GZ_HEADER..gz.len().checked_sub(8)?)?;
-                    let mut inflate = flate2::Decompress::new(false);
+                    inflate.reset(false);
                     let mut inflated = sha2::Sha256::new();
                     loop {
                         let before = (inflate.total_in() as usize, inflate.total_out());

@@ -43,10 +43,15 @@ async fn plus_one(root: &str, make: fn(usize) -> (String, Vec<u8>), extra: usize
             crate::apt::render_cached(&new, &options, None, &cache).unwrap(),
             crate::apt::render_cached(&new, &options, None, &fresh).unwrap(),
         ),
-        _ => (
-            crate::dnf::render_cached(&new, None, &cache).unwrap(),
-            crate::dnf::render_cached(&new, None, &fresh).unwrap(),
-        ),
+        _ => {
+            let incremental = crate::dnf::render_from(&new, Some(&old), None, &cache).unwrap();
+            // Only the packages of the chunks that changed were read and rendered.
+            let read = new.entries.values().filter(|e| e.rpm.as_ref().is_some_and(|r| r.is_read())).count();
+            assert!(read > 0 && read < SIZE / 3, "{read} of {} records read for one more package", SIZE + 1);
+            let whole = crate::dnf::render_cached(&new, None, &ChunkCache::new()).unwrap();
+            assert_eq!(incremental, whole, "taking chunks whole gives what rendering them gives");
+            (incremental, crate::dnf::render_cached(&new, None, &fresh).unwrap())
+        }
     };
     assert_eq!(incremental, scratch, "reused chunks give the from-scratch bytes");
     for page in scratch {

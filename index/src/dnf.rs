@@ -362,8 +362,12 @@ impl<'a> Package<'a> {
 
 /// `entries`' packages in the documents' order.
 fn ordered<'a>(entries: impl Iterator<Item = &'a Entry>) -> Result<Vec<Package<'a>>, DnfError> {
-    let mut packages = entries.filter_map(Package::of).collect::<Result<Vec<_>, _>>()?;
-    packages.sort_by(Package::order);
+    let mut packages = Vec::with_capacity(entries.size_hint().1.unwrap_or(0));
+    for package in entries.filter_map(Package::of) {
+        packages.push(package?);
+    }
+    // The order is total (no two packages share a location): an unstable sort gives the one order.
+    packages.sort_unstable_by(Package::order);
     Ok(packages)
 }
 

@@ -91,32 +91,37 @@ impl Entry {
 /// it is serialized once, at once, so the text is always what serde writes for the value.
 pub struct Payload<T> {
     raw: Box<serde_json::value::RawValue>,
-    parsed: std::sync::OnceLock<Option<T>>,
+    parsed: std::sync::OnceLock<Option<Box<T>>>,
 }
 
 impl<T: Serialize + serde::de::DeserializeOwned> Payload<T> {
     pub fn new(value: T) -> Self {
         let raw = serde_json::value::to_raw_value(&value).expect("a record serializes to JSON");
-        Self { raw, parsed: std::sync::OnceLock::from(Some(value)) }
+        Self { raw, parsed: std::sync::OnceLock::from(Some(Box::new(value))) }
     }
 
     /// The value; `None` (logged once) when the text does not read as one.
     pub fn get(&self) -> Option<&T> {
         self.parsed
             .get_or_init(|| match serde_json::from_str(self.raw.get()) {
-                Ok(value) => Some(value),
+                Ok(value) => Some(Box::new(value)),
                 Err(e) => {
                     tracing::warn!(error = %e, "unreadable record in a repo state");
                     None
                 }
             })
-            .as_ref()
+            .as_deref()
     }
 
     /// Part of the value (`K` names the fields it needs and borrows what it can), read from
     /// the text without building the rest of it.
     pub fn view<'a, K: Deserialize<'a>>(&'a self) -> Option<K> {
         serde_json::from_str(self.raw.get()).ok()
+    }
+
+    /// Whether the value was read from the text (or the payload was made from it).
+    pub fn is_read(&self) -> bool {
+        self.parsed.get().is_some()
     }
 
     /// The JSON text.
