@@ -469,7 +469,8 @@ impl ChunkCache {
     }
 
     /// The sha256 (lowercase hex) and length of `chunks`' whole text: rendered chunks as they
-    /// are, reused ones inflated from their gzip members, in turn (the text is never joined).
+    /// are, reused ones inflated from their gzip members (each checked against its trailer's
+    /// CRC and length), in turn (the text is never joined).
     pub fn open_digest(&self, chunks: &Chunks) -> Option<(String, usize)> {
         let mut hasher = sha2::Sha256::new();
         let mut size = 0usize;
@@ -485,8 +486,9 @@ impl ChunkCache {
                 Some(member) => {
                     let gz = self.gz.get(&member.id)?;
                     let deflated = gz.get(GZ_HEADER..gz.len().checked_sub(8)?)?;
+                    let crc: [u8; 4] = gz.get(gz.len() - 8..gz.len() - 4)?.try_into().ok()?;
                     inflate.reset(false);
-                    let mut inflated = sha2::Sha256::new();
+                    let mut inflated = flate2::Crc::new();
                     loop {
                         let before = (inflate.total_in() as usize, inflate.total_out());
                         let status = inflate
@@ -502,9 +504,9 @@ impl ChunkCache {
                             return None;
                         }
                     }
-                    // The member holds the text its id names, as its length says.
-                    let got: Digest = inflated.finalize().into();
-                    if got != member.id.digest || inflate.total_out() != u64::from(member.len) {
+                    // The member inflates whole to its trailer's CRC and to the length it
+                    // names (it came from a file whose sha256 the state recorded).
+                    if inflated.sum().to_le_bytes() != crc || inflate.total_out() != u64::from(member.len) {
                         return None;
                     }
                     size += member.len as usize;
@@ -936,8 +938,8 @@ mod tests {
         assert!(indexed_member(&gz[..len - 1]).is_none());
     }
 
-    /// A chunk's text is inflated from its member for the document's digest, and a member
-    /// whose text is not the one its id names is caught.
+    /// A chunk's text is inflated from its member for the document's digest, and a damaged
+    /// member is caught.
     #[test]
     fn reused_chunks_inflate_to_the_text_their_member_names() {
         let texts = chunks(3);
@@ -955,11 +957,12 @@ mod tests {
         let want = (hex::encode(sha2::Sha256::digest(whole.as_bytes())), whole.len());
         assert_eq!(cache.open_digest(&reused), Some(want));
         assert_eq!(cache.compress(&[Document { chunks: &reused, xz: false }])[0].0, gz.to_vec());
-        let mut lying = cache;
-        let id = members[1].id;
-        let other = lying.gz[&members[0].id].clone();
-        lying.gz.insert(id, other);
-        assert_eq!(lying.open_digest(&reused), None, "a member holding another chunk's text");
+        let mut damaged = cache;
+        let mut member = damaged.gz[&members[1].id].to_vec();
+        let last = member.len() - 9;
+        member[last] ^= 1;
+        damaged.gz.insert(members[1].id, member.into());
+        assert_eq!(damaged.open_digest(&reused), None, "a member that does not inflate to its CRC");
     }
 
     #[test]

@@ -337,10 +337,33 @@ struct Package<'a> {
     arch: Cow<'a, str>,
 }
 
+/// [`OrderFields`] from the start of a record as serde writes an [`RpmInfo`]
+/// (`{"name":"…","epoch":N,"version":"…","release":"…","arch":"…",…`) when none of them holds
+/// an escape: the text itself, without scanning the rest of the record. `None` otherwise (the
+/// record is then read by serde).
+fn order_fields(raw: &str) -> Option<OrderFields<'_>> {
+    let rest = raw.strip_prefix("{\"name\":\"")?;
+    let (name, rest) = rest.split_once('"')?;
+    let rest = rest.strip_prefix(",\"epoch\":")?;
+    let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+    let epoch = rest[..digits].parse().ok()?;
+    let rest = rest[digits..].strip_prefix(",\"version\":\"")?;
+    let (version, rest) = rest.split_once('"')?;
+    let rest = rest.strip_prefix(",\"release\":\"")?;
+    let (release, rest) = rest.split_once('"')?;
+    let rest = rest.strip_prefix(",\"arch\":\"")?;
+    let (arch, _) = rest.split_once('"')?;
+    if [name, version, release, arch].iter().any(|field| field.contains('\\')) {
+        return None;
+    }
+    let borrowed = Cow::Borrowed;
+    Some(OrderFields { name: borrowed(name), epoch, version: borrowed(version), release: borrowed(release), arch: borrowed(arch) })
+}
+
 impl<'a> Package<'a> {
     fn of(entry: &'a Entry) -> Option<Result<Self, DnfError>> {
         let payload = entry.rpm.as_deref()?;
-        let Some(key) = payload.view::<OrderFields<'_>>() else {
+        let Some(key) = order_fields(payload.raw()).or_else(|| payload.view::<OrderFields<'_>>()) else {
             return Some(Err(DnfError::Record(entry.filename.clone())));
         };
         let evr = rpm_version::Evr::new(Cow::Owned(key.epoch.to_string()), key.version, key.release);
@@ -665,6 +688,30 @@ mod tests {
         let paths: Vec<&str> = signed.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(&paths[3..], [KEY_NAME, "repodata/repomd.xml.asc", REPOMD]);
         assert_eq!(signed, render(&state(), Some(&signer)).unwrap());
+    }
+
+    /// The order fields read off the start of a record are serde's, or left to serde: names
+    /// with escapes, quotes, non-ASCII text, any epoch.
+    #[test]
+    fn order_fields_from_the_text_are_what_serde_reads() {
+        for (name, epoch, version) in [
+            ("hello", 0, "1.0"),
+            ("h\"q\\x", 3, "1.0~rc1"),
+            ("héllo\u{1}", 4_000_000_000, "2^post"),
+            ("tab\tname", 1, "1.0"),
+        ] {
+            let mut rpm = info(name, version, "1");
+            rpm.epoch = epoch;
+            let payload = Payload::new(rpm);
+            let serde: OrderFields<'_> = payload.view().unwrap();
+            let fast = order_fields(payload.raw());
+            assert_eq!(fast.is_some(), !payload.raw()[..64.min(payload.raw().len())].contains('\\'), "{}", payload.raw());
+            for fields in fast.iter().chain([&serde]) {
+                let got = (&*fields.name, fields.epoch, &*fields.version, &*fields.release, &*fields.arch);
+                assert_eq!(got, (name, epoch, version, "1", "x86_64"));
+            }
+        }
+        assert!(order_fields("{\"name\":\"a\",\"epoch\":-1,\"version\":\"1\"}").is_none());
     }
 
     #[test]
