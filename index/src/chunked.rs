@@ -217,7 +217,8 @@ impl Chunker {
         debug_assert!(self.at_cut(), "a chunk is reused where one starts");
         self.cut();
         let at = self.chunks.text.len();
-        let span = Span { start: at, end: at, packages: member.id.packages, first: member.id.first, reused: Some(member) };
+        let span =
+            Span { start: at, end: at, packages: member.id.packages, first: member.id.first, reused: Some(member) };
         self.chunks.spans.push(span);
     }
 
@@ -371,7 +372,8 @@ impl ChunkCache {
             for &(id, text) in jobs {
                 let Some(text) = text else { continue };
                 let want_gz = gz && !self.gz.contains_key(&id) && seen_gz.insert(id);
-                let want_xz = document.xz && !document.chunks.is_empty() && !self.xz.contains_key(&id) && seen_xz.insert(id);
+                let want_xz =
+                    document.xz && !document.chunks.is_empty() && !self.xz.contains_key(&id) && seen_xz.insert(id);
                 if want_gz || want_xz {
                     all.push((id, Some(text)));
                 }
@@ -412,7 +414,11 @@ impl ChunkCache {
         }
         let run = |(i, xz): (usize, bool)| -> (usize, Compressed) {
             let data = text(i).as_bytes();
-            let out = if xz { Compressed::Xz(xz_blocks(data)) } else { Compressed::Gz(gzip_member(data, &chunks[i].0).into()) };
+            let out = if xz {
+                Compressed::Xz(xz_blocks(data))
+            } else {
+                Compressed::Gz(gzip_member(data, &chunks[i].0).into())
+            };
             (i, out)
         };
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, WORKERS).min(jobs.len());

@@ -117,8 +117,7 @@ fn file(out: &mut String, indent: &str, path: &str, kind: &str) {
 
 /// The packages in `primary.xml` order: by name, then EVR as rpm orders it, then location.
 pub fn packages(state: &RepoState) -> Vec<(&Entry, &RpmInfo)> {
-    let mut out: Vec<(&Entry, &RpmInfo)> =
-        state.entries.values().filter_map(|e| Some((e, e.rpm_info()?))).collect();
+    let mut out: Vec<(&Entry, &RpmInfo)> = state.entries.values().filter_map(|e| Some((e, e.rpm_info()?))).collect();
     out.sort_by(|(ea, a), (eb, b)| {
         a.name
             .cmp(&b.name)
@@ -169,10 +168,9 @@ impl Kind {
                 head,
                 "<metadata xmlns=\"http://linux.duke.edu/metadata/common\" xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\" packages=\"{packages}\">"
             ),
-            Kind::Filelists => writeln!(
-                head,
-                "<filelists xmlns=\"http://linux.duke.edu/metadata/filelists\" packages=\"{packages}\">"
-            ),
+            Kind::Filelists => {
+                writeln!(head, "<filelists xmlns=\"http://linux.duke.edu/metadata/filelists\" packages=\"{packages}\">")
+            }
             Kind::Other => {
                 writeln!(head, "<otherdata xmlns=\"http://linux.duke.edu/metadata/other\" packages=\"{packages}\">")
             }
@@ -357,7 +355,13 @@ fn order_fields(raw: &str) -> Option<OrderFields<'_>> {
         return None;
     }
     let borrowed = Cow::Borrowed;
-    Some(OrderFields { name: borrowed(name), epoch, version: borrowed(version), release: borrowed(release), arch: borrowed(arch) })
+    Some(OrderFields {
+        name: borrowed(name),
+        epoch,
+        version: borrowed(version),
+        release: borrowed(release),
+        arch: borrowed(arch),
+    })
 }
 
 impl<'a> Package<'a> {
@@ -516,7 +520,9 @@ fn documents(state: &RepoState, old: Option<&RepoState>, cache: &ChunkCache) -> 
         let (open_sha256, open_size) = match chunks.reused() {
             0 => (hex::encode(sha2::Sha256::digest(chunks.text().as_bytes())), chunks.text().len()),
             // A reused chunk's member was read back whole and proven: it inflates to its text.
-            _ => cache.open_digest(chunks).ok_or_else(|| DnfError::Record(format!("a chunk of {}.xml", kind.name())))?,
+            _ => {
+                cache.open_digest(chunks).ok_or_else(|| DnfError::Record(format!("a chunk of {}.xml", kind.name())))?
+            }
         };
         out.push(Rendered { kind: kind.name(), open_sha256, open_size, gz });
     }
@@ -705,7 +711,12 @@ mod tests {
             let payload = Payload::new(rpm);
             let serde: OrderFields<'_> = payload.view().unwrap();
             let fast = order_fields(payload.raw());
-            assert_eq!(fast.is_some(), !payload.raw()[..64.min(payload.raw().len())].contains('\\'), "{}", payload.raw());
+            assert_eq!(
+                fast.is_some(),
+                !payload.raw()[..64.min(payload.raw().len())].contains('\\'),
+                "{}",
+                payload.raw()
+            );
             for fields in fast.iter().chain([&serde]) {
                 let got = (&*fields.name, fields.epoch, &*fields.version, &*fields.release, &*fields.arch);
                 assert_eq!(got, (name, epoch, version, "1", "x86_64"));

@@ -136,19 +136,32 @@ async fn stored_outputs(store: &dyn Store, state: &crate::RepoState) -> std::col
 /// incremental reindex; then a reindex from scratch (state and outputs removed) must find the
 /// same entries, and rendering them must give every stored page byte for byte.
 async fn random_history_matches_a_full_reindex(kind: &str, root: &str, seed: u64) {
-    random_history(kind, root, seed, None).await;
+    random_history(kind, root, seed, None, 0).await;
 }
 
 /// [`random_history_matches_a_full_reindex`] with `events`: each change refreshed as its event
 /// would ([`Scope::for_key`]: one project of a pip root), never the whole root, with the
 /// find-links page on or off.
-async fn random_history(kind: &str, root: &str, seed: u64, events: Option<bool>) {
+async fn random_history(kind: &str, root: &str, seed: u64, events: Option<bool>, base: usize) {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
     let repo = RepoRoot::new(root).unwrap();
     let config = crate::IndexConfig { find_links: events, ..crate::IndexConfig::default() };
     let indexer = Indexer::new(store.clone()).with_config(config.clone());
     let mut rng = Rng(seed);
     let mut live: Vec<String> = Vec::new();
+    // `base` packages first, named between the ones the history adds (rpm only), so its
+    // changes land in the middle of documents of many chunks.
+    assert!(base == 0 || kind == "dnf");
+    for k in 0..base {
+        let (name, body) = rpm(100 * (k / 60) + 40 + k % 60);
+        store
+            .put_bytes(&Key::new(format!("{root}{name}")).unwrap(), Bytes::from(body), PutOptions::default())
+            .await
+            .unwrap();
+    }
+    if base > 0 {
+        indexer.reindex(&repo).await.unwrap();
+    }
     for step in 0..40 {
         let key = |name: &str| Key::new(format!("{root}{name}")).unwrap();
         let op = if live.is_empty() { 0 } else { rng.below(10) };
@@ -241,7 +254,7 @@ async fn random_pip_histories_render_what_a_full_reindex_renders() {
 async fn random_pip_event_histories_render_what_a_full_reindex_renders() {
     for seed in [1, 7, 42, 99] {
         for find_links in [true, false] {
-            random_history("pip", "7-linux/python/", seed, Some(find_links)).await;
+            random_history("pip", "7-linux/python/", seed, Some(find_links), 0).await;
         }
     }
 }
@@ -257,6 +270,15 @@ async fn random_apt_histories_render_what_a_full_reindex_renders() {
 async fn random_dnf_histories_render_what_a_full_reindex_renders() {
     for seed in [1, 7, 42] {
         random_history_matches_a_full_reindex("dnf", RPM_ROOT, seed).await;
+    }
+}
+
+/// The same over a repo of 720 packages (documents of many chunks, most of them taken whole
+/// from the previous documents on each reindex).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_dnf_histories_over_a_big_repo_render_what_a_full_reindex_renders() {
+    for seed in [3, 11] {
+        random_history("dnf", RPM_ROOT, seed, None, 720).await;
     }
 }
 
