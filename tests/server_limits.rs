@@ -236,12 +236,15 @@ async fn partial_heads_are_cut_and_healthz_keeps_answering() {
 #[tokio::test(flavor = "multi_thread")]
 async fn partial_heads_beyond_the_open_file_limit_make_room_for_healthz() {
     let tmp = tempfile::tempdir().unwrap();
-    // The review's setting: 300 stalled connections against `ulimit -n 256`.
-    let served = serve(tmp.path(), "[limits]\nheader_timeout_seconds = 2\n", Some(256)).await;
+    // The review's setting: 300 stalled connections against `ulimit -n 256`. The header
+    // timeout is long enough that all 300 are open before the first one times out, even on a
+    // machine busy with other suites (a connection cut by the timeout makes room without
+    // eviction).
+    let served = serve(tmp.path(), "[limits]\nheader_timeout_seconds = 5\n", Some(256)).await;
     let lived = slowloris(&served.url, 300, Duration::from_millis(1500)).await;
     let longest = lived.iter().max().unwrap();
-    assert!(*longest < Duration::from_secs(5), "closed only after {longest:?}");
-    let evicted = lived.iter().filter(|d| **d < Duration::from_millis(1900)).count();
+    assert!(*longest < Duration::from_secs(8), "closed only after {longest:?}");
+    let evicted = lived.iter().filter(|d| **d < Duration::from_millis(4900)).count();
     assert!((50..=200).contains(&evicted), "{evicted} connections closed early to make room");
     let log = std::fs::read_to_string(tmp.path().join("serve.stderr")).unwrap();
     assert!(log.contains("max_connections lowered"), "the cap was fitted under the limit: {log}");
