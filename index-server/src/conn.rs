@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderValue, Request, header};
+use axum::http::{HeaderValue, Request, StatusCode, header};
 use bytes::Bytes;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
@@ -24,7 +24,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 use tower::ServiceExt as _;
 
-use super::{Limits, ServedAt};
+use super::{AppState, Limits, ServedAt, memo};
 
 /// How long to wait before accepting again after an error such as `EMFILE`.
 pub(super) const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -173,7 +173,7 @@ impl Connections {
 pub(super) async fn run(
     http: http1::Builder,
     stream: TcpStream,
-    router: Router,
+    (router, state): (Router, AppState),
     slot: Slot,
     mut stopping: tokio::sync::watch::Receiver<bool>,
     limits: Limits,
@@ -185,16 +185,34 @@ pub(super) async fn run(
     let service = {
         let conn = conn.clone();
         hyper::service::service_fn(move |request: Request<Incoming>| {
-            let (router, conn, limits) = (router.clone(), conn.clone(), limits.clone());
+            let (router, state, conn, limits) = (router.clone(), state.clone(), conn.clone(), limits.clone());
             async move {
                 let busy = conn.begin();
                 let served = conn.served.fetch_add(1, Ordering::AcqRel) + 1;
                 let (mut parts, body) = request.into_parts();
-                if let Some(addr) = served_at {
-                    parts.extensions.insert(ServedAt(addr));
-                }
-                let body = Body::new(IdleBody::new(body, limits.body_idle_timeout));
-                let Ok(mut response) = router.oneshot(Request::from_parts(parts, body)).await;
+                let eligible = memo::eligible(&parts);
+                let kept = match eligible {
+                    true => memo::serve_kept(&state, &parts).await,
+                    false => None,
+                };
+                let mut response = match kept {
+                    Some(kept) => kept.map(|page| Out::Page(Some(page))),
+                    None => {
+                        let asked = eligible.then(|| memo::Asked::of(&parts));
+                        if let Some(addr) = served_at {
+                            parts.extensions.insert(ServedAt(addr));
+                        }
+                        let body = Body::new(IdleBody::new(body, limits.body_idle_timeout));
+                        let Ok(mut response) = router.oneshot(Request::from_parts(parts, body)).await;
+                        if let Some(asked) = asked
+                            && response.status() == StatusCode::OK
+                            && let Some(answer) = response.extensions_mut().remove::<memo::Memoizable>()
+                        {
+                            state.memo.insert(&asked, answer, response.headers().clone());
+                        }
+                        response.map(Out::Router)
+                    }
+                };
                 if !limits.keep_alive || served >= limits.max_requests_per_connection {
                     response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
                 }
@@ -278,9 +296,15 @@ impl hyper::body::Body for IdleBody {
     }
 }
 
+/// A response body: the router's, or a kept page's bytes (`memo`).
+enum Out {
+    Router(Body),
+    Page(Option<Bytes>),
+}
+
 /// A response body that keeps its connection busy (not evictable) until it is done.
 struct Tracked {
-    body: Body,
+    body: Out,
     _busy: Busy,
 }
 
@@ -289,15 +313,24 @@ impl hyper::body::Body for Tracked {
     type Error = axum::Error;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        match &mut self.body {
+            Out::Router(body) => Pin::new(body).poll_frame(cx),
+            Out::Page(page) => Poll::Ready(page.take().map(|data| Ok(Frame::data(data)))),
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        match &self.body {
+            Out::Router(body) => body.is_end_stream(),
+            Out::Page(page) => page.is_none(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        match &self.body {
+            Out::Router(body) => body.size_hint(),
+            Out::Page(page) => SizeHint::with_exact(page.as_ref().map_or(0, |p| p.len() as u64)),
+        }
     }
 }
 

@@ -206,6 +206,18 @@ impl Reader<'_> {
             return Ok(response);
         }
         let partial = range.map(|_| got.range);
+        // A whole small object is collected (one chunk from a local store: no copy), so the
+        // connection can keep the answer (`memo`); anything else streams.
+        if partial.is_none() && got.meta.size <= crate::memo::MEMO_BODY_MAX {
+            let data = quarry_store::collect_sized(got.body, crate::memo::MEMO_BODY_MAX, got.meta.size)
+                .await
+                .map_err(|e| AppError::Internal(format!("reading {key}: {e}")))?;
+            let mut response = Response::new(Body::from(data.clone()));
+            self.decorate(&mut response, &got.meta, &p, None)?;
+            let etag = got.meta.etag;
+            response.extensions_mut().insert(crate::memo::Memoizable { key: key.clone(), etag, body: data });
+            return Ok(response);
+        }
         let body = Body::from_stream(got.body.map_err(std::io::Error::other));
         let mut response = Response::new(body);
         self.decorate(&mut response, &got.meta, &p, partial)?;

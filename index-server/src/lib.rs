@@ -29,6 +29,7 @@ mod error;
 mod files;
 mod gpu;
 mod legacy_upload;
+mod memo;
 mod metrics;
 mod negotiate;
 mod startup;
@@ -211,6 +212,8 @@ pub struct Shared {
     /// The store wrapped to count operations (reported on `/metrics`).
     counting: Arc<CountingStore>,
     limits: Limits,
+    /// Answers to repeated reads of stored pages, served without the router.
+    memo: Arc<memo::Memo>,
 }
 
 impl AppState {
@@ -232,6 +235,7 @@ impl AppState {
             metrics: Arc::default(),
             counting,
             limits: Limits::default(),
+            memo: Arc::default(),
         }))
     }
 
@@ -331,12 +335,13 @@ pub fn app(state: AppState) -> Router {
 /// every response, and Quarry's policy on every response that has none of its own.
 async fn front(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
-    let label = method_label(request.method().as_str());
     let head = request.method() == axum::http::Method::HEAD;
-    let route = route_of(label, request.uri().path());
-    let method = truncated(request.method().as_str(), LOGGED_METHOD_MAX).into_owned();
-    let path = truncated(request.uri().path(), LOGGED_PATH_MAX).into_owned();
-    let span = tracing::debug_span!("request", method = %method, path = %path);
+    let (method, uri) = (request.method().clone(), request.uri().clone());
+    let span = tracing::debug_span!(
+        "request",
+        method = %truncated(method.as_str(), LOGGED_METHOD_MAX),
+        path = %truncated(uri.path(), LOGGED_PATH_MAX)
+    );
     // Writes authorize themselves (a PUT, or an upload form POSTed to a pip root).
     let write = matches!(*request.method(), axum::http::Method::PUT | axum::http::Method::POST);
     let denied = match !write && request.uri().path() != "/healthz" {
@@ -348,9 +353,6 @@ async fn front(State(state): State<AppState>, request: Request, next: Next) -> R
         None => tracing::Instrument::instrument(next.run(request), span.clone()).await,
     };
     let _entered = span.enter();
-    let took = started.elapsed();
-    let status = response.status().as_u16();
-    let content_type = response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let bytes = if head {
         0
     } else {
@@ -361,6 +363,30 @@ async fn front(State(state): State<AppState>, request: Request, next: Next) -> R
             .or_else(|| response.body().size_hint().exact())
             .unwrap_or(0)
     };
+    account(&state, &method, uri.path(), response.status().as_u16(), response.headers(), bytes, started.elapsed());
+    let headers = response.headers_mut();
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
+    }
+    response
+}
+
+/// A served request's metrics, access log line and request log entry.
+pub(crate) fn account(
+    state: &Shared,
+    method: &axum::http::Method,
+    path: &str,
+    status: u16,
+    headers: &axum::http::HeaderMap,
+    bytes: u64,
+    took: Duration,
+) {
+    let label = method_label(method.as_str());
+    let route = route_of(label, path);
+    let method = truncated(method.as_str(), LOGGED_METHOD_MAX).into_owned();
+    let path = truncated(path, LOGGED_PATH_MAX).into_owned();
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
     state.metrics.request(route, label, status, bytes, took);
     tracing::info!(
         target: "quarry::access",
@@ -373,12 +399,6 @@ async fn front(State(state): State<AppState>, request: Request, next: Next) -> R
         "request"
     );
     state.log.lock().unwrap_or_else(PoisonError::into_inner).push(LoggedRequest { method, path, status, content_type });
-    let headers = response.headers_mut();
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
-        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
-    }
-    response
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
@@ -411,7 +431,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = state.limits.clone();
-    let router = app(state);
+    let router = app(state.clone());
     let connections = Arc::new(conn::Connections::new(limits.max_connections));
     let http = conn::builder(&limits);
     let (stop, stopping) = tokio::sync::watch::channel(false);
@@ -446,7 +466,14 @@ pub async fn serve(
                 }
             }
         };
-        tokio::spawn(conn::run(http.clone(), stream, router.clone(), slot, stopping.clone(), limits.clone()));
+        tokio::spawn(conn::run(
+            http.clone(),
+            stream,
+            (router.clone(), state.clone()),
+            slot,
+            stopping.clone(),
+            limits.clone(),
+        ));
     }
     drop(listener);
     let _ = stop.send(true);
@@ -507,7 +534,7 @@ mod tests {
         insta::assert_snapshot!(body, @"error: uploads need an 'Authorization: Bearer <token>' header");
     }
 
-    async fn plant(state: &AppState, key: &str, body: &'static [u8]) {
+    pub(super) async fn plant(state: &AppState, key: &str, body: &'static [u8]) {
         let key = quarry_store::Key::new(key).unwrap();
         state
             .store()
@@ -624,6 +651,7 @@ mod listener_tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;
 
+    use super::tests::plant;
     use super::*;
 
     struct Running {
@@ -802,5 +830,122 @@ mod listener_tests {
         let (_, closed) = read_until_closed(&mut partial, Duration::from_secs(1)).await;
         assert!(closed);
         drop(idle);
+    }
+
+    /// One request on its own connection: the response head (lower-cased header names, `date`
+    /// left out) and body.
+    async fn ask(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> (Vec<String>, Vec<u8>) {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let mut request = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let (response, closed) = read_until_closed(&mut stream, Duration::from_secs(10)).await;
+        assert!(closed, "the server closed the connection");
+        let end = response.windows(4).position(|w| w == b"\r\n\r\n").expect("a complete head");
+        let head = String::from_utf8(response[..end].to_vec()).unwrap();
+        let mut lines: Vec<String> = head.lines().map(str::to_owned).collect();
+        for line in &mut lines[1..] {
+            let (name, value) = line.split_once(':').unwrap();
+            *line = format!("{}:{value}", name.to_ascii_lowercase());
+        }
+        lines.retain(|l| !l.starts_with("date:"));
+        (lines, response[end + 4..].to_vec())
+    }
+
+    fn header<'a>(head: &'a [String], name: &str) -> Option<&'a str> {
+        head.iter().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(str::trim)
+    }
+
+    #[tokio::test]
+    async fn kept_pages_answer_as_the_router_does_and_follow_every_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(quarry_store::LocalStore::open(dir.path()).unwrap());
+        let state = AppState::new(store, vec!["t0k".into()]);
+        let page = "5-linux/python/simple/demo/index.html";
+        plant(&state, page, b"<html>one</html>").await;
+        plant(&state, "5-linux/python/simple/demo/index.json", b"{\"one\": 1}").await;
+        let server = Running::start(state.clone()).await;
+        let url = "/5-linux/python/simple/demo/";
+        let html = [("Accept", "text/html")];
+
+        let first = ask(server.addr, "GET", url, &html).await;
+        assert_eq!(first.0[0], "HTTP/1.1 200 OK");
+        assert_eq!(first.1, b"<html>one</html>");
+        assert_eq!(state.memo.held().0, 1, "the answer was kept");
+        let before = state.counting.counts();
+        let again = ask(server.addr, "GET", url, &html).await;
+        let after = state.counting.counts();
+        assert_eq!(again, first, "the kept answer is the router's, header for header");
+        assert_eq!((after.get - before.get, after.head - before.head), (0, 1), "one check, no read");
+
+        // Another Accept is another answer; the JSON one is kept beside it.
+        let json = [("Accept", "application/vnd.pypi.simple.v1+json")];
+        let first_json = ask(server.addr, "GET", url, &json).await;
+        assert_eq!(first_json.1, b"{\"one\": 1}");
+        assert_eq!(ask(server.addr, "GET", url, &json).await, first_json);
+        assert_eq!(state.memo.held().0, 2);
+
+        // Ranges, conditionals and HEAD are the router's.
+        let etag = header(&first.0, "etag").unwrap().to_owned();
+        let ranged = ask(server.addr, "GET", url, &[html[0], ("Range", "bytes=0-5")]).await;
+        assert_eq!((ranged.0[0].as_str(), &ranged.1[..]), ("HTTP/1.1 206 Partial Content", &b"<html>"[..]));
+        let cached = ask(server.addr, "GET", url, &[html[0], ("If-None-Match", &etag)]).await;
+        assert_eq!((cached.0[0].as_str(), cached.1.len()), ("HTTP/1.1 304 Not Modified", 0));
+        let head = ask(server.addr, "HEAD", url, &html).await;
+        assert_eq!((head.0[0].as_str(), head.1.len()), ("HTTP/1.1 200 OK", 0));
+        assert_eq!(header(&head.0, "etag"), Some(etag.as_str()));
+
+        // A new page, written by this store or another process's, is served at once.
+        plant(&state, page, b"<html>two</html>").await;
+        let second = ask(server.addr, "GET", url, &html).await;
+        assert_eq!(second.1, b"<html>two</html>");
+        assert_ne!(header(&second.0, "etag"), Some(etag.as_str()));
+        std::fs::write(dir.path().join(page), b"<html>three, by hand</html>").unwrap();
+        assert_eq!(ask(server.addr, "GET", url, &html).await.1, b"<html>three, by hand</html>");
+        std::fs::remove_file(dir.path().join(page)).unwrap();
+        let gone = ask(server.addr, "GET", url, &html).await;
+        assert_eq!(gone.0[0], "HTTP/1.1 404 Not Found");
+        assert_eq!(state.memo.held().0, 1, "the removed page's answer went");
+
+        // Every request was counted and logged, kept answers too.
+        let log = state.request_log();
+        assert_eq!(log.len(), 10);
+        assert!(log.iter().all(|r| r.path == url), "{log:?}");
+        assert_eq!(
+            log[1],
+            LoggedRequest {
+                method: "GET".into(),
+                path: url.into(),
+                status: 200,
+                content_type: Some("text/html; charset=utf-8".into())
+            }
+        );
+        let metrics = state.metrics.render(state.coalescer.stats(), &state.counting.counts());
+        assert!(
+            metrics.contains("quarry_http_requests_total{route=\"simple\",method=\"GET\",status=\"200\"} 6"),
+            "{metrics}"
+        );
+        server.stop(Duration::from_secs(2)).await;
+    }
+
+    #[tokio::test]
+    async fn kept_pages_of_a_private_store_still_need_a_token() {
+        let state = AppState::new(Arc::new(MemoryStore::default()), vec!["t0k".into()]).with_private_reads(true);
+        plant(&state, "5-linux/python/index.html", b"<html>runs</html>").await;
+        let server = Running::start(state.clone()).await;
+        let token = [("Authorization", "Bearer t0k")];
+        let first = ask(server.addr, "GET", "/5-linux/python/", &token).await;
+        assert_eq!((first.0[0].as_str(), &first.1[..]), ("HTTP/1.1 200 OK", &b"<html>runs</html>"[..]));
+        assert_eq!(state.memo.held().0, 1);
+        assert_eq!(ask(server.addr, "GET", "/5-linux/python/", &token).await, first);
+        for headers in [&[][..], &[("Authorization", "Bearer wrong")][..]] {
+            let denied = ask(server.addr, "GET", "/5-linux/python/", headers).await;
+            assert_eq!(denied.0[0], "HTTP/1.1 401 Unauthorized", "{headers:?}");
+            assert!(!denied.1.windows(4).any(|w| w == b"runs"));
+        }
+        server.stop(Duration::from_secs(2)).await;
     }
 }

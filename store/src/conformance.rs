@@ -23,6 +23,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     awkward_keys(store.as_ref()).await;
     refused_bodies(store.as_ref()).await;
     listing(store.as_ref()).await;
+    unchanged(store.as_ref()).await;
     if atomic {
         compare_and_swap_under_contention(store.clone()).await;
     }
@@ -45,6 +46,26 @@ async fn roundtrip(store: &dyn Store) {
     store.delete(&k).await.unwrap();
     store.delete(&k).await.unwrap();
     assert!(store.head(&k).await.unwrap_err().is_not_found());
+}
+
+/// `unchanged`, where a store answers it, agrees with `head`: true for the current ETag only,
+/// false once the object is replaced or gone.
+async fn unchanged(store: &dyn Store) {
+    let k = key("conf/unchanged/page.html");
+    let first = store.put_bytes(&k, Bytes::from_static(b"one"), PutOptions::default()).await.unwrap();
+    if store.unchanged(&k, &first.etag).is_none() {
+        return;
+    }
+    assert_eq!(store.unchanged(&k, &first.etag), Some(true));
+    assert_eq!(store.unchanged(&k, &format!("{}0", first.etag)), Some(false));
+    assert_eq!(store.unchanged(&k, &first.etag[..first.etag.len() - 1]), Some(false));
+    assert_eq!(store.unchanged(&key("conf/unchanged/other.html"), &first.etag), Some(false));
+    let second = store.put_bytes(&k, Bytes::from_static(b"two!"), PutOptions::default()).await.unwrap();
+    assert_eq!(store.unchanged(&k, &first.etag), Some(false));
+    assert_eq!(store.unchanged(&k, &second.etag), Some(true));
+    assert_eq!(store.head(&k).await.unwrap().etag, second.etag);
+    store.delete(&k).await.unwrap();
+    assert_eq!(store.unchanged(&k, &second.etag), Some(false));
 }
 
 async fn ranges(store: &dyn Store) {

@@ -85,6 +85,14 @@ impl Store for CountingStore {
         self.head.fetch_add(1, Ordering::Relaxed);
         self.inner.head(key).await
     }
+    /// Counted as the `HEAD` it stands for, when the store could answer.
+    fn unchanged(&self, key: &Key, etag: &str) -> Option<bool> {
+        let answer = self.inner.unchanged(key, etag);
+        if answer.is_some() {
+            self.head.fetch_add(1, Ordering::Relaxed);
+        }
+        answer
+    }
     async fn get(&self, key: &Key, range: Option<ByteRange>) -> Result<GetObject> {
         self.get.fetch_add(1, Ordering::Relaxed);
         self.inner.get(key, range).await

@@ -309,6 +309,14 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     async fn head(&self, key: &Key) -> Result<ObjectMeta>;
 
+    /// Whether `key` still has the ETag `etag`, when the store can tell without a request or
+    /// an open (a local directory: one `lstat`; memory: a lookup): `Some(true)` unchanged,
+    /// `Some(false)` changed or gone. `None`: not without a request (ask [`Store::head`]).
+    fn unchanged(&self, key: &Key, etag: &str) -> Option<bool> {
+        let _ = (key, etag);
+        None
+    }
+
     /// The object, or one byte range of it. The metadata returned may omit `sha256` and
     /// `content_type` (as S3's GET omits what it was not asked for); [`Store::head`] has them.
     async fn get(&self, key: &Key, range: Option<ByteRange>) -> Result<GetObject>;

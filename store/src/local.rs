@@ -189,6 +189,24 @@ fn fingerprint(meta: &fs::Metadata) -> String {
     format!("{:x}-{:x}-{:x}", identity(meta), mtime_ns, meta.len())
 }
 
+/// Whether `etag` is [`fingerprint`]`(meta)`, compared as it is formatted (no string built).
+fn fingerprint_is(meta: &fs::Metadata, etag: &str) -> bool {
+    /// Takes the formatted pieces off the front of what is expected while they match.
+    struct Expect<'a>(&'a str);
+    impl std::fmt::Write for Expect<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0 = self.0.strip_prefix(s).ok_or(std::fmt::Error)?;
+            Ok(())
+        }
+    }
+    let mut expect = Expect(etag);
+    let formatted = std::fmt::Write::write_fmt(
+        &mut expect,
+        format_args!("{:x}-{:x}-{:x}", identity(meta), nanos(meta.modified()), meta.len()),
+    );
+    formatted.is_ok() && expect.0.is_empty()
+}
+
 /// Nanoseconds since the epoch (negative before it; 0 when the filesystem has no such time).
 fn nanos(time: io::Result<std::time::SystemTime>) -> i128 {
     match time {
@@ -719,6 +737,13 @@ impl Store for LocalStore {
             Ok(this.object_meta(&key, &meta, true))
         })
         .await
+    }
+
+    /// One `lstat`, compared with the fingerprint the ETag is made of, nothing allocated but
+    /// the path (a symlink or a directory is not an object: changed).
+    fn unchanged(&self, key: &Key, etag: &str) -> Option<bool> {
+        let meta = fs::symlink_metadata(self.path(key));
+        Some(meta.is_ok_and(|m| m.is_file() && fingerprint_is(&m, etag)))
     }
 
     async fn get(&self, key: &Key, range: Option<ByteRange>) -> Result<GetObject> {

@@ -34,6 +34,10 @@ impl Store for MemoryStore {
         self.objects().get(key.as_str()).map(|(m, _)| m.clone()).ok_or_else(|| StoreError::NotFound(key.to_string()))
     }
 
+    fn unchanged(&self, key: &Key, etag: &str) -> Option<bool> {
+        Some(self.objects().get(key.as_str()).is_some_and(|(m, _)| m.etag == etag))
+    }
+
     async fn get(&self, key: &Key, range: Option<ByteRange>) -> Result<GetObject> {
         let (meta, data) =
             self.objects().get(key.as_str()).cloned().ok_or_else(|| StoreError::NotFound(key.to_string()))?;
