@@ -20,7 +20,9 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::runtime::Handle;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
 use tokio::time::Sleep;
 use tower::ServiceExt as _;
 
@@ -172,12 +174,20 @@ impl Connections {
 /// in progress finishes first).
 pub(super) async fn run(
     http: http1::Builder,
-    stream: TcpStream,
-    (router, state): (Router, AppState),
+    stream: std::net::TcpStream,
+    (router, state, main): (Router, AppState, Handle),
     slot: Slot,
     mut stopping: tokio::sync::watch::Receiver<bool>,
     limits: Limits,
 ) {
+    // Registered with the runtime of the lane this runs on.
+    let stream = match TcpStream::from_std(stream) {
+        Ok(stream) => stream,
+        Err(e) => {
+            tracing::debug!(error = %e, "a connection could not be registered");
+            return;
+        }
+    };
     let _ = stream.set_nodelay(true);
     let served_at = stream.local_addr().ok();
     let conn = slot.conn.clone();
@@ -185,7 +195,8 @@ pub(super) async fn run(
     let service = {
         let conn = conn.clone();
         hyper::service::service_fn(move |request: Request<Incoming>| {
-            let (router, state, conn, limits) = (router.clone(), state.clone(), conn.clone(), limits.clone());
+            let (router, state, conn, limits, main) =
+                (router.clone(), state.clone(), conn.clone(), limits.clone(), main.clone());
             async move {
                 let busy = conn.begin();
                 let served = conn.served.fetch_add(1, Ordering::AcqRel) + 1;
@@ -203,7 +214,14 @@ pub(super) async fn run(
                             parts.extensions.insert(ServedAt(addr));
                         }
                         let body = Body::new(IdleBody::new(body, limits.body_idle_timeout));
-                        let Ok(mut response) = router.oneshot(Request::from_parts(parts, body)).await;
+                        // The handlers run on the main runtime (an upload's reindex spreads
+                        // over every core there); dropping this request cancels its handler.
+                        let routed = Routed(main.spawn(router.oneshot(Request::from_parts(parts, body))));
+                        let mut response = match routed.await {
+                            Ok(Ok(response)) => response,
+                            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                            Err(_) => stopped_response(),
+                        };
                         if let Some(asked) = asked
                             && response.status() == StatusCode::OK
                             && let Some(answer) = response.extensions_mut().remove::<memo::Memoizable>()
@@ -240,6 +258,88 @@ pub(super) async fn run(
         tracing::debug!(error = %e, "connection ended");
     }
     drop(slot);
+}
+
+/// A handler running on the main runtime, cancelled when its request is dropped (the client
+/// went away), as it was when handlers ran on the connection's own task.
+struct Routed<T>(JoinHandle<T>);
+
+impl<T> std::future::Future for Routed<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for Routed<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The answer when the main runtime shut down under a request.
+fn stopped_response() -> axum::response::Response {
+    let mut response = axum::response::Response::new(Body::from("error: the server is stopping\n"));
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    response
+}
+
+/// Threads, one per core by default, each with a single-threaded runtime serving the
+/// connections handed to it. A connection's reads, kept pages and writes stay on one thread:
+/// no wake-up of another worker per request (on a shared multi-threaded runtime that hand-off
+/// cost a fifth of a kept page's CPU). Handlers still run on the main runtime.
+pub(super) struct Lanes {
+    handles: Vec<Handle>,
+    next: usize,
+    /// Dropped to stop the lanes.
+    _stop: Vec<tokio::sync::oneshot::Sender<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Lanes {
+    /// `count` lanes (at least one).
+    pub(super) fn start(count: usize) -> io::Result<Self> {
+        let count = count.max(1);
+        let mut lanes = Self { handles: Vec::new(), next: 0, _stop: Vec::new(), threads: Vec::new() };
+        for i in 0..count {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            lanes.handles.push(runtime.handle().clone());
+            lanes._stop.push(stop);
+            let thread = std::thread::Builder::new().name(format!("quarry-conn-{i}")).spawn(move || {
+                runtime.block_on(async {
+                    let _ = stopped.await;
+                });
+            })?;
+            lanes.threads.push(thread);
+        }
+        Ok(lanes)
+    }
+
+    /// The lanes to use by default: one per core.
+    pub(super) fn default_count() -> usize {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    }
+
+    /// Run `task` on the next lane, in turn.
+    pub(super) fn spawn(&mut self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = &self.handles[self.next % self.handles.len()];
+        self.next = self.next.wrapping_add(1);
+        drop(handle.spawn(task));
+    }
+
+    /// Stop every lane (its runtime drops what is left on it) and wait for its thread.
+    pub(super) async fn stop(self) {
+        let Self { threads, _stop, .. } = self;
+        drop(_stop);
+        let joined = tokio::task::spawn_blocking(move || {
+            for thread in threads {
+                let _ = thread.join();
+            }
+        });
+        let _ = joined.await;
+    }
 }
 
 /// A request body that fails once the client sends nothing for `limit` while it is read.
@@ -405,5 +505,37 @@ impl AsyncWrite for SendTimeout {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let poll = Pin::new(&mut self.stream).poll_shutdown(cx);
         self.watch(cx, poll)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lanes_take_tasks_in_turn_and_stop_with_their_threads() {
+        let mut lanes = Lanes::start(2).unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for _ in 0..4 {
+            let tx = tx.clone();
+            lanes.spawn(async move {
+                let _ = tx.send(std::thread::current().name().map(str::to_owned));
+            });
+        }
+        let mut names = Vec::new();
+        for _ in 0..4 {
+            names.push(rx.recv().await.unwrap().unwrap());
+        }
+        names.sort();
+        assert_eq!(names, ["quarry-conn-0", "quarry-conn-0", "quarry-conn-1", "quarry-conn-1"]);
+        // A task still pending when the lanes stop is dropped with its lane's runtime.
+        let (held, pending) = tokio::sync::oneshot::channel::<()>();
+        lanes.spawn(async move {
+            let _held = held;
+            std::future::pending::<()>().await;
+        });
+        tokio::time::timeout(Duration::from_secs(10), lanes.stop()).await.expect("the lanes stopped");
+        assert!(pending.await.is_err(), "the pending task was dropped");
+        assert_eq!(Lanes::start(0).unwrap().handles.len(), 1, "at least one lane");
     }
 }

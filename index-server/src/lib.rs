@@ -432,6 +432,8 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let limits = state.limits.clone();
     let router = app(state.clone());
+    let main = tokio::runtime::Handle::current();
+    let mut lanes = conn::Lanes::start(conn::Lanes::default_count())?;
     let connections = Arc::new(conn::Connections::new(limits.max_connections));
     let http = conn::builder(&limits);
     let (stop, stopping) = tokio::sync::watch::channel(false);
@@ -466,20 +468,22 @@ pub async fn serve(
                 }
             }
         };
-        tokio::spawn(conn::run(
-            http.clone(),
-            stream,
-            (router.clone(), state.clone()),
-            slot,
-            stopping.clone(),
-            limits.clone(),
-        ));
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::debug!(error = %e, "an accepted connection could not be handed over");
+                continue;
+            }
+        };
+        let app = (router.clone(), state.clone(), main.clone());
+        lanes.spawn(conn::run(http.clone(), stream, app, slot, stopping.clone(), limits.clone()));
     }
     drop(listener);
     let _ = stop.send(true);
     drop(stopping);
     // Every connection holds a receiver: this returns once the last one has closed.
     stop.closed().await;
+    lanes.stop().await;
     Ok(())
 }
 
