@@ -18,11 +18,11 @@ use bytes::Bytes;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use quarry_index::task::run_owned_on;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinHandle;
 use tokio::time::Sleep;
 use tower::ServiceExt as _;
 
@@ -216,10 +216,9 @@ pub(super) async fn run(
                         let body = Body::new(IdleBody::new(body, limits.body_idle_timeout));
                         // The handlers run on the main runtime (an upload's reindex spreads
                         // over every core there); dropping this request cancels its handler.
-                        let routed = Routed(main.spawn(router.oneshot(Request::from_parts(parts, body))));
-                        let mut response = match routed.await {
+                        let request = Request::from_parts(parts, body);
+                        let mut response = match run_owned_on(&main, router.oneshot(request)).await {
                             Ok(Ok(response)) => response,
-                            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                             Err(_) => stopped_response(),
                         };
                         if let Some(asked) = asked
@@ -258,24 +257,6 @@ pub(super) async fn run(
         tracing::debug!(error = %e, "connection ended");
     }
     drop(slot);
-}
-
-/// A handler running on the main runtime, cancelled when its request is dropped (the client
-/// went away), as it was when handlers ran on the connection's own task.
-struct Routed<T>(JoinHandle<T>);
-
-impl<T> std::future::Future for Routed<T> {
-    type Output = Result<T, tokio::task::JoinError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx)
-    }
-}
-
-impl<T> Drop for Routed<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// The answer when the main runtime shut down under a request.

@@ -42,7 +42,7 @@ mod source;
 mod split;
 mod state;
 mod state_io;
-mod task;
+pub mod task;
 pub mod variant;
 pub mod view;
 #[cfg(test)]

@@ -7,10 +7,19 @@ use std::task::{Context, Poll};
 /// Run `work` on a task of its own (so it can use another worker thread), aborted if the
 /// caller stops waiting; a panic in it is raised again in the caller. `Err` only when the
 /// runtime cancelled the task (it is shutting down).
-pub(crate) async fn run_owned<T: Send + 'static>(
+pub async fn run_owned<T: Send + 'static>(
     work: impl Future<Output = T> + Send + 'static,
 ) -> Result<T, tokio::task::JoinError> {
-    match AbortOnDrop(tokio::spawn(work)).await {
+    run_owned_on(&tokio::runtime::Handle::current(), work).await
+}
+
+/// [`run_owned`] on the runtime of `handle` (the server runs its handlers on its main runtime
+/// from connection threads of their own).
+pub async fn run_owned_on<T: Send + 'static>(
+    handle: &tokio::runtime::Handle,
+    work: impl Future<Output = T> + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    match AbortOnDrop(handle.spawn(work)).await {
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         done => done,
     }
