@@ -107,12 +107,13 @@ impl LoggedRequest {
 /// The newest requests, capped by count and by bytes: the oldest go first.
 #[derive(Debug, Default)]
 struct RequestLog {
-    entries: VecDeque<LoggedRequest>,
+    /// Shared: a kept page's entry is the same for every request it answers.
+    entries: VecDeque<Arc<LoggedRequest>>,
     bytes: usize,
 }
 
 impl RequestLog {
-    fn push(&mut self, entry: LoggedRequest) {
+    fn push(&mut self, entry: Arc<LoggedRequest>) {
         let cost = entry.cost();
         while self.entries.len() >= REQUEST_LOG_CAPACITY || (self.bytes + cost > REQUEST_LOG_BYTES) {
             let Some(old) = self.entries.pop_front() else { break };
@@ -301,7 +302,13 @@ impl AppState {
 
     /// The most recent requests, oldest first.
     pub fn request_log(&self) -> Vec<LoggedRequest> {
-        self.log.lock().unwrap_or_else(PoisonError::into_inner).entries.iter().cloned().collect()
+        self.log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entries
+            .iter()
+            .map(|e| LoggedRequest::clone(e))
+            .collect()
     }
 
     pub fn clear_request_log(&self) {
@@ -363,7 +370,8 @@ async fn front(State(state): State<AppState>, request: Request, next: Next) -> R
             .or_else(|| response.body().size_hint().exact())
             .unwrap_or(0)
     };
-    account(&state, &method, uri.path(), response.status().as_u16(), response.headers(), bytes, started.elapsed());
+    let served = Served::new(&method, uri.path(), response.status().as_u16(), response.headers());
+    account(&state, &served, bytes, started.elapsed());
     let headers = response.headers_mut();
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
@@ -372,33 +380,42 @@ async fn front(State(state): State<AppState>, request: Request, next: Next) -> R
     response
 }
 
+/// What a served request leaves in the metrics and the request log, but its timing and size.
+#[derive(Debug, Clone)]
+pub(crate) struct Served {
+    route: &'static str,
+    label: &'static str,
+    entry: Arc<LoggedRequest>,
+}
+
+impl Served {
+    pub(crate) fn new(method: &axum::http::Method, path: &str, status: u16, headers: &axum::http::HeaderMap) -> Self {
+        let label = method_label(method.as_str());
+        let entry = LoggedRequest {
+            method: truncated(method.as_str(), LOGGED_METHOD_MAX).into_owned(),
+            path: truncated(path, LOGGED_PATH_MAX).into_owned(),
+            status,
+            content_type: headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned),
+        };
+        Self { route: route_of(label, path), label, entry: Arc::new(entry) }
+    }
+}
+
 /// A served request's metrics, access log line and request log entry.
-pub(crate) fn account(
-    state: &Shared,
-    method: &axum::http::Method,
-    path: &str,
-    status: u16,
-    headers: &axum::http::HeaderMap,
-    bytes: u64,
-    took: Duration,
-) {
-    let label = method_label(method.as_str());
-    let route = route_of(label, path);
-    let method = truncated(method.as_str(), LOGGED_METHOD_MAX).into_owned();
-    let path = truncated(path, LOGGED_PATH_MAX).into_owned();
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    state.metrics.request(route, label, status, bytes, took);
+pub(crate) fn account(state: &Shared, served: &Served, bytes: u64, took: Duration) {
+    let entry = &served.entry;
+    state.metrics.request(served.route, served.label, entry.status, bytes, took);
     tracing::info!(
         target: "quarry::access",
-        method = %method,
-        path = %path,
-        route,
-        status,
+        method = %entry.method,
+        path = %entry.path,
+        route = served.route,
+        status = entry.status,
         bytes,
         duration_ms = took.as_secs_f64() * 1000.0,
         "request"
     );
-    state.log.lock().unwrap_or_else(PoisonError::into_inner).push(LoggedRequest { method, path, status, content_type });
+    state.log.lock().unwrap_or_else(PoisonError::into_inner).push(entry.clone());
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
@@ -616,15 +633,15 @@ mod tests {
         let mut log = RequestLog::default();
         let entry = |path: String| LoggedRequest { method: "GET".into(), path, status: 200, content_type: None };
         for i in 0..20_000 {
-            log.push(entry(format!("/{i}")));
+            log.push(Arc::new(entry(format!("/{i}"))));
         }
         assert_eq!(log.entries.len(), REQUEST_LOG_CAPACITY);
         assert_eq!(log.entries.back().unwrap().path, "/19999");
         for _ in 0..10_000 {
-            log.push(entry("x".repeat(LOGGED_PATH_MAX)));
+            log.push(Arc::new(entry("x".repeat(LOGGED_PATH_MAX))));
         }
         assert!(log.bytes <= REQUEST_LOG_BYTES, "{}", log.bytes);
-        assert_eq!(log.bytes, log.entries.iter().map(LoggedRequest::cost).sum::<usize>());
+        assert_eq!(log.bytes, log.entries.iter().map(|e| e.cost()).sum::<usize>());
         assert!(log.entries.len() < REQUEST_LOG_CAPACITY && log.entries.len() > 1000, "{}", log.entries.len());
         log.clear();
         assert_eq!((log.entries.len(), log.bytes), (0, 0));

@@ -23,7 +23,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, Response, Uri, header, request}
 use bytes::Bytes;
 use quarry_store::Key;
 
-use crate::Shared;
+use crate::{Served, Shared};
 
 /// Largest body kept; larger objects are streamed by the router every time.
 pub(crate) const MEMO_BODY_MAX: u64 = 256 * 1024;
@@ -69,6 +69,8 @@ impl Asked {
 /// A kept answer.
 #[derive(Debug)]
 pub(crate) struct Page {
+    /// Its metrics labels and request log entry, the same for every request it answers.
+    pub(crate) served: Served,
     pub(crate) key: Key,
     pub(crate) etag: String,
     pub(crate) headers: HeaderMap,
@@ -163,7 +165,8 @@ impl Memo {
         }
         let path = asked.uri.path();
         let accept = asked.accept.clone();
-        let page = Arc::new(Page { key: answer.key, etag: answer.etag, headers, body: answer.body });
+        let served = Served::new(&Method::GET, path, 200, &headers);
+        let page = Arc::new(Page { served, key: answer.key, etag: answer.etag, headers, body: answer.body });
         let mut entries = self.entries();
         let bytes = page.body.len();
         match entries.remove(path, accept.as_ref()) {
@@ -202,7 +205,7 @@ pub(crate) async fn serve_kept(state: &Shared, head: &request::Parts) -> Option<
         return None;
     }
     let bytes = page.body.len() as u64;
-    crate::account(state, &head.method, head.uri.path(), 200, &page.headers, bytes, started.elapsed());
+    crate::account(state, &page.served, bytes, started.elapsed());
     let mut response = Response::new(page.body.clone());
     *response.headers_mut() = page.headers.clone();
     Some(response)
