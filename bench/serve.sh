@@ -8,6 +8,7 @@
 #   QUARRY=/path/to/quarry bench/serve.sh   # a prebuilt binary instead of building one
 #   RUNS=5 bench/serve.sh                   # runs alternating the two servers (default 3)
 #   RUST_LOG=warn bench/serve.sh            # quarry without its access log (nginx has none)
+#   NGINX_ACCESS_LOG=1 bench/serve.sh       # both servers write an access log line per request
 #
 # Needs: nginx, wrk (apt-get install nginx wrk), python3. nginx runs as the current user with
 # its own config and temp paths under the scratch directory; nothing is installed or started
@@ -58,13 +59,18 @@ page="1-linux/python/simple/demo/index.html"
 chmod -R a+rX "$work"
 mkdir -p "$work/nginx"
 nginx_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+if [[ "${NGINX_ACCESS_LOG:-0}" == 1 ]]; then
+    nginx_access_log="access_log $work/nginx/access.log;"
+else
+    nginx_access_log="access_log off;"
+fi
 cat >"$work/nginx/nginx.conf" <<CONF
 worker_processes auto;
 pid $work/nginx/nginx.pid;
 error_log $work/nginx/error.log;
 events { worker_connections 1024; }
 http {
-    access_log off;
+    $nginx_access_log
     client_body_temp_path $work/nginx/body;
     proxy_temp_path $work/nginx/proxy;
     fastcgi_temp_path $work/nginx/fastcgi;
@@ -123,7 +129,7 @@ runs=${RUNS:-3}
 echo "date: $(date -u +%FT%TZ)"
 echo "quarry: $("$quarry" --version) (git $quarry_rev); $(nginx -v 2>&1); $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)"
 bench_host
-echo "page: $page, $(wc -c <"$store/$page") bytes; wrk -t$threads -c$connections -d${seconds}s, keep-alive; quarry's access log ${RUST_LOG:-on (info)}; nginx access_log off"
+echo "page: $page, $(wc -c <"$store/$page") bytes; wrk -t$threads -c$connections -d${seconds}s, keep-alive; quarry's access log ${RUST_LOG:-on (info)}; nginx $nginx_access_log"
 echo
 echo "| run | load | quarry requests/s | nginx requests/s | ratio | quarry CPU µs/request | nginx CPU µs/request |"
 echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"

@@ -61,6 +61,7 @@ async fn serve_upload_index_and_install() {
     let out = run(anonymous, Duration::from_secs(60)).await;
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no upload token"));
+    assert!(!out.stderr.contains(&0x1b), "log lines to a pipe carry no colour codes");
 
     let target = tmp.path().join("site");
     let out = pip_install(&["--no-index", "--find-links", &find_links, "cli-demo"], &target).await;

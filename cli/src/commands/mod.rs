@@ -163,7 +163,9 @@ pub(crate) fn init_logging(verbose: u8, format: LogFormat) {
         _ => "debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour only on a terminal: a log file or a CI log gets plain lines.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     if format == LogFormat::Json {
         builder.json().with_target(true).init();
     } else {
