@@ -115,29 +115,10 @@ fn file(out: &mut String, indent: &str, path: &str, kind: &str) {
     out.push_str("</file>\n");
 }
 
-/// The packages in `primary.xml` order: by name, then EVR as rpm orders it, then location.
-pub fn packages(state: &RepoState) -> Vec<(&Entry, &RpmInfo)> {
-    let mut out: Vec<(&Entry, &RpmInfo)> = state.entries.values().filter_map(|e| Some((e, e.rpm_info()?))).collect();
-    out.sort_by(|(ea, a), (eb, b)| {
-        a.name
-            .cmp(&b.name)
-            .then_with(|| evr_cmp(a, b))
-            .then_with(|| a.arch.cmp(&b.arch))
-            .then_with(|| ea.filename.cmp(&eb.filename))
-    });
-    out
-}
-
 /// rpm's order of two `[epoch:]version[-release]` strings (`rpmvercmp` per part, `~` before
 /// anything, `^` after the end but before any further segment).
 pub fn evr_str_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     rpm_version::Evr::parse(a).cmp(&rpm_version::Evr::parse(b))
-}
-
-/// rpm's EVR order.
-pub fn evr_cmp(a: &RpmInfo, b: &RpmInfo) -> std::cmp::Ordering {
-    let evr = |r: &RpmInfo| rpm_version::Evr::new(r.epoch.to_string(), r.version.clone(), r.release.clone());
-    evr(a).cmp(&evr(b))
 }
 
 /// The three documents, as [`Kind`] names them.
@@ -215,26 +196,6 @@ impl Kind {
             }
         }
     }
-
-    /// The document for `packages` (in order), rendered whole, in chunks.
-    fn chunks(self, packages: &[(&Entry, &RpmInfo)]) -> Chunks {
-        let mut chunker = Chunker::with_capacity(self.capacity(packages.len()));
-        chunker.alone(&self.head(packages.len()));
-        for &(entry, rpm) in packages {
-            chunker.package_with(&entry.sha256, |out| self.write(out, entry, rpm));
-        }
-        chunker.alone(self.foot());
-        chunker.finish()
-    }
-}
-
-pub fn primary(packages: &[(&Entry, &RpmInfo)]) -> String {
-    primary_chunks(packages).into_text()
-}
-
-/// primary.xml cut into chunks at `<package>` boundaries ([`Chunker`]).
-pub fn primary_chunks(packages: &[(&Entry, &RpmInfo)]) -> Chunks {
-    Kind::Primary.chunks(packages)
 }
 
 /// One package's `<package>` element of primary.xml.
@@ -284,22 +245,6 @@ fn package_open(out: &mut String, entry: &Entry, rpm: &RpmInfo) {
     attribute(out, "arch", &rpm.arch);
     out.push_str(">\n");
     version(out, rpm);
-}
-
-pub fn filelists(packages: &[(&Entry, &RpmInfo)]) -> String {
-    filelists_chunks(packages).into_text()
-}
-
-pub fn filelists_chunks(packages: &[(&Entry, &RpmInfo)]) -> Chunks {
-    Kind::Filelists.chunks(packages)
-}
-
-pub fn other(packages: &[(&Entry, &RpmInfo)]) -> String {
-    other_chunks(packages).into_text()
-}
-
-pub fn other_chunks(packages: &[(&Entry, &RpmInfo)]) -> Chunks {
-    Kind::Other.chunks(packages)
 }
 
 /// Why the dnf documents could not be rendered.
@@ -671,16 +616,22 @@ mod tests {
         state
     }
 
+    /// A document as a render of every package writes it.
+    fn whole(kind: Kind, state: &RepoState) -> String {
+        let packages = ordered(state.entries.values()).unwrap();
+        document(kind, &packages, None, &ChunkCache::new()).unwrap().into_text()
+    }
+
     #[test]
     fn primary_snapshot() {
-        insta::assert_snapshot!(primary(&packages(&state())));
+        insta::assert_snapshot!(whole(Kind::Primary, &state()));
     }
 
     #[test]
     fn filelists_and_other_snapshots() {
         let state = state();
-        insta::assert_snapshot!(filelists(&packages(&state)));
-        insta::assert_snapshot!(other(&packages(&state)));
+        insta::assert_snapshot!(whole(Kind::Filelists, &state));
+        insta::assert_snapshot!(whole(Kind::Other, &state));
     }
 
     #[test]
@@ -727,7 +678,7 @@ mod tests {
 
     #[test]
     fn versions_sort_as_rpm_does() {
-        let pages = primary(&packages(&state()));
+        let pages = whole(Kind::Primary, &state());
         let rc = pages.find("ver=\"1.0~rc1\"").unwrap();
         let final_ = pages.find("ver=\"1.0\" rel").unwrap();
         assert!(rc < final_, "1.0~rc1 sorts before 1.0");
