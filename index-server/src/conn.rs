@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::response::IntoResponse as _;
 use bytes::Bytes;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
@@ -26,7 +27,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 use tower::ServiceExt as _;
 
-use super::{AppState, Limits, ServedAt, memo};
+use super::{AppError, AppState, Limits, ServedAt, memo};
 
 /// How long to wait before accepting again after an error such as `EMFILE`.
 pub(super) const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -219,7 +220,8 @@ pub(super) async fn run(
                         let request = Request::from_parts(parts, body);
                         let mut response = match run_owned_on(&main, router.oneshot(request)).await {
                             Ok(Ok(response)) => response,
-                            Err(_) => stopped_response(),
+                            // The main runtime shut down under the request.
+                            Err(_) => AppError::Unavailable("the server is stopping".into()).into_response(),
                         };
                         if let Some(asked) = asked
                             && response.status() == StatusCode::OK
@@ -257,13 +259,6 @@ pub(super) async fn run(
         tracing::debug!(error = %e, "connection ended");
     }
     drop(slot);
-}
-
-/// The answer when the main runtime shut down under a request.
-fn stopped_response() -> axum::response::Response {
-    let mut response = axum::response::Response::new(Body::from("error: the server is stopping\n"));
-    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-    response
 }
 
 /// Threads, one per core by default, each with a single-threaded runtime serving the

@@ -31,6 +31,9 @@ pub enum AppError {
     RangeNotSatisfiable(u64),
     #[error("{0}")]
     Internal(String),
+    /// The server cannot answer now (it is stopping): 503.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl From<quarry_store::KeyError> for AppError {
@@ -65,6 +68,7 @@ impl IntoResponse for AppError {
             Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             Self::RangeNotSatisfiable(_) => StatusCode::RANGE_NOT_SATISFIABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
         let body = if let Self::Internal(detail) = &self {
             tracing::error!(%detail, "request failed");
