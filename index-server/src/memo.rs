@@ -154,6 +154,9 @@ impl Memo {
             .is_some_and(|v| Arc::ptr_eq(&v.page, page));
         if current {
             entries.remove(head.uri.path(), accept);
+            // Out of the order too, so it stays one place per entry (a replacement keeps its
+            // place; only a forgotten entry leaves it).
+            entries.order.retain(|(path, a)| !(**path == *head.uri.path() && a.as_ref() == accept));
         }
     }
 
@@ -257,6 +260,19 @@ mod tests {
         memo.forget(&h, &stale);
         assert_eq!(&memo.lookup(&h).unwrap().body[..], b"newer");
         assert_eq!(memo.held(), (1, 5));
+    }
+
+    #[test]
+    fn a_forgotten_entry_leaves_the_order() {
+        let memo = Memo::new(1024, 2);
+        let (a, b) = (head("/a", None), head("/b", None));
+        memo.insert(&Asked::of(&a), answer("a", b"a"), HeaderMap::new());
+        let page = memo.lookup(&a).unwrap();
+        memo.forget(&a, &page);
+        memo.insert(&Asked::of(&a), answer("a", b"a"), HeaderMap::new());
+        memo.insert(&Asked::of(&b), answer("b", b"b"), HeaderMap::new());
+        assert!(memo.lookup(&a).is_some() && memo.lookup(&b).is_some(), "two entries fit two places");
+        assert_eq!(memo.entries().order.len(), 2);
     }
 
     #[test]
