@@ -61,6 +61,23 @@ pub fn bytes_stream(data: impl Into<Bytes>) -> ByteStream {
     Box::pin(futures_util::stream::once(async move { Ok(data) }))
 }
 
+/// [`Store::get_whole`] as one GET read to its end (the default; a store overriding it for
+/// large objects still uses it for small ones).
+pub(crate) async fn get_whole_by_get<S: Store + ?Sized>(
+    store: &S,
+    key: &Key,
+    limit: u64,
+) -> Result<(ObjectMeta, Bytes)> {
+    let got = store.get(key, None).await?;
+    if got.meta.size > limit {
+        return Err(StoreError::TooLarge { key: key.to_string(), limit });
+    }
+    let data = collect_sized(got.body, limit, got.meta.size)
+        .await
+        .map_err(|source| StoreError::Body { key: key.to_string(), source })?;
+    Ok((got.meta, data))
+}
+
 /// Collect a [`ByteStream`] into memory, failing beyond `limit` bytes.
 pub async fn collect(body: ByteStream, limit: u64) -> io::Result<Bytes> {
     collect_sized(body, limit, 0).await
@@ -360,14 +377,7 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// The whole object in memory, failing beyond `limit` bytes: a GET read to its end (what
     /// this does; a local directory reads the file straight into one buffer).
     async fn get_whole(&self, key: &Key, limit: u64) -> Result<(ObjectMeta, Bytes)> {
-        let got = self.get(key, None).await?;
-        if got.meta.size > limit {
-            return Err(StoreError::TooLarge { key: key.to_string(), limit });
-        }
-        let data = collect_sized(got.body, limit, got.meta.size)
-            .await
-            .map_err(|source| StoreError::Body { key: key.to_string(), source })?;
-        Ok((got.meta, data))
+        get_whole_by_get(self, key, limit).await
     }
 
     /// [`Store::head_and_read`] of each of `keys`; each one's result, in order. The same as one

@@ -185,8 +185,9 @@ const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(24 * 3600
 /// (identity, modification time in ns, size): every put renames a fresh file into place, so
 /// any replacement changes the identity.
 fn fingerprint(meta: &fs::Metadata) -> String {
-    let mtime_ns = nanos(meta.modified());
-    format!("{:x}-{:x}-{:x}", identity(meta), mtime_ns, meta.len())
+    let mut out = String::new();
+    let _ = write_fingerprint(&mut out, meta);
+    out
 }
 
 /// Whether `etag` is [`fingerprint`]`(meta)`, compared as it is formatted (no string built).
@@ -200,11 +201,12 @@ fn fingerprint_is(meta: &fs::Metadata, etag: &str) -> bool {
         }
     }
     let mut expect = Expect(etag);
-    let formatted = std::fmt::Write::write_fmt(
-        &mut expect,
-        format_args!("{:x}-{:x}-{:x}", identity(meta), nanos(meta.modified()), meta.len()),
-    );
-    formatted.is_ok() && expect.0.is_empty()
+    write_fingerprint(&mut expect, meta).is_ok() && expect.0.is_empty()
+}
+
+/// The one spelling of a fingerprint, for [`fingerprint`] and [`fingerprint_is`].
+fn write_fingerprint(out: &mut impl std::fmt::Write, meta: &fs::Metadata) -> std::fmt::Result {
+    write!(out, "{:x}-{:x}-{:x}", identity(meta), nanos(meta.modified()), meta.len())
 }
 
 /// Nanoseconds since the epoch (negative before it; 0 when the filesystem has no such time).
@@ -819,11 +821,7 @@ impl Store for LocalStore {
         // A small file comes whole from `get` (and its cache); a larger one is read straight
         // into a buffer of its size, not through a stream of chunks copied together.
         if self.small_file(key).is_some() {
-            let got = self.get(key, None).await?;
-            let data = crate::collect_sized(got.body, limit, got.meta.size)
-                .await
-                .map_err(|source| StoreError::Body { key: key.to_string(), source })?;
-            return Ok((got.meta, data));
+            return crate::get_whole_by_get(self, key, limit).await;
         }
         let (this, key) = (self.clone(), key.clone());
         blocking(move || {
