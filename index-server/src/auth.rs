@@ -26,25 +26,53 @@ impl std::fmt::Debug for Token {
     }
 }
 
+/// A token scope that names no part of the store in particular (`/`, `//`), or a path no key
+/// can start with (`a//b`, `..`): refused, never read as "anywhere".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("prefix {prefix:?} {reason}")]
+pub struct BadScope {
+    pub prefix: String,
+    pub reason: &'static str,
+}
+
+/// A scope prefix as keys are compared with it: no leading `/`, one trailing `/`.
+fn scope_prefix(prefix: &str) -> Result<String, BadScope> {
+    let bad = |reason| Err(BadScope { prefix: prefix.to_owned(), reason });
+    let trimmed = prefix.trim_start_matches('/');
+    let body = trimmed.strip_suffix('/').unwrap_or(trimmed);
+    if body.is_empty() {
+        return bad("names the whole store: leave the prefixes out for a token that may write anywhere");
+    }
+    if body.contains('\\') || body.chars().any(char::is_control) {
+        return bad("holds a backslash or a control character");
+    }
+    if body.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
+        return bad("has an empty, `.` or `..` segment");
+    }
+    Ok(format!("{body}/"))
+}
+
 impl Token {
-    /// A token that may write under `prefixes` (each ends with `/`; none: anywhere).
-    pub fn new(secret: impl Into<String>, prefixes: Vec<String>) -> Self {
-        let prefixes = prefixes
-            .into_iter()
-            .map(|p| p.trim_start_matches('/').to_owned())
-            .filter(|p| !p.is_empty())
-            .map(|p| if p.ends_with('/') { p } else { format!("{p}/") })
-            .collect();
-        Self { secret: secret.into(), prefixes }
+    /// A token that may write anywhere.
+    pub fn unscoped(secret: impl Into<String>) -> Self {
+        Self { secret: secret.into(), prefixes: Vec::new() }
+    }
+
+    /// A token that may write under `prefixes` (each stored with one trailing `/`; none:
+    /// anywhere). A prefix naming the whole store (`/`) or no possible key (`a//b`, `..`) is
+    /// refused: a scope is either absent or real.
+    pub fn new(secret: impl Into<String>, prefixes: Vec<String>) -> Result<Self, BadScope> {
+        let prefixes = prefixes.iter().map(|p| scope_prefix(p)).collect::<Result<_, _>>()?;
+        Ok(Self { secret: secret.into(), prefixes })
     }
 
     /// A token file line: `TOKEN [PREFIX …]`, words separated by whitespace. A `#` starts a
     /// comment only at the start of a word (a line's start, or after whitespace), so `abc#def` is
-    /// one token; blank and comment lines give `None`.
-    pub fn parse_line(line: &str) -> Option<Self> {
+    /// one token; blank and comment lines give `None`; a bad prefix is an error.
+    pub fn parse_line(line: &str) -> Result<Option<Self>, BadScope> {
         let mut words = line.split_whitespace().take_while(|w| !w.starts_with('#'));
-        let secret = words.next()?;
-        Some(Self::new(secret, words.map(str::to_owned).collect()))
+        let Some(secret) = words.next() else { return Ok(None) };
+        Self::new(secret, words.map(str::to_owned).collect()).map(Some)
     }
 
     /// The secret a client sends.
@@ -199,24 +227,47 @@ mod tests {
 
     #[test]
     fn token_lines_and_scopes() {
-        assert_eq!(Token::parse_line("  # comment"), None);
-        assert_eq!(Token::parse_line("#abc def"), None);
-        assert_eq!(Token::parse_line(""), None);
-        let t = Token::parse_line("s3cret 123-linux /124-linux/ # ci").unwrap();
+        let line = |l: &str| Token::parse_line(l).unwrap();
+        assert_eq!(line("  # comment"), None);
+        assert_eq!(line("#abc def"), None);
+        assert_eq!(line(""), None);
+        let t = line("s3cret 123-linux /124-linux/ # ci").unwrap();
         assert_eq!(t.prefixes(), ["123-linux/", "124-linux/"]);
         assert!(t.may_write("123-linux/python/a.whl") && !t.may_write("125-linux/x") && !t.may_write("123-linux2/x"));
-        assert!(Token::parse_line("all").unwrap().may_write("anything"));
+        assert!(line("all").unwrap().may_write("anything"));
         // A `#` inside a word is part of it; one after whitespace starts a comment.
-        assert_eq!(Token::parse_line("abc#def"), Some(Token::new("abc#def", vec![])));
-        assert_eq!(Token::parse_line("tok # comment"), Some(Token::new("tok", vec![])));
-        assert_eq!(Token::parse_line("tok\t#comment 123-linux/"), Some(Token::new("tok", vec![])));
-        assert_eq!(Token::parse_line("  a#b 7-linux/ #x"), Some(Token::new("a#b", vec!["7-linux/".into()])));
-        assert_eq!(Token::parse_line("abc#def").unwrap().secret(), "abc#def");
+        assert_eq!(line("abc#def"), Some(Token::unscoped("abc#def")));
+        assert_eq!(line("tok # comment"), Some(Token::unscoped("tok")));
+        assert_eq!(line("tok\t#comment 123-linux/"), Some(Token::unscoped("tok")));
+        assert_eq!(line("  a#b 7-linux/ #x"), Token::new("a#b", vec!["7-linux/".into()]).ok());
+        assert_eq!(line("abc#def").unwrap().secret(), "abc#def");
+    }
+
+    #[test]
+    fn a_scope_that_names_no_prefix_is_refused_not_widened() {
+        for (l, prefix) in [
+            ("TOKEN /", "/"),
+            ("TOKEN //", "//"),
+            ("TOKEN ///", "///"),
+            ("TOKEN 1-linux/ /", "/"),
+            ("TOKEN a//b", "a//b"),
+            ("TOKEN ../x", "../x"),
+            ("TOKEN 1-linux/./", "1-linux/./"),
+            ("TOKEN a\\b", "a\\b"),
+        ] {
+            let err = Token::parse_line(l).unwrap_err();
+            assert_eq!(err.prefix, prefix, "{l}");
+        }
+        insta::assert_snapshot!(
+            Token::parse_line("TOKEN //").unwrap_err(),
+            @r#"prefix "//" names the whole store: leave the prefixes out for a token that may write anywhere"#
+        );
+        assert_eq!(Token::new("t", vec!["/1-linux".into()]).unwrap().prefixes(), ["1-linux/"]);
     }
 
     #[test]
     fn schemes_are_case_insensitive() {
-        let access = Access { tokens: vec![Token::new("t0k", vec![])], private: true };
+        let access = Access { tokens: vec![Token::unscoped("t0k")], private: true };
         for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
             let h = headers(&format!("{scheme} t0k"));
             assert!(access.authorize_write(&h, "r/python/a.whl").is_ok(), "{scheme}");
@@ -234,7 +285,7 @@ mod tests {
 
     #[test]
     fn writes_take_bearer_tokens_only() {
-        let access = Access { tokens: vec![Token::new("t0k", vec![])], private: false };
+        let access = Access { tokens: vec![Token::unscoped("t0k")], private: false };
         let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("__token__:t0k"));
         let err = access.authorize_write(&headers(&basic), "r/python/a.whl").unwrap_err();
         assert!(matches!(err, AppError::Unauthorized(_)), "{err:?}");
@@ -245,7 +296,7 @@ mod tests {
     #[test]
     fn writes_and_private_reads() {
         let access = Access {
-            tokens: vec![Token::new("ci", vec!["123-linux".into()]), Token::new("admin", vec![])],
+            tokens: vec![Token::new("ci", vec!["123-linux".into()]).unwrap(), Token::unscoped("admin")],
             private: true,
         };
         assert!(access.authorize_write(&headers("Bearer ci"), "123-linux/a.whl").is_ok());

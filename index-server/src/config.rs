@@ -50,6 +50,12 @@ pub enum ConfigError {
     /// A token file cannot be read.
     #[error("cannot read token file {}: {error}", path.display())]
     TokenFile { path: PathBuf, error: std::io::Error },
+    /// A token file line (numbered from 1) scopes its token to a prefix that is no prefix.
+    #[error("{}:{line}: {error}", path.display())]
+    TokenLine { path: PathBuf, line: usize, error: crate::auth::BadScope },
+    /// A `[[tokens]]` entry (numbered from 1) scopes its token to a prefix that is no prefix.
+    #[error("[[tokens]] #{number}: {error}")]
+    TokenScope { number: usize, error: crate::auth::BadScope },
     /// `QUARRY_TOKEN` is not valid UTF-8.
     #[error("{TOKEN_ENV} is not valid UTF-8")]
     EnvTokenNotUnicode,
@@ -89,6 +95,8 @@ impl ConfigError {
                 | Self::Limit { .. }
                 | Self::TokenVariableUnset { .. }
                 | Self::TokenSource { .. }
+                | Self::TokenLine { .. }
+                | Self::TokenScope { .. }
                 | Self::EnvTokenNotUnicode
                 | Self::EnvTokenWhitespace
                 | Self::PrivateWithoutTokens
@@ -114,6 +122,9 @@ pub struct ServeOptions {
     pub private: Option<bool>,
     /// The URL install lines name.
     pub public_url: Option<String>,
+    /// Host names a request's `Host` may give install lines (none given: the file's, else
+    /// loopback names only).
+    pub allowed_hosts: Option<Vec<String>>,
     /// `BUILD_TOPOLOGY.toml`, to group run artifacts by stage.
     pub topology: Option<PathBuf>,
 }
@@ -129,6 +140,7 @@ pub struct ServeConfig {
     max_upload_bytes: Option<u64>,
     private: Option<bool>,
     public_url: Option<String>,
+    allowed_hosts: Option<Vec<String>>,
     topology: Option<PathBuf>,
     #[serde(default)]
     tokens: Vec<TokenConfig>,
@@ -239,7 +251,9 @@ impl ServeConfig {
                     .map_err(|_| ConfigError::TokenVariableUnset { number, variable: variable.clone() })?,
                 _ => return Err(ConfigError::TokenSource { number }),
             };
-            tokens.push(Token::new(secret, t.prefixes.clone()));
+            tokens.push(
+                Token::new(secret, t.prefixes.clone()).map_err(|error| ConfigError::TokenScope { number, error })?,
+            );
         }
         Ok(tokens)
     }
@@ -294,6 +308,8 @@ pub struct Settings {
     pub private: bool,
     /// The URL install lines name.
     pub public_url: Option<String>,
+    /// Host names a request's `Host` may give install lines (loopback names always may).
+    pub allowed_hosts: Vec<String>,
     /// `BUILD_TOPOLOGY.toml` (read when the server opens).
     pub topology: Option<PathBuf>,
     /// The file's `[[tokens]]` (the token file's and `QUARRY_TOKEN` are added when the server
@@ -324,6 +340,7 @@ impl Settings {
             max_upload_bytes: options.max_upload_bytes.or(file.max_upload_bytes).unwrap_or(DEFAULT_MAX_UPLOAD),
             private: options.private.or(file.private).unwrap_or(false),
             public_url: options.public_url.or(file.public_url),
+            allowed_hosts: options.allowed_hosts.or(file.allowed_hosts).unwrap_or_default(),
             topology: options.topology.or(file.topology),
             tokens,
             index,
@@ -335,19 +352,41 @@ impl Settings {
 /// Upload tokens as a client sends them: the token file's secrets (prefixes dropped: a client
 /// only needs the token) plus `QUARRY_TOKEN`.
 pub fn read_tokens(path: Option<&Path>) -> Result<Vec<String>, ConfigError> {
-    let mut tokens: Vec<String> =
-        read_token_lines(path)?.iter().filter_map(|l| Token::parse_line(l)).map(|t| t.secret().to_owned()).collect();
+    let mut tokens: Vec<String> = read_token_file(path)?.iter().map(|t| t.secret().to_owned()).collect();
     tokens.extend(env_token()?);
     Ok(tokens)
 }
 
-/// The token file's lines (`TOKEN [PREFIX …]`), without blank and comment lines. A `#` starts a
-/// comment only at the start of a word, so `abc#def` is a whole token ([`Token::parse_line`]).
-pub fn read_token_lines(path: Option<&Path>) -> Result<Vec<String>, ConfigError> {
+/// The token file's tokens ([`Token::parse_line`]); a line whose prefix is no prefix (`TOKEN /`)
+/// is an error naming the file and line, never an unscoped token.
+pub fn read_token_file(path: Option<&Path>) -> Result<Vec<Token>, ConfigError> {
     let Some(path) = path else { return Ok(Vec::new()) };
-    let text =
-        std::fs::read_to_string(path).map_err(|error| ConfigError::TokenFile { path: path.to_owned(), error })?;
-    Ok(text.lines().filter(|l| Token::parse_line(l).is_some()).map(|l| l.trim().to_owned()).collect())
+    let mut tokens = Vec::new();
+    for (i, line) in read_token_text(path)?.lines().enumerate() {
+        match Token::parse_line(line) {
+            Ok(Some(token)) => tokens.push(token),
+            Ok(None) => {}
+            Err(error) => return Err(ConfigError::TokenLine { path: path.to_owned(), line: i + 1, error }),
+        }
+    }
+    Ok(tokens)
+}
+
+fn read_token_text(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|error| ConfigError::TokenFile { path: path.to_owned(), error })
+}
+
+/// The token file's lines (`TOKEN [PREFIX …]`), without blank and comment lines, each checked
+/// as [`read_token_file`] does. A `#` starts a comment only at the start of a word, so
+/// `abc#def` is a whole token ([`Token::parse_line`]).
+pub fn read_token_lines(path: Option<&Path>) -> Result<Vec<String>, ConfigError> {
+    let Some(p) = path else { return Ok(Vec::new()) };
+    read_token_file(path)?;
+    Ok(read_token_text(p)?
+        .lines()
+        .filter(|l| matches!(Token::parse_line(l), Ok(Some(_))))
+        .map(|l| l.trim().to_owned())
+        .collect())
 }
 
 /// `QUARRY_TOKEN`: one secret, unscoped (see [`parse_env_token`]).
@@ -440,7 +479,11 @@ mod tests {
         assert!(err.is_bad_input());
         assert_eq!(err.to_string(), "[[tokens]] #2: $QUARRY_TEST_SURELY_UNSET_TOKEN is not set");
         let scoped = ServeConfig::parse("[[tokens]]\ntoken = \"a\"\nprefixes = [\"1-linux\"]\n").unwrap();
-        assert_eq!(scoped.tokens().unwrap(), [Token::new("a", vec!["1-linux/".into()])]);
+        assert_eq!(scoped.tokens().unwrap(), [Token::new("a", vec!["1-linux/".into()]).unwrap()]);
+        let whole = ServeConfig::parse("[[tokens]]\ntoken = \"a\"\nprefixes = [\"/\"]\n").unwrap();
+        let err = whole.tokens().unwrap_err();
+        assert!(err.is_bad_input());
+        assert!(err.to_string().starts_with("[[tokens]] #1: prefix \"/\" names the whole store"), "{err}");
     }
 
     #[test]
@@ -460,13 +503,19 @@ mod tests {
         let path = dir.path().join("tokens");
         std::fs::write(&path, "# admins\nabc#def\n\n  tok # comment\nci 1-linux/ #ci\n#old\n").unwrap();
         assert_eq!(read_token_lines(Some(&path)).unwrap(), ["abc#def", "tok # comment", "ci 1-linux/ #ci"]);
-        let secrets: Vec<String> = read_token_lines(Some(&path))
-            .unwrap()
-            .iter()
-            .filter_map(|l| Token::parse_line(l))
-            .map(|t| t.secret().to_owned())
-            .collect();
+        let secrets: Vec<String> =
+            read_token_file(Some(&path)).unwrap().iter().map(|t| t.secret().to_owned()).collect();
         assert_eq!(secrets, ["abc#def", "tok", "ci"]);
+        std::fs::write(&path, "ok 1-linux/\n# next\nwide //\n").unwrap();
+        let err = read_token_file(Some(&path)).unwrap_err();
+        assert!(err.is_bad_input());
+        assert!(
+            err.to_string().ends_with(
+                ":3: prefix \"//\" names the whole store: leave the prefixes out for a token that may write anywhere"
+            ),
+            "{err}"
+        );
+        assert!(read_token_lines(Some(&path)).is_err(), "a client reading the file refuses it too");
         let err = read_token_lines(Some(&dir.path().join("absent"))).unwrap_err().to_string();
         assert!(err.starts_with("cannot read token file "), "{err}");
     }

@@ -171,7 +171,7 @@ fn reasons_are_one_printable_line() {
 
 #[tokio::test]
 async fn credentials_are_basic_token_or_bearer() {
-    let s = state(vec![Token::new("t0k", vec![])]);
+    let s = state(vec![Token::unscoped("t0k")]);
     let body = || form_body(&[(":action", "file_upload")], Some((WHEEL, b"x")), &[]);
     let (status, reason, body_text) = send(&s, post("/7-linux/python/", None, body())).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -201,7 +201,7 @@ async fn credentials_are_basic_token_or_bearer() {
 
 #[tokio::test]
 async fn uploads_go_to_a_pip_root_within_the_tokens_scope() {
-    let s = state(vec![Token::new("ci", vec!["8-linux/".into()])]);
+    let s = state(vec![Token::new("ci", vec!["8-linux/".into()]).unwrap()]);
     let auth = basic("__token__", "ci");
     let f = fields(&"ab".repeat(32));
     let body = || form_body(&as_refs(&f), Some((WHEEL, b"PK")), &[]);
@@ -227,7 +227,7 @@ async fn uploads_go_to_a_pip_root_within_the_tokens_scope() {
 
 #[tokio::test]
 async fn digests_are_checked_and_a_refused_file_is_not_kept() {
-    let s = state(vec![Token::new("t", vec![])]);
+    let s = state(vec![Token::unscoped("t")]);
     let auth = basic("__token__", "t");
     let bytes = b"PK\x03\x04 not really a wheel";
     let wrong = "0".repeat(64);
@@ -262,7 +262,7 @@ async fn digests_are_checked_and_a_refused_file_is_not_kept() {
 
 #[tokio::test]
 async fn the_form_around_the_file_is_bounded() {
-    let s = state(vec![Token::new("t", vec![])]);
+    let s = state(vec![Token::unscoped("t")]);
     let auth = basic("__token__", "t");
     // Many skipped fields, each within bounds, sent in 1 MiB chunks: refused past FORM_BYTES.
     let chunk = form_body(&[("description", &"d".repeat(1 << 20))], None, &[]);
@@ -281,7 +281,7 @@ async fn the_form_around_the_file_is_bounded() {
     let (status, reason, _) = send(&s, post("/7-linux/python/", Some(&auth), body)).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{reason}");
     // A declared length over the limit is refused before reading.
-    let small = state(vec![Token::new("t", vec![])]).with_max_upload(10);
+    let small = state(vec![Token::unscoped("t")]).with_max_upload(10);
     let request = Request::post("/7-linux/python/")
         .header("authorization", &auth)
         .header("content-type", format!("multipart/form-data; boundary={BOUNDARY}"))

@@ -9,7 +9,7 @@ use std::path::Path;
 use quarry_index::{Indexer, Refreshed, discover_scopes};
 use quarry_store::error_chain;
 
-use crate::config::{ConfigError, Settings, env_token, read, read_token_lines};
+use crate::config::{ConfigError, Settings, env_token, read, read_token_file};
 use crate::{AppState, Token};
 
 /// Open files kept free of connections under the process's limit: the listener, the store's
@@ -29,9 +29,9 @@ impl Settings {
             ensure_token_file(path)?;
         }
         let mut tokens = self.tokens;
-        tokens.extend(read_token_lines(self.token_file.as_deref())?.iter().filter_map(|l| Token::parse_line(l)));
+        tokens.extend(read_token_file(self.token_file.as_deref())?);
         // QUARRY_TOKEN is one secret that may write anywhere.
-        tokens.extend(env_token()?.map(|secret| Token::new(secret, Vec::new())));
+        tokens.extend(env_token()?.map(Token::unscoped));
         if tokens.is_empty() {
             tracing::warn!("no upload tokens configured: the server is read-only");
         }
@@ -57,6 +57,7 @@ impl Settings {
             .with_tokens(tokens)
             .with_private_reads(self.private)
             .with_public_url(self.public_url)
+            .with_allowed_hosts(self.allowed_hosts)
             .with_topology(topology)
             .with_max_upload(self.max_upload_bytes)
             .with_limits(limits)
