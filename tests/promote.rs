@@ -278,3 +278,46 @@ async fn debs_and_rpms_install_from_the_preset_repos_after_the_run_is_gone() {
     }
     server.stop().await;
 }
+
+/// Families come from the topology, never from a wheel's name or a run's directory: a project
+/// named `rocm-sdk-libraries-simple` (which would land in the channel's generated `simple/`),
+/// a `python/python/` directory, an unknown device target or `--families` value is refused
+/// with exit code 2, naming it, and nothing is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn families_that_are_no_names_of_the_topology_are_refused() {
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = store_dir.path().to_path_buf();
+    let s = store.display().to_string();
+    let cases: [(&str, &str, &str); 4] = [
+        ("601-linux", "python/", "rocm-sdk-libraries-simple"),
+        ("602-linux", "python/", "rocm-sdk-libraries-python"),
+        ("603-linux", "python/python/", "rocm-sdk-core"),
+        ("604-linux", "python/", "rocm-sdk-device-gfx9999"),
+    ];
+    for (run, dir, project) in cases {
+        let wheel = WheelSpec::new(project, "7.0.0");
+        plant(&store, &format!("{run}/{dir}{}", wheel.filename()), &wheel.build());
+    }
+    assert_success(&quarry(&["index", &s]).await, "quarry index");
+    let before = snapshot(&store);
+    for (run, _, project) in cases {
+        let out = quarry(&["promote", "--from", run, "--to", "chan", "--store", &s]).await;
+        assert_eq!(out.status.code(), Some(2), "{run} ({project}): {}", text(&out));
+        assert!(
+            text(&out).contains("is not an AMDGPU family") || text(&out).contains("no AMDGPU target"),
+            "{}",
+            text(&out)
+        );
+        assert_eq!(snapshot(&store), before, "{run}: a refused promotion changed the store");
+    }
+    let good = WheelSpec::new("rocm-sdk-core", "7.0.0");
+    plant(&store, &format!("605-linux/python/{}", good.filename()), &good.build());
+    assert_success(&quarry(&["index", &s]).await, "quarry index 605");
+    let before = snapshot(&store);
+    let out = quarry(&["promote", "--from", "605-linux", "--to", "chan", "--families", "simple", "--store", &s]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("\"simple\" is not an AMDGPU family"), "{}", text(&out));
+    let out = quarry(&["promote", "--init", "--to", "chan", "--families", "python", "--store", &s]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(snapshot(&store), before, "a refused promotion changed the store");
+}

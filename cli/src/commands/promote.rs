@@ -83,20 +83,57 @@ struct Report {
 
 /// The family a wheel belongs to by TheRock's names: `rocm-sdk-libraries-{family}`,
 /// `rocm-sdk-device-{target}` (every family holding the target), a legacy `python/{family}/`
-/// directory; `None` for generic wheels.
-fn families_of(name: &str, dir_family: Option<&str>, map: &BTreeMap<&str, Vec<&str>>) -> Option<Vec<String>> {
-    // Normalized project names are lowercase; families keep TheRock's spelling (`gfx94X`).
-    let spelled = |lower: &str| map.keys().find(|f| f.eq_ignore_ascii_case(lower)).map_or(lower, |f| *f).to_owned();
+/// directory; `None` for generic wheels. A family or target the topology does not know
+/// (`rocm-sdk-libraries-simple`, a `python/python/` directory) is refused: it would become a
+/// directory of the channel.
+fn families_of(
+    name: &str,
+    dir_family: Option<&str>,
+    map: &BTreeMap<&str, Vec<&str>>,
+) -> anyhow::Result<Option<Vec<String>>> {
     if let Some(family) = name.strip_prefix("rocm-sdk-libraries-") {
-        return Some(vec![spelled(family)]);
+        let known = known_family(family, map).with_context(|| format!("wheel project {name}"))?;
+        return Ok(Some(vec![known]));
     }
     if let Some(target) = name.strip_prefix("rocm-sdk-device-") {
         let holds = |targets: &Vec<&str>| targets.iter().any(|t| t.eq_ignore_ascii_case(target));
         let families = map.iter().filter(|(f, targets)| holds(targets) && !f.eq_ignore_ascii_case(target));
         let families: Vec<String> = families.map(|(f, _)| (*f).to_owned()).collect();
-        return Some(if families.is_empty() { vec![spelled(target)] } else { families });
+        if families.is_empty() {
+            let known = known_family(target, map)
+                .with_context(|| format!("wheel project {name}: {target:?} is no AMDGPU target of any family"))?;
+            return Ok(Some(vec![known]));
+        }
+        return Ok(Some(families));
     }
-    dir_family.map(|f| vec![f.to_owned()])
+    match dir_family {
+        Some(f) => Ok(Some(vec![known_family(f, map).with_context(|| format!("the run's python/{f}/ directory"))?])),
+        None => Ok(None),
+    }
+}
+
+/// `family` as the topology spells it (normalized project names are lowercase; families keep
+/// TheRock's spelling, `gfx94X`), or an error naming it.
+fn known_family(family: &str, map: &BTreeMap<&str, Vec<&str>>) -> anyhow::Result<String> {
+    match map.keys().find(|f| f.eq_ignore_ascii_case(family)) {
+        Some(f) => Ok((*f).to_owned()),
+        None => Err(super::UsageError::new(format!("{family:?} is not an AMDGPU family of the topology")).into()),
+    }
+}
+
+/// A channel key built by the plan, checked as an upload's key is: no directory named like a
+/// page, state or package, and in a root of the kind it is meant for.
+fn channel_key(to: String, kind: RepoKind) -> anyhow::Result<Key> {
+    let refuse = |e: quarry_store::KeyError| super::UsageError::new(format!("channel key {to}: {e}"));
+    let key = Key::new(&to).map_err(refuse)?;
+    quarry_index::check_key_segments(&key).map_err(refuse)?;
+    match RepoRoot::for_key(&key) {
+        Some(root) if root.kind() == kind => Ok(key),
+        _ => {
+            Err(super::UsageError::new(format!("channel key {to} is not in a {} root of the channel", kind.label()))
+                .into())
+        }
+    }
 }
 
 /// The run's package files (key, root) under its pip root and native repos.
@@ -175,21 +212,25 @@ fn plan(
                 let below = root.as_str().strip_prefix(&format!("{run}/{python}")).unwrap_or_default();
                 let dir_family = below.trim_end_matches('/');
                 let dir_family = (!dir_family.is_empty() && !dir_family.contains('/')).then_some(dir_family);
-                wheels.push((key, families_of(dist.name().as_ref(), dir_family, map)));
+                wheels.push((key, families_of(dist.name().as_ref(), dir_family, map)?));
             }
             RepoKind::Apt if wants("deb") => {
-                out.push((key.clone(), Key::new(format!("{}{}/{name}", channel.deb(), run_layout.deb_pool()))?))
+                let to = format!("{}{}/{name}", channel.deb(), run_layout.deb_pool());
+                out.push((key.clone(), channel_key(to, RepoKind::Apt)?));
             }
             RepoKind::Dnf if wants("rpm") => {
                 let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or("x86_64");
-                out.push((key.clone(), Key::new(format!("{}{name}", channel.rpm(arch)))?));
+                out.push((key.clone(), channel_key(format!("{}{name}", channel.rpm(arch)), RepoKind::Dnf)?));
             }
             _ => {}
         }
     }
     let found: BTreeSet<String> = wheels.iter().filter_map(|(_, f)| f.clone()).flatten().collect();
-    let families: BTreeSet<String> =
-        if args.families.is_empty() { found } else { args.families.iter().cloned().collect() };
+    let families: BTreeSet<String> = if args.families.is_empty() {
+        found
+    } else {
+        args.families.iter().map(|f| known_family(f, map).context("--families")).collect::<anyhow::Result<_>>()?
+    };
     // Per-family views list the channel's generic root: a generic wheel is stored there once.
     let generic = channel.generic();
     for (key, of) in wheels {
@@ -204,7 +245,7 @@ fn plan(
             }
         };
         for to in targets {
-            out.push((key.clone(), Key::new(to)?));
+            out.push((key.clone(), channel_key(to, RepoKind::Pip)?));
         }
     }
     out.sort_by(|a, b| a.1.cmp(&b.1));
@@ -267,7 +308,12 @@ async fn init(args: &PromoteArgs) -> anyhow::Result<()> {
         } else if args.families.is_empty() {
             prefixes.push((channel.pip(None), RepoKind::Pip));
         }
-        prefixes.extend(args.families.iter().map(|f| (channel.pip(Some(f)), RepoKind::Pip)));
+        let targets = quarry_topology::families::AmdgpuTargets::builtin();
+        let map = targets.family_map();
+        for family in &args.families {
+            let family = known_family(family, &map).context("--families")?;
+            prefixes.push((channel.pip(Some(&family)), RepoKind::Pip));
+        }
     }
     if wants("deb") {
         prefixes.push((channel.deb(), RepoKind::Apt));
@@ -484,11 +530,18 @@ mod tests {
     fn wheels_belong_to_families_by_therocks_names() {
         let targets = quarry_topology::families::AmdgpuTargets::builtin();
         let map = targets.family_map();
-        assert_eq!(families_of("rocm-sdk-core", None, &map), None);
-        assert_eq!(families_of("rocm-sdk-libraries-gfx94x-dcgpu", None, &map), Some(vec!["gfx94X-dcgpu".into()]));
-        let device = families_of("rocm-sdk-device-gfx942", None, &map).unwrap();
+        let of = |name: &str, dir: Option<&str>| families_of(name, dir, &map).unwrap();
+        assert_eq!(of("rocm-sdk-core", None), None);
+        assert_eq!(of("rocm-sdk-libraries-gfx94x-dcgpu", None), Some(vec!["gfx94X-dcgpu".into()]));
+        let device = of("rocm-sdk-device-gfx942", None).unwrap();
         assert!(device.contains(&"gfx94X-dcgpu".to_owned()), "{device:?}");
-        assert_eq!(families_of("torch", Some("gfx120X-all"), &map), Some(vec!["gfx120X-all".into()]));
+        assert_eq!(of("torch", Some("gfx120X-all")), Some(vec!["gfx120X-all".into()]));
+        // Names that are no family of the topology are refused, not made directories.
+        for (name, dir) in
+            [("rocm-sdk-libraries-simple", None), ("rocm-sdk-device-gfx9999", None), ("torch", Some("python"))]
+        {
+            assert!(families_of(name, dir, &map).is_err(), "{name} {dir:?}");
+        }
     }
 
     /// A channel file its state does not know (put there without indexing) is still checked:
