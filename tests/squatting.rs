@@ -89,9 +89,9 @@ async fn a_wedged_root_is_skipped_by_serve_and_reported_by_index() {
     let wedged = WheelSpec::new("wedged", "1.0");
     let fine = WheelSpec::new("fine", "1.0");
     // The squat made it into the store before it was refused (an older server, a hand copy):
-    // the wheel's sidecar path is a directory, so its root cannot be published.
+    // the root's find-links page path is a directory, so its root cannot be published.
     plant(&store, &format!("111-linux/python/{}", wedged.filename()), &wedged.build());
-    plant(&store, &format!("111-linux/python/{}.metadata/x", wedged.filename()), b"squat");
+    plant(&store, "111-linux/python/index.html/x", b"squat");
     plant(&store, &format!("222-linux/python/{}", fine.filename()), &fine.build());
 
     let mut index = tokio::process::Command::new(quarry_bin());
@@ -132,4 +132,45 @@ async fn a_wedged_root_is_skipped_by_serve_and_reported_by_index() {
         .await
         .unwrap();
     assert_eq!(response.status(), 201);
+}
+
+/// A directory planted where a wheel's PEP 658 sidecar goes (`x.whl.metadata/…`, behind the
+/// server's back: uploads of such keys are refused) does not break its root: `quarry index`
+/// lists the wheel without `data-core-metadata`, reports the squat and exits 0; a later upload
+/// into the root answers 201 and is indexed with its own sidecar.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_squatted_sidecar_is_skipped_and_reported_not_fatal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let squatted = WheelSpec::new("squatted", "1.0");
+    plant(&store, &format!("333-linux/python/{}", squatted.filename()), &squatted.build());
+    plant(&store, &format!("333-linux/python/{}.metadata/x", squatted.filename()), b"squat");
+
+    let mut index = tokio::process::Command::new(quarry_bin());
+    index.arg("index").arg(&store).env_remove("QUARRY_CONFIG");
+    let out = run(index, Duration::from_secs(120)).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains(&format!("rejected {}.metadata/: a directory squats", squatted.filename())),
+        "the squat is reported: {stdout}"
+    );
+    let page = std::fs::read_to_string(store.join("333-linux/python/index.html")).expect("the root is indexed");
+    assert!(page.contains(&squatted.filename()), "{page}");
+    assert!(!page.contains("data-core-metadata"), "no sidecar is advertised for the squatted wheel: {page}");
+    assert_eq!(
+        std::fs::read(store.join(format!("333-linux/python/{}.metadata/x", squatted.filename()))).unwrap(),
+        b"squat"
+    );
+
+    let server = TestServer::start_in(tmp).await;
+    let later = WheelSpec::new("later", "1.0");
+    let (status, body) = server.upload_bytes(&format!("333-linux/python/{}", later.filename()), later.build()).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, page) = server.get_text("333-linux/python/index.html").await;
+    assert_eq!(status, 200);
+    assert!(page.contains(&later.filename()) && page.contains(&squatted.filename()), "{page}");
+    let (status, _) = server.get_text(&format!("333-linux/python/{}.metadata", later.filename())).await;
+    assert_eq!(status, 200, "the later wheel has its sidecar");
+    server.stop().await;
 }

@@ -29,6 +29,9 @@ pub(crate) struct RootListing {
     pub(crate) files: BTreeMap<String, ObjectMeta>,
     /// The marker's key, by the file it yanks.
     pub(crate) yank_markers: BTreeMap<String, Key>,
+    /// Names directly in a pip root that hold objects (`x.whl.metadata/y`): planted behind the
+    /// indexer's back (uploads of such keys are refused), they take the path of an output.
+    pub(crate) directories: BTreeSet<String>,
 }
 
 impl RootListing {
@@ -45,9 +48,23 @@ impl RootListing {
                 }
             } else if root.is_package(&relative) {
                 listing.files.insert(relative, object);
+            } else if root.kind() == RepoKind::Pip
+                && let Some((directory, _)) = relative.split_once('/')
+            {
+                listing.directories.insert(directory.to_owned());
             }
         }
         listing
+    }
+
+    /// Adds the directories a delimited listing gave as common prefixes (full keys ending
+    /// in `/`) to [`Self::directories`].
+    pub(crate) fn with_directories(mut self, root: &RepoRoot, prefixes: &[String]) -> Self {
+        if root.kind() == RepoKind::Pip {
+            let relative = prefixes.iter().filter_map(|p| p.strip_prefix(root.as_str()));
+            self.directories.extend(relative.map(|p| p.trim_end_matches('/').to_owned()).filter(|d| !d.is_empty()));
+        }
+        self
     }
 
     /// No package file and no yank marker.
@@ -205,6 +222,12 @@ fn admit(
         }
     }
     let mut sidecars = Vec::new();
+    let squatted = |name: &str| listing.directories.contains(&format!("{name}{METADATA_SUFFIX}"));
+    for (name, entry) in &mut state.entries {
+        if squatted(name) {
+            entry.core_metadata_sha256 = None;
+        }
+    }
     for (name, inspection) in inspections {
         match inspection {
             Inspection::Indexed(found) => {
@@ -215,7 +238,11 @@ fn admit(
                     state.rejected.insert(name, Rejected { etag: entry.etag, reason });
                     continue;
                 }
-                if let Some(body) = core_metadata {
+                if squatted(&name) {
+                    // The sidecar's path is a directory someone planted: the wheel is served
+                    // without PEP 658 metadata (clients read the wheel) rather than not at all.
+                    entry.core_metadata_sha256 = None;
+                } else if let Some(body) = core_metadata {
                     let key = root.key(&format!("{name}{METADATA_SUFFIX}"))?;
                     sidecars.push(Output { key, body, content_type: "text/plain; charset=utf-8" });
                 }
@@ -227,6 +254,15 @@ fn admit(
                 state.rejected.insert(name, rejected);
             }
         }
+    }
+    for name in state.entries.keys().filter(|n| squatted(n)) {
+        report.rejected.insert(
+            format!("{name}{METADATA_SUFFIX}/"),
+            format!(
+                "a directory squats the name of {name}'s PEP 658 sidecar: the wheel is listed without it; \
+                 remove the directory to restore it"
+            ),
+        );
     }
     Ok((state, sidecars))
 }

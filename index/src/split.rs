@@ -64,7 +64,8 @@ impl Indexer {
         };
         let manifest_etag = manifest.map(|(_, e)| e);
         let (prefix, recursive) = root.package_prefix();
-        let listing = RootListing::new(root, store.list_all(&prefix, !recursive).await?.objects);
+        let listed = store.list_all(&prefix, !recursive).await?;
+        let listing = RootListing::new(root, listed.objects).with_directories(root, &listed.common_prefixes);
         if listing.is_empty() && manifest_etag.is_none() && !pass.force_all {
             return Ok(ReindexReport { root: root.to_string(), ..ReindexReport::default() });
         }
