@@ -34,8 +34,9 @@ pub trait Stores: Send + Sync {
     /// The store for `bucket`, rooted at [`Stores::key_prefix`].
     fn for_bucket(&self, bucket: &str) -> Arc<dyn Store>;
 
-    /// The key prefix the stores are rooted at (`QUARRY_KEY_PREFIX`, e.g. `ROCm-TheRock/`):
-    /// event keys are taken relative to it, and keys outside it are ignored.
+    /// The key prefix the stores are rooted at (`QUARRY_KEY_PREFIX`, e.g. `ROCm-TheRock/`,
+    /// spelled as [`quarry_store::root_prefix`] gives it; the handler spells it so again):
+    /// event keys are taken relative to it, and an event for a key outside it fails its record.
     fn key_prefix(&self) -> &str {
         ""
     }
@@ -199,6 +200,8 @@ pub struct Handler<S> {
     stores: S,
     config: IndexConfig,
     reconcile: Option<Reconcile>,
+    /// The bucket the function serves (`QUARRY_BUCKET`); `None`: any bucket an event names.
+    bucket: Option<String>,
 }
 
 /// What a scheduled reconciliation covers (`QUARRY_BUCKET`, `QUARRY_RECONCILE_RUNS`).
@@ -250,7 +253,15 @@ pub struct InvocationSummary {
 
 impl<S: Stores> Handler<S> {
     pub fn new(stores: S) -> Self {
-        Self { stores, config: IndexConfig::default(), reconcile: None }
+        Self { stores, config: IndexConfig::default(), reconcile: None, bucket: None }
+    }
+
+    /// Serve only `bucket`: an event naming another is a failure of its record (retried, then
+    /// dead-lettered where it can be seen), never indexed in a bucket it was not meant for.
+    #[must_use]
+    pub fn with_bucket(mut self, bucket: Option<String>) -> Self {
+        self.bucket = bucket.filter(|b| !b.is_empty());
+        self
     }
 
     /// Answer scheduled events with a full reconciliation of `reconcile`'s bucket.
@@ -388,9 +399,12 @@ impl<S: Stores> Handler<S> {
         let summary = self.reindex_changes(&all).await;
         let mut failures = Vec::new();
         for (id, changes) in &per_message {
-            let failed = changes.iter().any(|c| {
-                let scopes = self.scopes(c).unwrap_or_default();
-                scopes.iter().any(|scope| summary.failed.contains_key(&format!("{}/{scope}", c.bucket)))
+            let failed = changes.iter().any(|c| match self.scopes(c) {
+                Ok(scopes) => scopes
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|scope| summary.failed.contains_key(&format!("{}/{scope}", c.bucket))),
+                Err(_) => true,
             });
             if failed {
                 let mut failure = BatchItemFailure::default();
@@ -405,13 +419,20 @@ impl<S: Stores> Handler<S> {
     }
 
     /// What `change` makes stale (keys taken relative to the stores' prefix): its root, or
-    /// its listing and each parent listing ([`Scope::affected_by`]).
-    fn scopes(&self, change: &ObjectChange) -> Result<Vec<Scope>, String> {
-        let Some(key) = change.key.strip_prefix(self.stores.key_prefix()) else {
-            return Ok(Vec::new());
+    /// its listing and each parent listing ([`Scope::affected_by`]). `Ok(Err(_))`: a key that
+    /// is no store key (skipped: retrying cannot help); `Err(_)`: an event this function was
+    /// not meant to get (another bucket, a key outside the prefix): a misrouted notification
+    /// or a misconfigured prefix, failed so it is seen and kept, never dropped or acted on.
+    fn scopes(&self, change: &ObjectChange) -> Result<Result<Vec<Scope>, String>, String> {
+        if let Some(bucket) = self.bucket.as_deref().filter(|b| *b != change.bucket) {
+            return Err(format!("the event names bucket {:?}; this function serves {bucket:?}", change.bucket));
+        }
+        let prefix = quarry_store::root_prefix(self.stores.key_prefix())
+            .map_err(|e| format!("the configured key prefix is not valid: {e}"))?;
+        let Some(key) = change.key.strip_prefix(&prefix) else {
+            return Err(format!("the key is outside the key prefix {prefix:?} (QUARRY_KEY_PREFIX)"));
         };
-        let key = Key::new(key).map_err(|e| e.to_string())?;
-        Ok(Scope::affected_by(&key))
+        Ok(Key::new(key).map(|key| Scope::affected_by(&key)).map_err(|e| e.to_string()))
     }
 
     /// Refresh every root and listing the changes touch, once each.
@@ -420,11 +441,15 @@ impl<S: Stores> Handler<S> {
         let mut scopes: BTreeSet<(String, Scope)> = BTreeSet::new();
         for change in changes {
             match self.scopes(change) {
-                Ok(found) if found.is_empty() => summary.ignored += 1,
-                Ok(found) => scopes.extend(found.into_iter().map(|scope| (change.bucket.clone(), scope))),
-                Err(reason) => {
+                Ok(Ok(found)) if found.is_empty() => summary.ignored += 1,
+                Ok(Ok(found)) => scopes.extend(found.into_iter().map(|scope| (change.bucket.clone(), scope))),
+                Ok(Err(reason)) => {
                     tracing::warn!(bucket = %change.bucket, key = %change.key, %reason, "skipped");
                     summary.skipped.push(format!("{}/{}: {reason}", change.bucket, change.key));
+                }
+                Err(reason) => {
+                    tracing::error!(bucket = %change.bucket, key = %change.key, %reason, "misrouted event");
+                    summary.failed.insert(format!("{}/{}", change.bucket, change.key), reason);
                 }
             }
         }

@@ -37,7 +37,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .init();
     let shared = quarry_store::sdk_config_from_env().await;
     let client = quarry_store::client_from_config(&shared);
-    let prefix = std::env::var("QUARRY_KEY_PREFIX").unwrap_or_default();
+    // Spelled one way (`ROCm-TheRock` → `ROCm-TheRock/`): the stores are rooted at it and
+    // event keys are taken relative to it. A prefix no key can start with fails the init.
+    let prefix = quarry_store::root_prefix(&std::env::var("QUARRY_KEY_PREFIX").unwrap_or_default())
+        .map_err(|e| format!("QUARRY_KEY_PREFIX: {e}"))?;
     // The signing key: QUARRY_SIGNING_KEY(_FILE), or the Secrets Manager secret named by
     // QUARRY_SIGNING_KEY_SECRET_ARN, read once here. A bad key fails the init, not every
     // invocation.
@@ -60,7 +63,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let _ = quarry_store::layout::config::install(layout);
     // Scheduled events reconcile QUARRY_BUCKET (the newest QUARRY_RECONCILE_RUNS runs).
     let reconcile = quarry_lambda_indexer::Reconcile::from_env()?;
-    let handler = Arc::new(Handler::new(buckets).with_config(config).with_reconcile(reconcile));
+    // The bucket the function serves: events naming another are failures, not acted on.
+    let bucket = reconcile.as_ref().map(|r| r.bucket.clone());
+    let handler = Arc::new(Handler::new(buckets).with_config(config).with_reconcile(reconcile).with_bucket(bucket));
     tracing::info!(init_us = started.elapsed().as_micros() as u64, "initialized");
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
         let handler = handler.clone();

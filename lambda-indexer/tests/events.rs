@@ -269,35 +269,87 @@ async fn eventbridge_events_through_sqs_as_the_template_delivers_them() {
     assert!(page(store.as_ref(), "888-linux/python/index.html").await.contains("bridged-1.0"));
 }
 
-/// Stores rooted at `ROCm-TheRock/`, as `QUARRY_KEY_PREFIX` sets them up.
-#[derive(Default)]
-struct Prefixed(Arc<MemoryStore>);
+/// Stores rooted at a key prefix, spelled as `QUARRY_KEY_PREFIX` was set (with or without its
+/// trailing `/`).
+struct Prefixed(Arc<MemoryStore>, &'static str);
 
 impl Stores for Prefixed {
     fn for_bucket(&self, _: &str) -> Arc<dyn Store> {
         self.0.clone()
     }
     fn key_prefix(&self) -> &str {
-        "ROCm-TheRock/"
+        self.1
     }
 }
 
+/// Keys are taken relative to the prefix however it was spelled (`ROCm-TheRock` once skipped
+/// every event and reported success, and indexed `ROCm-TheRockX/…` as a root); a key outside
+/// it fails its record instead of being dropped or acted on.
 #[tokio::test]
 async fn keys_are_taken_relative_to_the_key_prefix() {
-    let handler = Handler::new(Prefixed::default());
-    let store: Arc<dyn Store> = handler.stores().0.clone();
-    land(store.as_ref(), "12345-linux/python/", &WheelSpec::new("prefixed", "1.0")).await;
-    let answer = handler
-        .handle(s3_records(
-            "therock-artifacts-external",
-            &[
-                "ROCm-TheRock/12345-linux/python/prefixed-1.0-py3-none-any.whl",
-                "elsewhere/1-linux/python/x-1.0-py3-none-any.whl",
-            ],
-        ))
+    for spelled in ["ROCm-TheRock/", "ROCm-TheRock", "/ROCm-TheRock/"] {
+        let handler = Handler::new(Prefixed(Arc::default(), spelled));
+        let store: Arc<dyn Store> = handler.stores().0.clone();
+        land(store.as_ref(), "12345-linux/python/", &WheelSpec::new("prefixed", "1.0")).await;
+        let inside = "ROCm-TheRock/12345-linux/python/prefixed-1.0-py3-none-any.whl";
+        let answer = handler.handle(s3_records("therock-artifacts-external", &[inside])).await.unwrap();
+        assert_eq!(
+            answer["reindexed"],
+            serde_json::json!(["therock-artifacts-external/12345-linux/python/"]),
+            "{spelled}"
+        );
+        assert!(page(store.as_ref(), "12345-linux/python/index.html").await.contains("prefixed-1.0"), "{spelled}");
+
+        land(store.as_ref(), "X/1-linux/python/", &WheelSpec::new("neighbour", "1.0")).await;
+        for outside in [
+            "ROCm-TheRockX/1-linux/python/neighbour-1.0-py3-none-any.whl",
+            "elsewhere/1-linux/python/x-1.0-py3-none-any.whl",
+        ] {
+            let err = handler.handle(s3_records("therock-artifacts-external", &[inside, outside])).await.unwrap_err();
+            assert!(err.to_string().contains("outside the key prefix \"ROCm-TheRock/\""), "{spelled} {outside}: {err}");
+            let stored = store.list_all("X/", false).await.unwrap();
+            assert!(stored.objects.iter().all(|o| !o.key.as_str().ends_with("index.html")), "{outside} was indexed");
+        }
+        // Through SQS the record's message fails alone.
+        let mut sqs = event("sqs-batch.json");
+        let template = sqs["Records"][0].clone();
+        let message = |id: &str, key: &str| {
+            let mut m = template.clone();
+            m["messageId"] = id.into();
+            m["body"] = s3_records("therock-artifacts-external", &[key]).to_string().into();
+            m
+        };
+        sqs["Records"] = serde_json::json!([
+            message("in", inside),
+            message("out", "ROCm-TheRockX/1-linux/python/neighbour-1.0-py3-none-any.whl")
+        ]);
+        let answer = handler.handle(sqs).await.unwrap();
+        assert_eq!(answer, serde_json::json!({"batchItemFailures": [{"itemIdentifier": "out"}]}), "{spelled}");
+    }
+}
+
+/// A function that serves one bucket (`QUARRY_BUCKET`) fails a record naming another.
+#[tokio::test]
+async fn events_for_another_bucket_fail_their_record() {
+    let handler = Handler::new(Buckets::default()).with_bucket(Some("ci".into()));
+    let other = handler_store(&handler, "someone-elses");
+    land(other.as_ref(), "5-linux/python/", &WheelSpec::new("foreign", "1.0")).await;
+    let err = handler
+        .handle(s3_records("someone-elses", &["5-linux/python/foreign-1.0-py3-none-any.whl"]))
         .await
-        .unwrap();
-    assert_eq!(answer["reindexed"], serde_json::json!(["therock-artifacts-external/12345-linux/python/"]));
-    assert_eq!(answer["ignored"], 1);
-    assert!(page(store.as_ref(), "12345-linux/python/index.html").await.contains("prefixed-1.0"));
+        .unwrap_err();
+    assert!(err.to_string().contains("this function serves \"ci\""), "{err}");
+    assert!(
+        other
+            .list_all("5-linux/python/", false)
+            .await
+            .unwrap()
+            .objects
+            .iter()
+            .all(|o| !o.key.as_str().ends_with(".html"))
+    );
+    let mine = handler_store(&handler, "ci");
+    land(mine.as_ref(), "5-linux/python/", &WheelSpec::new("mine", "1.0")).await;
+    handler.handle(s3_records("ci", &["5-linux/python/mine-1.0-py3-none-any.whl"])).await.unwrap();
+    assert!(page(mine.as_ref(), "5-linux/python/index.html").await.contains("mine-1.0"));
 }

@@ -95,9 +95,43 @@ pub fn validate_prefix(prefix: &str) -> Result<(), KeyError> {
         .map_err(|e| KeyError { key: prefix.to_owned(), reason: e.reason })
 }
 
+/// A store's root prefix inside its bucket (`QUARRY_KEY_PREFIX`, an `s3://bucket/prefix` URL)
+/// as every key under it starts: empty, or key-shaped and ending with exactly one `/`
+/// (`ROCm-TheRock` and `/ROCm-TheRock/` both give `ROCm-TheRock/`). The one place a root
+/// prefix is spelled, so a key is inside it exactly when it starts with the result.
+pub fn root_prefix(raw: &str) -> Result<String, KeyError> {
+    let trimmed = raw.trim_start_matches('/');
+    let body = trimmed.strip_suffix('/').unwrap_or(trimmed);
+    if body.is_empty() {
+        return Ok(String::new());
+    }
+    Key::new(body).map_err(|e| KeyError { key: raw.to_owned(), reason: e.reason })?;
+    Ok(format!("{body}/"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn root_prefixes_are_spelled_one_way() {
+        for (raw, want) in [
+            ("", ""),
+            ("/", ""),
+            ("ROCm-TheRock", "ROCm-TheRock/"),
+            ("ROCm-TheRock/", "ROCm-TheRock/"),
+            ("/ROCm-TheRock/", "ROCm-TheRock/"),
+            ("a/b", "a/b/"),
+        ] {
+            assert_eq!(root_prefix(raw).unwrap(), want, "{raw:?}");
+        }
+        for bad in ["a//", "a//b", "../x", "a/./b", "a\\b"] {
+            assert!(root_prefix(bad).is_err(), "{bad:?}");
+        }
+        let prefix = root_prefix("ROCm-TheRock").unwrap();
+        assert!("ROCm-TheRock/1-linux/x".starts_with(&prefix));
+        assert!(!"ROCm-TheRockX/1-linux/x".starts_with(&prefix));
+    }
 
     #[test]
     fn accepts_ordinary_keys() {

@@ -37,7 +37,7 @@ use futures_util::{Stream, StreamExt};
 pub use copy::{CopyMethod, CopySource, copy_through, encode_copy_source};
 pub use counting::{CountingStore, OpCounts};
 pub use hashing::{Sha256Hex, sha256_hex};
-pub use key::{Key, KeyError, MAX_KEY_LEN, validate_prefix};
+pub use key::{Key, KeyError, MAX_KEY_LEN, root_prefix, validate_prefix};
 pub use local::LocalStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "s3")]

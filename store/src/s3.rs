@@ -124,12 +124,13 @@ impl S3Store {
         if bucket.is_empty() {
             return Err(StoreError::Backend(format!("{url:?} names no bucket")));
         }
-        validate_prefix(prefix)?;
-        Ok(Self::from_client(client_from_env().await, bucket, prefix))
+        let prefix = crate::root_prefix(prefix)?;
+        Ok(Self::from_client(client_from_env().await, bucket, &prefix))
     }
 
-    /// A store over an already configured client. What the server promises about conditional
-    /// writes comes from the environment (see [`conditional_writes_from_env`]).
+    /// A store over an already configured client, rooted at `prefix` (spelled as
+    /// [`crate::root_prefix`] gives it). What the server promises about conditional writes
+    /// comes from the environment (see [`conditional_writes_from_env`]).
     pub fn from_client(client: Client, bucket: &str, prefix: &str) -> Self {
         let prefix = if prefix.is_empty() || prefix.ends_with('/') { prefix.to_owned() } else { format!("{prefix}/") };
         Self { client, bucket: bucket.to_owned(), prefix, conditional_writes: conditional_writes_from_env() }
