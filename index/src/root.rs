@@ -14,63 +14,20 @@ pub const DNF_STATE_NAME: &str = ".quarry-dnf.json";
 /// The directory of a pip root's PEP 503/691 pages: no root lies in it.
 const SIMPLE_DIR: &str = "simple";
 
-/// Names Quarry publishes inside roots and run listings (apt's `Release`, `Packages`, … all lie
-/// under `dists/`). A key that uses one as a directory (`…/python/index.html/x.whl`) would take
-/// the path an output needs, so such keys are refused, in any case (a case-insensitive
-/// filesystem or mirror would collide just the same).
-const OUTPUT_NAMES: &[&str] = &[
-    "index.html",
-    "index.json",
-    SIMPLE_DIR,
-    "dists",
-    "repodata",
-    "by-hash",
-    STATE_NAME,
-    ".quarry-index",
-    APT_STATE_NAME,
-    DNF_STATE_NAME,
-    crate::listing::LISTING_CACHE,
-];
-
-/// Endings of files Quarry stores or writes (packages, sidecars, pages): never a directory.
-const FILE_SUFFIXES: &[&str] = &[
-    ".metadata",
-    ".whl",
-    ".tar.gz",
-    ".zip",
-    ".deb",
-    ".rpm",
-    ".tar.zst",
-    ".tar.xz",
-    ".sha256sum",
-    ".html",
-    ".json",
-    ".asc",
-    ".xml",
-    ".xml.gz",
-    ".gz",
-    ".xz",
-];
-
 /// Refuses a key that uses an output name (`index.html`, `simple`, `dists`, `repodata`, a state
 /// object, …) or a file name (`*.whl`, `*.metadata`, …) as a directory: the indexer could no
 /// longer write there, or a file and a directory would need the same path.
 pub fn check_key_segments(key: &Key) -> Result<(), KeyError> {
     let segments: Vec<&str> = key.as_str().split('/').collect();
     for segment in &segments[..segments.len() - 1] {
-        let lower = segment.to_ascii_lowercase();
-        if OUTPUT_NAMES.iter().any(|n| n.eq_ignore_ascii_case(segment)) {
-            return Err(KeyError {
-                key: key.to_string(),
-                reason: "a directory in the key has the name of a page or file the indexer writes",
-            });
-        }
-        if FILE_SUFFIXES.iter().any(|suffix| lower.ends_with(suffix)) {
-            return Err(KeyError {
-                key: key.to_string(),
-                reason: "a directory in the key is named like a package, page or sidecar file",
-            });
-        }
+        let reason = match layout::reserved_directory(segment) {
+            None => continue,
+            Some(layout::Reserved::Generated) => {
+                "a directory in the key has the name of a page or file the indexer writes"
+            }
+            Some(layout::Reserved::FileName) => "a directory in the key is named like a package, page or sidecar file",
+        };
+        return Err(KeyError { key: key.to_string(), reason });
     }
     Ok(())
 }
@@ -328,6 +285,15 @@ mod tests {
             "ext/org-repo/1-linux/python/x-1.tar.gz",
         ] {
             check_key_segments(&Key::new(fine).unwrap()).unwrap();
+        }
+    }
+
+    #[test]
+    fn every_name_the_indexer_writes_is_reserved() {
+        for name in
+            [STATE_NAME, APT_STATE_NAME, DNF_STATE_NAME, crate::listing::LISTING_CACHE, SIMPLE_DIR, "index.html"]
+        {
+            assert!(layout::GENERATED_NAMES.contains(&name), "{name} is missing from layout::GENERATED_NAMES");
         }
     }
 }

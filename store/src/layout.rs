@@ -38,6 +38,71 @@ impl UploadKind {
 
 /// The directory of a run that holds its pip root (`{run}-{platform}/python/`).
 pub const PYTHON_DIR: &str = "python";
+
+/// Names Quarry writes inside roots and run listings: pages, PEP 503/691 and apt/dnf
+/// directories, state objects. No key uses one as a directory and no configured root pattern
+/// names one (compared in any case: a case-insensitive filesystem or mirror collides just the
+/// same).
+pub const GENERATED_NAMES: &[&str] = &[
+    "index.html",
+    "index.json",
+    "simple",
+    "dists",
+    "repodata",
+    "by-hash",
+    ".quarry-index.json",
+    ".quarry-index",
+    ".quarry-apt.json",
+    ".quarry-dnf.json",
+    ".quarry-listing.json",
+];
+
+/// Endings of files Quarry stores or writes (packages, sidecars, pages): never a directory.
+pub const FILE_SUFFIXES: &[&str] = &[
+    ".metadata",
+    ".whl",
+    ".tar.gz",
+    ".zip",
+    ".deb",
+    ".rpm",
+    ".tar.zst",
+    ".tar.xz",
+    ".sha256sum",
+    ".html",
+    ".json",
+    ".asc",
+    ".xml",
+    ".xml.gz",
+    ".gz",
+    ".xz",
+];
+
+/// Why a segment cannot name a directory of the store ([`reserved_directory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reserved {
+    /// One of [`GENERATED_NAMES`].
+    Generated,
+    /// Ends like one of [`FILE_SUFFIXES`].
+    FileName,
+}
+
+impl Reserved {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Generated => "the name of a page or file the indexer writes",
+            Self::FileName => "named like a package, page or sidecar file",
+        }
+    }
+}
+
+/// Why `segment` cannot name a directory of the store, if it cannot.
+pub fn reserved_directory(segment: &str) -> Option<Reserved> {
+    let lower = segment.to_ascii_lowercase();
+    if GENERATED_NAMES.iter().any(|n| n.eq_ignore_ascii_case(segment)) {
+        return Some(Reserved::Generated);
+    }
+    FILE_SUFFIXES.iter().any(|suffix| lower.ends_with(suffix)).then_some(Reserved::FileName)
+}
 /// The directory of a run that holds its apt and dnf repos (`{run}-{platform}/packages/`).
 pub const PACKAGES_DIR: &str = "packages";
 

@@ -242,6 +242,26 @@ impl Layout {
     }
 }
 
+/// Why a pattern's literal segment cannot name a root's directory, if it cannot: the store's
+/// reserved `.quarry/` area, a name Quarry generates (`simple`, `index.html`, …) or a file's
+/// name (`x.whl`), a backslash or control character.
+fn reserved_in(pattern: &str) -> Option<String> {
+    let trimmed = pattern.trim_end_matches('/');
+    let literals = trimmed.split('/').enumerate().filter(|(_, s)| !s.starts_with('{'));
+    for (i, segment) in literals {
+        if i == 0 && segment == ".quarry" {
+            return Some(format!("{segment:?} is the store's reserved area"));
+        }
+        if segment.contains('\\') || segment.chars().any(char::is_control) {
+            return Some(format!("{segment:?} holds a backslash or a control character"));
+        }
+        if let Some(why) = super::reserved_directory(segment) {
+            return Some(format!("{segment:?} is {}", why.describe()));
+        }
+    }
+    None
+}
+
 impl RootRule {
     fn check(&self) -> Result<(), String> {
         if !pattern_ok(&self.prefix) {
@@ -250,10 +270,22 @@ impl RootRule {
                 self.prefix
             ));
         }
+        if let Some(why) = reserved_in(&self.prefix) {
+            return Err(format!("bad root prefix {:?}: {why}", self.prefix));
+        }
         if let Some(bad) = self.compose_with.iter().find(|p| !pattern_ok(p)) {
             return Err(format!(
                 "bad compose_with pattern {bad:?}: '/'-separated segments, each a name or a {{placeholder}}"
             ));
+        }
+        if let Some((bad, why)) = self.compose_with.iter().find_map(|p| reserved_in(p).map(|w| (p, w))) {
+            return Err(format!("bad compose_with pattern {bad:?}: {why}"));
+        }
+        if let Some(generic) = &self.generic
+            && let Some(why) =
+                reserved_in(generic).or_else(|| (!pattern_ok(generic)).then(|| "not a prefix".to_owned()))
+        {
+            return Err(format!("bad generic root {generic:?}: {why}"));
         }
         if self.view.as_deref().is_some_and(|v| v != "family") {
             return Err(format!("unknown view {:?}: expected \"family\"", self.view.as_deref().unwrap_or_default()));
@@ -420,6 +452,27 @@ mod tests {
                 err("[[layout.root]]\nprefix = \"x/{fam\"\nkind = \"pip\"\n"),
                 err("[[layout.root]]\nprefix = \"deb/\"\nkind = \"apt\"\nview = \"family\"\n"),
                 err("[layout]\nruns = \"yes\"\n"),
+            ]
+            .join("\n")
+        );
+    }
+
+    #[test]
+    fn reserved_and_generated_names_are_refused_naming_the_line() {
+        let err = |prefix: &str| {
+            let text = format!("[layout]\nruns = true\n\n[[layout.root]]\nprefix = {prefix:?}\nkind = \"pip\"\n");
+            Layout::parse(&text).unwrap_err().to_string()
+        };
+        insta::assert_snapshot!(
+            [
+                err(".quarry/x/"),
+                err("x/\\y/"),
+                err("x/{family}/simple/"),
+                err("v2/{family}/index.html/"),
+                err("v2/Index.HTML/"),
+                err("v2/repodata/"),
+                err("v2/a.whl/"),
+                err("v2/.quarry-index.json/"),
             ]
             .join("\n")
         );
