@@ -157,8 +157,13 @@ async fn reuploads_are_idempotent_and_replacements_refused() {
 
 /// One raw request with our own `Host` header; the response head and body as text.
 async fn with_host(server: &TestServer, path: &str, host: &str) -> String {
+    with_host_at(&server.url, path, host).await
+}
+
+/// [`with_host`] against the server at `url`.
+async fn with_host_at(url: &str, path: &str, host: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = server.url.trim_start_matches("http://").trim_end_matches('/');
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
@@ -204,9 +209,41 @@ async fn a_hostile_host_header_falls_back_to_the_served_address() {
     assert!(page.starts_with("HTTP/1.1 200"), "{page}");
     assert!(!page.contains("evil.example") && !page.contains("curl"), "{page}");
     assert!(page.contains(&format!("pip install --find-links {served}/{ROOT} foo-bar-baz")), "{page}");
+    // A plausible Host that is not allowed is no better: behind a shared cache it would be
+    // served to everyone (install lines, `.repo` files).
     let page = with_host(&server, &format!("/{run}/"), "quarry.internal:8080").await;
-    assert!(page.contains(&format!("pip install --find-links http://quarry.internal:8080/{ROOT} foo-bar-baz")));
+    assert!(!page.contains("quarry.internal"), "{page}");
+    assert!(page.contains(&format!("pip install --find-links {served}/{ROOT} foo-bar-baz")), "{page}");
+    let page = with_host(&server, &format!("/-/dnf/{run}.repo"), "evil.example").await;
+    assert!(!page.contains("evil.example"), "{page}");
+    // Loopback names are allowed: a local user's own `localhost` URL.
+    let port = served.rsplit(':').next().unwrap();
+    let page = with_host(&server, &format!("/{run}/"), &format!("localhost:{port}")).await;
+    assert!(page.contains(&format!("pip install --find-links http://localhost:{port}/{ROOT} foo-bar-baz")), "{page}");
     server.stop().await;
+
+    // `quarry serve --allowed-host`: that name (and only it) comes from the request.
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let wheel = WheelSpec::new("Foo.Bar_baz", "1.0");
+    quarry_tests::plant(&store, &format!("{ROOT}{}", wheel.filename()), &wheel.build());
+    let mut cmd = tokio::process::Command::new(quarry_tests::quarry_bin());
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--allowed-host", "quarry.internal,*.ci.example", "--store"])
+        .arg(&store)
+        .env_remove("QUARRY_CONFIG")
+        .env_remove("QUARRY_PUBLIC_URL")
+        .env_remove("QUARRY_ALLOWED_HOSTS")
+        .stderr(std::process::Stdio::null());
+    let binary = quarry_tests::ServedBinary::start(cmd).await;
+    let page = with_host_at(&binary.url, &format!("/{run}/"), "quarry.internal:8080").await;
+    assert!(
+        page.contains(&format!("pip install --find-links http://quarry.internal:8080/{ROOT} foo-bar-baz")),
+        "{page}"
+    );
+    let page = with_host_at(&binary.url, &format!("/{run}/"), "runner-7.ci.example").await;
+    assert!(page.contains(&format!("http://runner-7.ci.example/{ROOT}")), "{page}");
+    let page = with_host_at(&binary.url, &format!("/{run}/"), "evil.example").await;
+    assert!(!page.contains("evil.example"), "{page}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

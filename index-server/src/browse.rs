@@ -18,8 +18,10 @@
 //! recursive listing per run shown.
 //!
 //! Install lines name the configured public URL, else the request's `Host` when it is a plausible
-//! `host[:port]`, else the address the request came in on; every word of a copy-paste line is
-//! shell-quoted, and every link is percent-encoded.
+//! `host[:port]` whose name is allowed (`allowed_hosts`, loopback names by default: behind a
+//! shared cache an arbitrary `Host` would poison the pages others get), else the address the
+//! request came in on; every word of a copy-paste line is shell-quoted, and every link is
+//! percent-encoded.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -61,21 +63,42 @@ fn html(body: Result<String, askama::Error>) -> Result<Response, AppError> {
 
 /// The URL clients reach this server at: the configured public URL; else the request's `Host`
 /// when it is a plausible `host[:port]` (anything else could smuggle text into the shell lines and
-/// `.repo` files built from it); else the address the request came in on.
+/// `.repo` files built from it) naming an allowed host ([`host_allowed`]); else the address
+/// the request came in on. `X-Forwarded-Proto` counts only with an allowed `Host`.
 pub(crate) fn base_url(state: &AppState, headers: &HeaderMap, served_at: Option<SocketAddr>) -> String {
     if let Some(url) = &state.public_url {
         return url.trim_end_matches('/').to_owned();
     }
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let host = host.filter(|h| plausible_host(h) && host_allowed(h, &state.allowed_hosts));
     let proto = match headers.get("x-forwarded-proto").and_then(|h| h.to_str().ok()) {
-        Some(p) if p.trim().eq_ignore_ascii_case("https") => "https",
+        Some(p) if host.is_some() && p.trim().eq_ignore_ascii_case("https") => "https",
         _ => "http",
     };
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    match (host.filter(|h| plausible_host(h)), served_at) {
+    match (host, served_at) {
         (Some(host), _) => format!("{proto}://{host}"),
         (None, Some(addr)) => format!("{proto}://{addr}"),
         (None, None) => format!("{proto}://localhost"),
     }
+}
+
+/// Whether a plausible `host[:port]` names a loopback host (`localhost`, `127.x.x.x`, `[::1]`)
+/// or one of `allowed` (lowercase names; `*.example.com` allows every name below
+/// `example.com`), compared without the port and in any case.
+pub(crate) fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => host.split(':').next().unwrap_or_default(),
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    let loopback = name == "localhost"
+        || name.ends_with(".localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    loopback
+        || allowed.iter().any(|a| match a.strip_prefix("*.") {
+            Some(parent) => name.strip_suffix(parent).is_some_and(|sub| sub.len() > 1 && sub.ends_with('.')),
+            None => a.trim_end_matches('.') == name,
+        })
 }
 
 /// `host[:port]` as a client may name a server: a DNS name or IPv4 address (letters, digits,
@@ -870,6 +893,24 @@ mod tests {
             assert!(!plausible_host(bad), "{bad}");
         }
         assert!(!plausible_host(&"a".repeat(300)));
+        let allowed = ["quarry.internal".to_owned(), "*.ci.example".to_owned()];
+        for yes in [
+            "localhost",
+            "LOCALHOST:80",
+            "127.0.0.1:8470",
+            "127.9.9.9",
+            "[::1]:1",
+            "quarry.internal:8080",
+            "x.ci.example",
+            "a.b.ci.example",
+        ] {
+            assert!(host_allowed(yes, &allowed), "{yes}");
+        }
+        for no in
+            ["quarry.internal.evil", "ci.example", "xci.example", "evil.example", "10.0.0.1", "[::2]", "localhostx"]
+        {
+            assert!(!host_allowed(no, &allowed), "{no}");
+        }
     }
 
     #[test]
@@ -1002,9 +1043,21 @@ mod tests {
         assert!(links.contains(&"/123-linux/logs/a%20%231%3F.log".to_owned()), "{links:?}");
         assert!(links.contains(&"/123-linux/packages/deb/pool/main/h/hello_1.0_amd64.deb".to_owned()), "{links:?}");
 
-        // A plausible Host is used as it is; X-Forwarded-Proto picks only http or https.
+        // A plausible Host is used as it is only when its name is allowed (a shared cache
+        // would otherwise keep one client's Host for everyone): else the address it came in on.
         let html = page(state.clone(), "/123-linux/", "quarry.internal:8080").await;
+        assert!(html.contains("pip install --find-links http://127.0.0.1:8470/123-linux/python/ demo"), "{html}");
+        let allowed = state.clone().with_allowed_hosts(vec!["Quarry.Internal".into(), "*.ci.example".into()]);
+        let html = page(allowed.clone(), "/123-linux/", "quarry.internal:8080").await;
         assert!(html.contains("pip install --find-links http://quarry.internal:8080/123-linux/python/ demo"));
+        let html = page(allowed.clone(), "/123-linux/", "a.ci.example").await;
+        assert!(html.contains("pip install --find-links http://a.ci.example/123-linux/python/ demo"));
+        let html = page(allowed, "/123-linux/", "evil.example").await;
+        assert!(html.contains("pip install --find-links http://127.0.0.1:8470/123-linux/python/ demo"));
+        for loopback in ["localhost:8470", "127.0.0.2:9", "[::1]:8470"] {
+            let html = page(state.clone(), "/123-linux/", loopback).await;
+            assert!(html.contains(&format!("http://{loopback}/123-linux/python/")), "{loopback}");
+        }
         let repo = page(state.clone(), "/-/dnf/123-linux.repo", "evil\"host").await;
         insta::assert_snapshot!(repo, @r"
         [quarry-123-linux-x86_64]

@@ -54,11 +54,11 @@ use quarry_index::Indexer;
 use quarry_store::StoreExt;
 use quarry_store::{CountingStore, Store};
 
-pub use auth::{Access, Token};
+pub use auth::{Access, BadScope, Token};
 pub use coalesce::Coalescer;
 pub use config::{
     ConfigError, DEFAULT_ADDR, DEFAULT_STORE, ServeConfig, ServeOptions, Settings, TOKEN_ENV, env_token,
-    parse_env_token, read_token_lines, read_tokens,
+    parse_env_token, read_token_file, read_token_lines, read_tokens,
 };
 pub use error::AppError;
 pub use legacy_upload::{FORM_BYTES, MAX_PARTS};
@@ -204,8 +204,11 @@ pub struct Shared {
     coalescer: Arc<Coalescer>,
     access: Arc<Access>,
     max_upload: u64,
-    /// The URL install lines name (else the request's `Host`, when plausible).
+    /// The URL install lines name (else the request's `Host`, when allowed).
     public_url: Option<String>,
+    /// Host names a request's `Host` may give install lines when no public URL is set
+    /// (loopback names always may; [`browse::base_url`]).
+    allowed_hosts: Arc<[String]>,
     /// Groups a run's artifacts by the stage that produced them on its page.
     topology: Option<Arc<quarry_topology::Topology>>,
     log: Arc<Mutex<RequestLog>>,
@@ -224,13 +227,14 @@ impl AppState {
         let counting = Arc::new(CountingStore::new(store));
         let store: Arc<dyn Store> = counting.clone();
         let coalescer = Coalescer::new(Indexer::new(store.clone()));
-        let tokens = tokens.into_iter().filter(|t| !t.is_empty()).map(|t| Token::new(t, Vec::new())).collect();
+        let tokens = tokens.into_iter().filter(|t| !t.is_empty()).map(Token::unscoped).collect();
         Self(Arc::new(Shared {
             store,
             coalescer,
             access: Arc::new(Access { tokens, private: false }),
             max_upload: DEFAULT_MAX_UPLOAD,
             public_url: None,
+            allowed_hosts: Arc::new([]),
             topology: None,
             log: Arc::default(),
             metrics: Arc::default(),
@@ -273,6 +277,15 @@ impl AppState {
     #[must_use]
     pub fn with_public_url(mut self, url: Option<String>) -> Self {
         self.shared().public_url = url;
+        self
+    }
+
+    /// Host names (`quarry.internal`, `*.example.com`) whose `Host` header install lines may
+    /// name when no public URL is set; any other `Host` gives the address the request came in
+    /// on. Loopback names are always allowed.
+    #[must_use]
+    pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
+        self.shared().allowed_hosts = hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect();
         self
     }
 

@@ -33,9 +33,15 @@ pub(crate) struct ServeArgs {
     /// Reads need a token too (Bearer, or Basic auth with the token as password).
     #[arg(long, env = "QUARRY_PRIVATE", num_args = 0..=1, default_missing_value = "true")]
     private: Option<bool>,
-    /// The URL the browse pages' install lines name (default: the request's Host).
+    /// The URL the browse pages' install lines name (default: the request's Host when its
+    /// name is allowed, else the address the request came in on).
     #[arg(long, env = "QUARRY_PUBLIC_URL")]
     public_url: Option<String>,
+    /// A host name whose `Host` header install lines may name without --public-url
+    /// (repeatable, or comma-separated; `*.example.com` for every name below it). Loopback
+    /// names are always allowed.
+    #[arg(long = "allowed-host", env = "QUARRY_ALLOWED_HOSTS", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
     /// BUILD_TOPOLOGY.toml: run pages group artifacts by the stage that produced them.
     #[arg(long, env = "QUARRY_TOPOLOGY")]
     topology: Option<PathBuf>,
@@ -51,6 +57,7 @@ impl From<ServeArgs> for ServeOptions {
             max_upload_bytes: args.max_upload_bytes,
             private: args.private,
             public_url: args.public_url,
+            allowed_hosts: (!args.allowed_hosts.is_empty()).then_some(args.allowed_hosts),
             topology: args.topology,
         }
     }
