@@ -152,3 +152,41 @@ async fn upload_declaring_the_wrong_sha256_is_refused() {
     assert_unchanged(&server, &before).await;
     server.stop().await;
 }
+
+/// A `.deb` under the name `apt-get download` gives it (`%3a` for an epoch's `:`) would be
+/// published as `Filename: pool/main/…%3a…`, which debmirror decodes and misses: the upload is
+/// refused with a 400 naming the canonical name, nothing is stored, and the same file planted
+/// behind the server's back is not indexed (rejected with the reason) while the canonical
+/// name is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deb_named_with_percent_is_refused_naming_its_canonical_name() {
+    use quarry_builder::{Compression, DebControl, Item, build_deb};
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("f"), "x\n").unwrap();
+    let control = DebControl::default()
+        .field("Package", "bash-completion")
+        .field("Version", "1:2.11-6")
+        .field("Architecture", "all")
+        .field("Maintainer", "Quarry Tests <tests@example.invalid>")
+        .field("Description", "a package with an epoch\n For the test.");
+    let items = vec![("usr/share/x".to_owned(), Item::File { source: tmp.path().join("f"), mode: 0o644 })];
+    let built = build_deb(&control, items, tmp.path(), Compression::Gzip { level: 6 }, 1_795_000_000).unwrap();
+    let bytes = std::fs::read(&built.path).unwrap();
+
+    let server = TestServer::start().await;
+    let pool = "7-linux/packages/deb/pool/main/";
+    let (status, body) =
+        server.upload_bytes(&format!("{pool}bash-completion_1%253a2.11-6_all.deb"), bytes.clone()).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("upload it as bash-completion_2.11-6_all.deb"), "{body}");
+    assert!(!server.store_dir().join(pool).exists(), "nothing of the refused upload is stored");
+
+    quarry_tests::plant(&server.store_dir(), &format!("{pool}bash-completion_1%3a2.11-6_all.deb"), &bytes);
+    let (status, body) = server.upload_bytes(&format!("{pool}bash-completion_2.11-6_all.deb"), bytes).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, packages) = server.get_text("7-linux/packages/deb/dists/stable/main/binary-amd64/Packages").await;
+    assert_eq!(status, 200);
+    assert!(packages.contains("Filename: pool/main/bash-completion_2.11-6_all.deb"), "{packages}");
+    assert!(!packages.contains('%'), "the planted name is not published: {packages}");
+    server.stop().await;
+}

@@ -93,6 +93,11 @@ pub(crate) fn target(path: &str) -> Result<(Key, RepoRoot), AppError> {
     let key = Key::new(path)?;
     quarry_index::check_key_segments(&key).map_err(|e| AppError::BadRequest(e.to_string()))?;
     let native = [".deb", ".rpm"].iter().any(|s| key.filename().ends_with(s));
+    if key.filename().ends_with(".deb")
+        && let Some(problem) = quarry_index::deb::pool_name_problem(key.filename())
+    {
+        return Err(AppError::BadRequest(problem));
+    }
     if !native {
         let _: DistFilename = key.filename().parse().map_err(|e| AppError::BadRequest(format!("{e}")))?;
     }

@@ -18,6 +18,29 @@ const MAX_CONTROL_FILE: u64 = 1024 * 1024;
 const AR_MAGIC: &[u8] = b"!<arch>\n";
 const AR_HEADER: u64 = 60;
 
+/// Why a `.deb`'s file name cannot be published as its `Filename:` (apt clients join it to the
+/// repository URL as they see fit: apt, aptly and reprepro send a `%` as `%25`, debmirror sends
+/// it as is, and `%3a` then decodes to `:` and misses): a name with `%`, as `apt-get download`
+/// writes an epoch's `:`. The message names the canonical name to upload it under,
+/// `{Package}_{Version without epoch}_{Architecture}.deb` (as reprepro pools packages).
+pub fn pool_name_problem(name: &str) -> Option<String> {
+    if !name.contains('%') {
+        return None;
+    }
+    let decoded = percent_encoding::percent_decode_str(name).decode_utf8_lossy();
+    let canonical = match decoded.strip_suffix(".deb").map(|stem| stem.split('_').collect::<Vec<_>>()) {
+        Some(parts) if parts.len() == 3 => {
+            let version = parts[1].split_once(':').map_or(parts[1], |(_, v)| v);
+            format!("; upload it as {}_{version}_{}.deb", parts[0], parts[2])
+        }
+        _ => String::new(),
+    };
+    Some(format!(
+        "{name}: a .deb file name with `%` (apt-get download writes an epoch's `:` as `%3a`) would be \
+         published as its Filename, which some apt clients decode and then miss{canonical}"
+    ))
+}
+
 /// Why a `.deb` was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DebError {

@@ -64,6 +64,11 @@ async fn read_package(store: &dyn Store, object: &ObjectMeta) -> Result<(Entry, 
 pub(crate) async fn inspect_native(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Inspected, InspectError> {
     let key = &object.key;
     let name = key.filename().to_owned();
+    if name.ends_with(".deb")
+        && let Some(problem) = crate::deb::pool_name_problem(&name)
+    {
+        return Err(InspectError::Rejected(problem));
+    }
     let (mut entry, kept) = read_package(store.as_ref(), object).await?;
     let mut source = Source::new(kept, store.as_ref(), key, entry.size);
     let refuse = |e: &dyn std::fmt::Display| InspectError::Rejected(format!("{name}: {e}"));
