@@ -34,7 +34,8 @@ mod metrics;
 mod negotiate;
 mod startup;
 mod upload;
-pub mod wire;
+/// The JSON the server answers uploads with (`quarry-wire`, shared with the clients).
+pub use quarry_wire as wire;
 
 use std::borrow::Cow;
 use std::collections::VecDeque;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use quarry_index_server::wire::UploadResponse;
 use quarry_store::Sha256Hex;
+use quarry_wire::UploadResponse;
 
 use crate::Progress;
 

@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
-use quarry_index_server::wire::UploadResponse;
 use quarry_store::Uploaded;
 use quarry_store::layout::UploadKind;
+use quarry_wire::UploadResponse;
 use serde::Serialize;
 
 use crate::http::UrlError;
@@ -173,7 +173,7 @@ impl Serialize for StoreSummary {
 
 #[cfg(test)]
 mod tests {
-    use quarry_index_server::wire::UploadStatus;
+    use quarry_wire::UploadStatus;
 
     use super::*;
 
