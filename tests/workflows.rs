@@ -14,7 +14,9 @@
 //!   restricted one (`contents: read`, `packages: read`; never `id-token`); what a called
 //!   workflow requests is every permission any of its jobs declares (its own, else the called
 //!   workflow's), and what the workflows they call request, recursively. Each call also passes
-//!   every required input of the called workflow and no input it does not declare.
+//!   every required input of the called workflow and no input it does not declare, and no
+//!   workflow a run starts from calls more than three levels deep (GitHub's limit: four levels
+//!   of workflows, the caller included).
 //! - The generated staged-build workflows are what `quarry ci workflow` renders from
 //!   `topology/data/BUILD_TOPOLOGY.toml`, and (read back as YAML, computed independently of
 //!   the generator) have one job per stage the platform builds, with the stages it fetches from
@@ -211,10 +213,44 @@ impl Workflows {
                     }
                 }
             }
+            let triggers: Vec<&str> = match &doc["on"] {
+                Yaml::String(one) => vec![one.as_str()],
+                Yaml::Array(list) => list.iter().map(key).collect(),
+                on => entries(on).into_iter().map(|(t, _)| t).collect(),
+            };
+            let top_level = triggers.iter().any(|t| *t != "workflow_call");
+            let chain = self.longest_chain(file, &mut BTreeSet::new());
+            if top_level && chain.len() > MAX_LEVELS {
+                problems.push(format!(
+                    "{file}: {} levels of workflows ({}), GitHub runs at most {MAX_LEVELS}",
+                    chain.len(),
+                    chain.join(" -> ")
+                ));
+            }
         }
         problems
     }
+
+    /// The longest chain of local calls from `file`, itself first.
+    fn longest_chain(&self, file: &str, seen: &mut BTreeSet<String>) -> Vec<String> {
+        let mut longest = Vec::new();
+        if seen.insert(file.to_owned()) {
+            for (_, job) in self.docs.get(file).map(|d| entries(&d["jobs"])).unwrap_or_default() {
+                if let Some(callee) = local_call(job) {
+                    let chain = self.longest_chain(callee, seen);
+                    if chain.len() > longest.len() {
+                        longest = chain;
+                    }
+                }
+            }
+            seen.remove(file);
+        }
+        [vec![file.to_owned()], longest].concat()
+    }
 }
+
+/// Levels of workflows GitHub connects: the caller and three levels of reusable workflows.
+const MAX_LEVELS: usize = 4;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn example_workflows_pass_actionlint_and_broken_ones_do_not() {
@@ -345,6 +381,28 @@ fn a_caller_without_the_permissions_of_what_it_calls_is_flagged() {
     for (got, want) in problems.iter().zip(expected) {
         assert!(got.starts_with(want), "{got:?} is not {want:?}: {problems:#?}");
     }
+}
+
+#[test]
+fn a_call_chain_deeper_than_github_runs_is_flagged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let level = |next: Option<&str>| match next {
+        Some(next) => format!("on:\n  workflow_call: {{}}\njobs:\n  next:\n    uses: ./.github/workflows/{next}\n"),
+        None => "on:\n  workflow_call: {}\njobs:\n  work:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo\n"
+            .to_owned(),
+    };
+    write(tmp.path(), "l2.yml", &level(Some("l3.yml")));
+    write(tmp.path(), "l3.yml", &level(Some("l4.yml")));
+    write(tmp.path(), "l4.yml", &level(None));
+    let top = |next: &str| format!("on: [push, workflow_call]\njobs:\n  next:\n    uses: ./.github/workflows/{next}\n");
+    write(tmp.path(), "l1.yml", &top("l2.yml"));
+    assert_eq!(Workflows::read(tmp.path()).call_problems(), Vec::<String>::new());
+    // One level more: l0 -> l1 -> l2 -> l3 -> l4.
+    write(tmp.path(), "l0.yml", &top("l1.yml").replace("on: [push, workflow_call]", "on:\n  push:\n"));
+    assert_eq!(
+        Workflows::read(tmp.path()).call_problems(),
+        ["l0.yml: 5 levels of workflows (l0.yml -> l1.yml -> l2.yml -> l3.yml -> l4.yml), GitHub runs at most 4"]
+    );
 }
 
 /// The stage jobs of a build workflow against the topology, computed here from the topology's
