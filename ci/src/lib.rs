@@ -11,12 +11,20 @@
 //! [`Outputs::github_output`] renders the `$GITHUB_OUTPUT` variables byte for byte as TheRock's
 //! tool writes them (Python `json.dumps` spacing and key order), so a workflow can switch tools
 //! by changing the command.
+//!
+//! Workflows: [`build_workflow`] renders a platform's reusable staged-build workflow from the
+//! parsed topology ([`workflow_stages`]: the stages the platform builds and their `needs`),
+//! what `quarry ci workflow` writes.
 
+mod build_workflow;
 mod configure;
 mod json;
 mod matrix;
 mod workflow;
 
+pub use build_workflow::{
+    SEED_BUILD_INPUTS, WorkflowStage, build_workflow, build_workflow_file, stage_workflow_file, workflow_stages,
+};
 pub use configure::{
     BuildConfig, FamilyInfo, GitContext, Inputs, JaxRow, Outputs, PythonTestRow, PytorchRow, TestType, comma_list,
     configure, is_ci_run_required,
@@ -114,6 +122,12 @@ pub enum CiError {
     /// `EXTERNAL_REPO` has no `repository` name.
     #[error("EXTERNAL_REPO missing 'repository' field: {0:?}")]
     ExternalRepoField(String),
+    /// The topology cannot be read for a workflow (an unknown group or stage).
+    #[error(transparent)]
+    Topology(#[from] quarry_topology::TopologyError),
+    /// Stages that fetch from each other, so no job order exists (named here).
+    #[error("build stages depend on each other in a cycle: {0}")]
+    StageCycle(String),
 }
 
 #[cfg(test)]

@@ -2,6 +2,10 @@
 //! reads the same environment (GITHUB_EVENT_NAME, GITHUB_EVENT_PATH, BUILD_VARIANT,
 //! LINUX_AMDGPU_FAMILIES, …; every one also a flag), diffs the commit for path filters, and
 //! writes the same `$GITHUB_OUTPUT` variables byte for byte, or prints them as JSON.
+//!
+//! `quarry ci workflow`: a platform's reusable staged-build workflow, generated from
+//! `BUILD_TOPOLOGY.toml` (`quarry_ci::build_workflow`), printed, written (`--output`) or compared
+//! with a checked-in copy (`--check`: exit 1 when it is out of date).
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +14,7 @@ use quarry_ci::{FirstPicker, GitContext, Inputs, Matrix, Picker, SeededPicker};
 use quarry_stage::{checkout, load_topology};
 
 use super::UsageError;
+use super::artifacts::PlatformArg;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct CiArgs {
@@ -20,7 +25,25 @@ pub(crate) struct CiArgs {
 #[derive(Debug, clap::Subcommand)]
 enum CiCommand {
     /// Decide the families, variants and jobs of a multi-arch CI run.
-    Matrix(MatrixArgs),
+    Matrix(Box<MatrixArgs>),
+    /// Generate a platform's reusable staged-build workflow from the topology.
+    Workflow(WorkflowArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct WorkflowArgs {
+    /// The platform whose stages the workflow builds.
+    #[arg(long, value_enum)]
+    platform: PlatformArg,
+    /// The topology file.
+    #[arg(long, default_value = "BUILD_TOPOLOGY.toml")]
+    topology: PathBuf,
+    /// Write the workflow to this file instead of stdout.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Write nothing; exit 1 when this file differs from the workflow the topology gives.
+    #[arg(long, conflicts_with = "output")]
+    check: Option<PathBuf>,
 }
 
 /// `--runner-pick`.
@@ -104,8 +127,39 @@ struct MatrixArgs {
 
 pub(crate) async fn run(args: CiArgs) -> anyhow::Result<()> {
     match args.command {
-        CiCommand::Matrix(m) => matrix(m),
+        CiCommand::Matrix(m) => matrix(*m),
+        CiCommand::Workflow(w) => workflow(w),
     }
+}
+
+fn workflow(args: WorkflowArgs) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let topology = load_topology(&args.topology)?;
+    let problems = topology.validate();
+    if !problems.is_empty() {
+        return Err(UsageError::new(format!("{}: {}", args.topology.display(), problems.join("; "))).into());
+    }
+    let platform = args.platform.into();
+    let text = quarry_ci::build_workflow(&topology, platform)?;
+    if let Some(path) = &args.check {
+        let current = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        if current != text {
+            anyhow::bail!(
+                "{} is out of date with {}: regenerate it with `quarry ci workflow --platform {} --topology {} --output {}`",
+                path.display(),
+                args.topology.display(),
+                platform.as_str(),
+                args.topology.display(),
+                path.display()
+            );
+        }
+        return Ok(());
+    }
+    match &args.output {
+        Some(path) => std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?,
+        None => std::io::stdout().lock().write_all(text.as_bytes())?,
+    }
+    Ok(())
 }
 
 impl MatrixArgs {
