@@ -146,6 +146,11 @@ pub(crate) fn shell_line(words: &[&str]) -> String {
     words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" ")
 }
 
+/// [`shell_line`] of owned words (the install lines of [`quarry_index::install`]).
+pub(crate) fn shell_words(words: &[String]) -> String {
+    words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" ")
+}
+
 /// The URL of a store prefix under `base`, percent-encoded.
 pub(crate) fn url_of(base: &str, prefix: &str) -> String {
     format!("{base}{}", encode_path(prefix))
@@ -421,8 +426,8 @@ fn pip_view(base: &str, run: &str, root: &RepoRoot, state: &RepoState) -> PipVie
     PipView {
         href: encode_path(root.as_str()),
         files: state.entries.len(),
-        pip_line: shell_line(&["pip", "install", "--find-links", &url, &example]),
-        uv_line: shell_line(&["uv", "pip", "install", "--find-links", &url, &example]),
+        pip_line: shell_words(&quarry_index::install::pip_install(false, &url, false, &example)),
+        uv_line: shell_words(&quarry_index::install::pip_install(true, &url, false, &example)),
         projects: projects
             .iter()
             .map(|(normalized, (display, versions))| ProjectRow {
@@ -551,7 +556,7 @@ fn apt_view(base: &str, run: &str, root: &RepoRoot, state: &RepoState, objects: 
     let signed = objects.iter().any(|o| o.key.as_str() == format!("{root}{key_name}"));
     let list = format!("/etc/apt/sources.list.d/quarry-{run}.list");
     let keyring = format!("/etc/apt/keyrings/quarry-{run}.asc");
-    let line = quarry_index::apt::sources_line(&url, signed.then_some(keyring.as_str()));
+    let line = quarry_index::install::apt_source(&url, signed.then_some(keyring.as_str()));
     let fetch_key = if signed {
         format!("{}\n", shell_line(&["sudo", "curl", "-fsSL", "-o", &keyring, &format!("{url}{key_name}")]))
     } else {
@@ -792,8 +797,8 @@ pub(crate) async fn package_page(
             requires_python,
             dependencies,
             versions: views,
-            pip_line: shell_line(&["pip", "install", "--find-links", &url, display]),
-            uv_line: shell_line(&["uv", "pip", "install", "--find-links", &url, display]),
+            pip_line: shell_words(&quarry_index::install::pip_install(false, &url, false, display)),
+            uv_line: shell_words(&quarry_index::install::pip_install(true, &url, false, display)),
         }
         .render(),
     )

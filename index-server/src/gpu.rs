@@ -233,8 +233,9 @@ impl RunPackages {
     fn lines(&self, gfx: &str, families: &[String]) -> InstallLines {
         let mut lines = InstallLines::default();
         if let Some(url) = &self.pip_url {
-            let device = format!("rocm-sdk-device-{gfx}");
-            let legacy = families.iter().map(|f| format!("rocm-sdk-libraries-{}", f.to_ascii_lowercase()));
+            use quarry_packaging::therock::wheels::DistKind;
+            let device = DistKind::Device(gfx.to_owned()).dist_name();
+            let legacy = families.iter().map(|f| DistKind::Libraries(Some(f.to_ascii_lowercase())).dist_name());
             let spec = if self.pip_projects.contains(&device) && self.pip_projects.contains("rocm") {
                 Some(format!("rocm[libraries,device-{gfx}]"))
             } else {

@@ -33,9 +33,6 @@ pub struct ServerSummary {
     pub files: Vec<UploadResponse>,
 }
 
-/// Where an apt source line pins a signed repo's key.
-const APT_KEYRING: &str = "/etc/apt/keyrings/quarry.asc";
-
 impl ServerSummary {
     /// What clients point at below the server root `base`, from the server's answer for the
     /// first file (its root, repo and key): an apt line, a dnf baseurl, else pip's URLs.
@@ -57,8 +54,8 @@ impl ServerSummary {
         };
         match root {
             Some(root) if repo.ends_with("/InRelease") => {
-                let keyring = key_url.is_some().then_some(APT_KEYRING);
-                summary.apt_source = Some(quarry_index::apt::sources_line(root.as_str(), keyring));
+                let keyring = key_url.is_some().then_some(quarry_index::install::APT_KEYRING);
+                summary.apt_source = Some(quarry_index::install::apt_source(root.as_str(), keyring));
             }
             Some(root) if repo.ends_with("repomd.xml") => summary.dnf_baseurl = Some(root.to_string()),
             _ => {

@@ -126,6 +126,11 @@ pub const CORE_SCRIPTS: &[(&str, &str, &str)] = &[
     ("rocprofv3", "rocprofv3", "bin/rocprofv3"),
 ];
 
+/// The per-family libraries distributions' names: `rocm-sdk-libraries-{family}`.
+pub const LIBRARIES_PREFIX: &str = "rocm-sdk-libraries-";
+/// The kpack device distributions' names: `rocm-sdk-device-{target}`.
+pub const DEVICE_PREFIX: &str = "rocm-sdk-device-";
+
 /// Which distribution.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DistKind {
@@ -235,15 +240,31 @@ pub fn file_name_part(dist: &str) -> String {
 }
 
 impl DistKind {
+    /// The distribution's name: the one place TheRock's wheel names are spelled
+    /// ([`DistKind::from_project`] reads them back).
     pub fn dist_name(&self) -> String {
         match self {
             DistKind::Core => "rocm-sdk-core".into(),
             DistKind::Libraries(None) => "rocm-sdk-libraries".into(),
-            DistKind::Libraries(Some(family)) => format!("rocm-sdk-libraries-{family}"),
-            DistKind::Device(target) => format!("rocm-sdk-device-{target}"),
+            DistKind::Libraries(Some(family)) => format!("{LIBRARIES_PREFIX}{family}"),
+            DistKind::Device(target) => format!("{DEVICE_PREFIX}{target}"),
             DistKind::Devel => "rocm-sdk-devel".into(),
             DistKind::Profiler => "rocm-profiler".into(),
         }
+    }
+
+    /// Which of TheRock's distributions a project is, by its (PEP 503 normalized) name; the
+    /// family or target keeps the name's spelling (lowercase once normalized).
+    pub fn from_project(name: &str) -> Option<Self> {
+        if let Some(family) = name.strip_prefix(LIBRARIES_PREFIX).filter(|f| !f.is_empty()) {
+            return Some(DistKind::Libraries(Some(family.to_owned())));
+        }
+        if let Some(target) = name.strip_prefix(DEVICE_PREFIX).filter(|t| !t.is_empty()) {
+            return Some(DistKind::Device(target.to_owned()));
+        }
+        [DistKind::Core, DistKind::Libraries(None), DistKind::Devel, DistKind::Profiler]
+            .into_iter()
+            .find(|kind| kind.dist_name() == name)
     }
 
     fn pure_package(&self) -> Option<String> {
@@ -256,7 +277,7 @@ impl DistKind {
     fn platform_package(&self, nonce: &str) -> String {
         let base = match self {
             DistKind::Device(_) => DistKind::Libraries(None).dist_name(),
-            DistKind::Libraries(Some(family)) => format!("rocm-sdk-libraries-{}", base_target(family)),
+            DistKind::Libraries(Some(family)) => DistKind::Libraries(Some(base_target(family).to_owned())).dist_name(),
             other => other.dist_name(),
         };
         format!("_{}{nonce}", base.replace('-', "_"))
@@ -572,6 +593,11 @@ mod tests {
         assert_eq!(plan.targets, ["gfx1100", "gfx942"]);
         insta::assert_snapshot!(summary(&plan));
         insta::assert_snapshot!("kpack_dist_info", plan.sdist.dist_info_py);
+        for kind in plan.wheels.iter().map(|w| &w.kind) {
+            assert_eq!(DistKind::from_project(&kind.dist_name()).as_ref(), Some(kind), "names read back");
+        }
+        assert_eq!(DistKind::from_project("rocm-sdk-device-"), None);
+        assert_eq!(DistKind::from_project("torch"), None);
         let device = plan.wheels.iter().find(|w| w.dist == "rocm-sdk-device-gfx942").unwrap();
         assert!(device.metadata.contains("Requires-Dist: rocm-sdk-libraries==7.1.0.dev0\n"));
         let (required, extras) = sdist_requirements(&plan, "7.1.0.dev0", Some("gfx942"));
