@@ -9,7 +9,7 @@ out=fuzz/corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rm -rf "$out"
-mkdir -p "$out"/{wheel,core_metadata,deb,rpm,sdist,artifact_manifest,artifact_extract,names_versions,lambda_event,package_json,topology,token,elf_rpath,elf_search_path}
+mkdir -p "$out"/{wheel,core_metadata,deb,rpm,sdist,artifact_manifest,artifact_extract,names_versions,lambda_event,package_json,topology,token,elf_rpath,elf_search_path,mirror_page}
 
 # Wheels and zip sdists (Python's zipfile, as pip's tools write them).
 python3 - "$out" <<'PY'
@@ -84,4 +84,37 @@ cc -shared -fPIC -nostdlib -s -o "$work/none.so" "$work/f.c"
 { printf '\x00'; cat "$out/elf_rpath/runpath.so"; } > "$out/elf_search_path/in-place"
 { printf '\x81'; cat "$work/none.so"; } > "$out/elf_search_path/none"
 printf '# tokens\ns3cret 123-linux /124-linux/ # ci\nadmin\n\n' > "$out/token/tokens"
+
+# mirror_page: project pages as upstreams serve them (PEP 503 HTML as PyPI and pip's tests
+# write it, PEP 691 JSON with PEP 700 fields, an HTML page in odd but legal spellings).
+cat > "$out/mirror_page/pypi.html" <<'HTML'
+<!DOCTYPE html>
+<html>
+  <head>
+    <meta name="pypi:repository-version" content="1.1">
+    <title>Links for numpy</title>
+  </head>
+  <body>
+    <h1>Links for numpy</h1>
+    <a href="https://files.example/packages/ab/cd/numpy-2.1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl#sha256=0c7ba28e9e2bd9f5b6d5b8a1f3c4e5d6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c1d2" data-requires-python="&gt;=3.10" data-dist-info-metadata="sha256=5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f" data-core-metadata="sha256=5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f" >numpy-2.1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl</a><br />
+    <a href="https://files.example/packages/ef/01/numpy-2.1.0.tar.gz#sha256=7056b10f4e3c8a4e1ee5e5d3b4f5c6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c1d2e3" data-requires-python="&gt;=3.10" data-yanked="" >numpy-2.1.0.tar.gz</a><br />
+  </body>
+</html>
+<!--SERIAL 25000000-->
+HTML
+cat > "$out/mirror_page/pep691.json" <<'JSON'
+{"meta":{"api-version":"1.1","_last-serial":25000000},"name":"foo-bar","versions":["1.0","2.0rc1"],
+ "files":[
+  {"filename":"foo_bar-1.0-py3-none-any.whl","url":"../../packages/foo_bar-1.0-py3-none-any.whl","hashes":{"sha256":"AB12CD34EF56AB12CD34EF56AB12CD34EF56AB12CD34EF56AB12CD34EF56AB12"},"requires-python":">=3.8","core-metadata":{"sha256":"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"},"size":10240,"upload-time":"2026-01-02T03:04:05.123456Z","yanked":false},
+  {"filename":"foo_bar-1.0.tar.gz","url":"https://files.example/foo_bar-1.0.tar.gz#md5=00","hashes":{"md5":"00"},"dist-info-metadata":true,"size":2048,"yanked":"broken build"},
+  {"filename":"foo_bar-2.0rc1-py3-none-any.whl","url":"/files/foo_bar-2.0rc1-py3-none-any.whl","hashes":{},"core-metadata":false}
+ ]}
+JSON
+cat > "$out/mirror_page/odd.html" <<'HTML'
+<HTML><BODY>
+<A HREF='../../files/foo-1.0-py3-none-any.whl#sha256=AbCd' DATA-CORE-METADATA=true data-upload-time=2026-01-02T03:04:05Z>foo&#45;1.0&#x2d;py3-none-any.whl</A>
+<a	href=/files/foo-1.0.tar.gz#sha256=ef data-dist-info-metadata>
+<a href="foo-0.9.zip">  </a><abbr>not a link</abbr><a name="x">no href</a>
+<a href="http://[::1]:8080/f-1.whl#sha256=00" data-core-metadata="sha256=FF">f&amp;1</a
+HTML
 du -sh "$out"

@@ -2,30 +2,62 @@
 //! and versions from an upstream PEP 691/503 simple index.
 //!
 //! Each project page is read as PEP 691 JSON when the upstream offers it, else as PEP 503 HTML.
-//! Each chosen file is streamed to a temporary file while its sha256 is computed, compared with
-//! the upstream's hash (a mismatch stores nothing), and stored with `If-None-Match` (a
-//! different file under the same name is refused). The upstream's PEP 658 metadata is fetched
-//! and checked when offered (else the indexer extracts it), and the upstream's `upload-time`
-//! becomes the entry's in the root's state, so the mirrored pages show the upstream's hashes
-//! and times. The root is reindexed once at the end; a second identical mirror downloads and
-//! writes nothing.
+//! Each chosen file is streamed to a temporary file of its own while its sha256 is computed,
+//! compared with the upstream's hash (a mismatch stores nothing), inspected there as the
+//! indexer would (a file it refuses is never stored), and only then stored with
+//! `If-None-Match` (a different file under the same name is refused). The upstream's
+//! `upload-time` becomes the entry's in the root's state, so the mirrored pages show the
+//! upstream's hashes and times. The root is reindexed once at the end; a second identical
+//! mirror downloads and writes nothing.
+//!
+//! What an upstream says is checked, never trusted:
+//!
+//! - **Hashes.** A file the upstream gives no sha256 for is refused before it is downloaded,
+//!   unless [`MirrorOptions::allow_unhashed`]: then it is hashed on the way, inspected like any
+//!   other, and reported with `verified: false` (and a warning), so nothing unverified is
+//!   published silently.
+//! - **PEP 658 metadata.** The `.metadata` Quarry publishes is always the wheel's own
+//!   `METADATA`, extracted by the indexer. When the upstream offers one (PEP 658/714, with or
+//!   without a hash) it is fetched and must be byte for byte the wheel's `METADATA`; any other
+//!   answer refuses the file, with nothing stored.
+//! - **Redirects.** A redirect is followed only to the origin (scheme, host and port) of the
+//!   URL asked for, or to an origin in [`MirrorOptions::redirect_origins`]; any other refuses
+//!   that request, naming the target, before anything is asked of it (at most
+//!   [`MAX_REDIRECTS`] hops). The links a page gives may point anywhere over http(s) (PyPI's
+//!   files live on another host), but their bytes must match the page's sha256.
+//! - **Sizes and time.** A download stops at the upstream's declared size (PEP 700 `size`),
+//!   else at [`MirrorOptions::max_file_size`]; a `Content-Length` above the limit is refused
+//!   before the body is read; every request (page, metadata or file) must end within
+//!   [`MirrorOptions::deadline`] from its start, whatever the per-read `timeout`. A stopped
+//!   download's temporary file is removed at once.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use quarry_index::origin::{OriginConflict, projects};
-use quarry_index::{Indexer, Inspections, MAX_METADATA_SIZE, ReindexReport, RepoRoot, read_state};
+use quarry_index::{Indexer, Inspected, Inspections, MAX_METADATA_SIZE, ReindexReport, RepoRoot, read_state};
 use quarry_packaging::{DistFilename, PackageName, Version};
-use quarry_store::{Key, ObjectMeta, Sha256Hex, Store, StoreError, sha256_hex};
+use quarry_store::{Key, LocalStore, ObjectMeta, Sha256Hex, Store, StoreError, sha256_hex};
 use serde::Serialize;
 use tokio::io::AsyncWriteExt;
+
+#[doc(hidden)]
+pub use crate::mirror_page::fuzz_check as fuzz_page;
 
 /// What `Accept` asks of a simple index: JSON first, HTML as a fallback.
 const ACCEPT: &str = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01";
 /// Largest project page read.
-const MAX_PAGE: usize = 16 << 20;
+const MAX_PAGE: u64 = 16 << 20;
+/// Largest file mirrored unless [`MirrorOptions::max_file_size`] says otherwise: 8 GiB.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 8 << 30;
+/// Longest one request may take, from connecting to the last byte of its body, unless
+/// [`MirrorOptions::deadline`] says otherwise: an hour (8 GiB at 2.4 MB/s).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(3600);
+/// Most redirects followed for one request.
+pub const MAX_REDIRECTS: usize = 10;
 
 /// One `NAME==VERSION` to mirror.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +107,29 @@ pub struct MirrorOptions {
     pub compose_with: Vec<RepoRoot>,
     /// Per request, connect and read.
     pub timeout: Duration,
+    /// Longest one request may take in all (connect, answer, whole body).
+    pub deadline: Duration,
+    /// Largest file downloaded, whatever the upstream declares.
+    pub max_file_size: u64,
+    /// Origins (`scheme://host[:port]`, as [`origin`] spells them) a redirect may lead to
+    /// besides the origin of the URL asked for.
+    pub redirect_origins: Vec<String>,
+    /// Mirror a file the upstream gives no sha256 for (hashed on the way, reported unverified)
+    /// instead of refusing it.
+    pub allow_unhashed: bool,
+}
+
+/// The origin of `text` (an `http` or `https` URL, `https://files.example:8443`), spelt as
+/// [`MirrorOptions::redirect_origins`] holds it; an error names what is wrong.
+pub fn origin(text: &str) -> Result<String, String> {
+    let url = reqwest::Url::parse(text).map_err(|e| format!("{text:?}: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("{text:?}: not an http or https origin"));
+    }
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+        return Err(format!("{text:?}: an origin is scheme://host[:port] and nothing more"));
+    }
+    Ok(url.origin().ascii_serialization())
 }
 
 /// One file of the upstream's project page.
@@ -84,6 +139,8 @@ pub struct UpstreamFile {
     pub url: reqwest::Url,
     pub sha256: Option<String>,
     pub upload_time: Option<String>,
+    /// PEP 700: the size the upstream declares, in bytes.
+    pub size: Option<u64>,
     /// The upstream offers `<url>.metadata`, with this sha256 when given.
     pub metadata: Option<Option<String>>,
 }
@@ -97,8 +154,12 @@ pub struct MirroredFile {
     pub status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upload_time: Option<String>,
-    /// The metadata sidecar comes from the upstream (`true`) or from the file (`false`).
+    /// The upstream offered PEP 658 metadata and it is the wheel's own `METADATA` (what is
+    /// published is always the wheel's).
     pub upstream_metadata: bool,
+    /// The sha256 is the upstream's, matched by the bytes (`false`: the upstream gave none and
+    /// `allow_unhashed` let the file in with the sha256 of what was downloaded).
+    pub verified: bool,
 }
 
 /// What a mirror did.
@@ -116,7 +177,8 @@ pub struct MirrorReport {
 impl std::fmt::Display for MirrorReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         for file in &self.files {
-            writeln!(f, "{:<9} {} sha256={}", file.status, file.filename, file.sha256)?;
+            let unverified = if file.verified { "" } else { " (unverified: the upstream gave no sha256)" };
+            writeln!(f, "{:<9} {} sha256={}{unverified}", file.status, file.filename, file.sha256)?;
         }
         for failure in &self.failures {
             writeln!(f, "FAILED    {failure}")?;
@@ -128,7 +190,8 @@ impl std::fmt::Display for MirrorReport {
     }
 }
 
-/// Why mirroring could not start or one file failed.
+/// Why mirroring could not start or one file failed (a file's error does not repeat its name:
+/// the report puts it in front).
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
     #[error(transparent)]
@@ -139,11 +202,24 @@ pub enum MirrorError {
     Get { url: String, source: reqwest::Error },
     #[error("GET {url}: {status}")]
     Status { url: String, status: reqwest::StatusCode },
+    #[error("GET {url}: not finished within {} s (--deadline)", .limit.as_secs_f64())]
+    Deadline { url: String, limit: Duration },
+    #[error("GET {url}: more than {limit} bytes ({why})")]
+    TooLarge { url: String, limit: u64, why: &'static str },
+    #[error("GET {url}: Content-Length {length} is more than {limit} bytes ({why})")]
+    LengthTooLarge { url: String, length: u64, limit: u64, why: &'static str },
+    #[error("the upstream's size, {size} bytes, is more than {limit} (--max-file-size)")]
+    DeclaredTooLarge { filename: String, size: u64, limit: u64 },
+    #[error("{url}: not an http or https URL")]
+    Scheme { url: String },
     #[error("{url}: {reason}")]
     Page { url: String, reason: String },
     #[error("no file of {project}=={version} on {url} matches")]
     NoFile { project: String, version: String, url: String },
-    #[error("{filename}: the upstream gives no sha256 for it, so it cannot be verified")]
+    #[error(
+        "the upstream gives no sha256 for it, so it cannot be verified (--allow-unhashed mirrors it anyway, \
+         reported unverified)"
+    )]
     NoHash { filename: String },
     #[error("{what}: sha256 {actual}, but the upstream says {expected}; nothing stored")]
     Mismatch { what: String, expected: String, actual: String },
@@ -153,10 +229,52 @@ pub enum MirrorError {
     Temp(#[source] std::io::Error),
     #[error("{what}: {source}")]
     Index { what: String, source: quarry_index::IndexError },
-    #[error("{filename}: {source}")]
+    #[error("inspecting {filename}")]
     Inspect { filename: String, source: quarry_index::InspectError },
-    #[error("{filename}: the indexer refused it: {reason}")]
+    #[error("the indexer refused it: {reason}")]
     Refused { filename: String, reason: String },
+    #[error(
+        "the upstream's metadata differs from the wheel's METADATA (sha256 {upstream}, the wheel's {wheel}); \
+         nothing stored"
+    )]
+    MetadataDiffers { filename: String, upstream: String, wheel: String },
+}
+
+/// Why a redirect was not followed (the source of a [`MirrorError::Get`]).
+#[derive(Debug, thiserror::Error)]
+enum RedirectRefused {
+    #[error(
+        "redirect to {to} refused: another origin than the URL asked for's (allow it with --allow-redirect-origin {origin})"
+    )]
+    Origin { to: String, origin: String },
+    #[error("redirect to {to} refused: not an http or https URL")]
+    Scheme { to: String },
+    #[error("more than {MAX_REDIRECTS} redirects")]
+    TooMany,
+}
+
+/// Follow a redirect only within the origin of the URL asked for, or to one of `allowed`.
+fn redirect_policy(allowed: Vec<String>) -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(move |attempt| {
+        // The first of `previous` is the URL asked for.
+        if attempt.previous().len() > MAX_REDIRECTS {
+            return attempt.error(RedirectRefused::TooMany);
+        }
+        let to = attempt.url();
+        if !matches!(to.scheme(), "http" | "https") {
+            let to = to.to_string();
+            return attempt.error(RedirectRefused::Scheme { to });
+        }
+        let origin = to.origin();
+        let asked = attempt.previous().first().map(reqwest::Url::origin);
+        let spelt = origin.ascii_serialization();
+        if asked.as_ref() == Some(&origin) || allowed.contains(&spelt) {
+            attempt.follow()
+        } else {
+            let to = to.to_string();
+            attempt.error(RedirectRefused::Origin { to, origin: spelt })
+        }
+    })
 }
 
 /// Mirror `options.wanted` into `options.root` through `indexer`'s store, then reindex once.
@@ -165,11 +283,15 @@ pub enum MirrorError {
 pub async fn mirror(indexer: &Indexer, options: &MirrorOptions) -> Result<MirrorReport, MirrorError> {
     let store = indexer.store().as_ref();
     check_origins(store, options).await?;
-    let client = reqwest::Client::builder()
-        .connect_timeout(options.timeout)
-        .read_timeout(options.timeout)
-        .build()
-        .map_err(MirrorError::Client)?;
+    let client = Fetcher {
+        client: reqwest::Client::builder()
+            .connect_timeout(options.timeout)
+            .read_timeout(options.timeout)
+            .redirect(redirect_policy(options.redirect_origins.clone()))
+            .build()
+            .map_err(MirrorError::Client)?,
+        deadline: options.deadline,
+    };
     let indexed: BTreeMap<String, String> = read_state(store, &options.root)
         .await?
         .map(|s| s.entries.into_iter().map(|(k, e)| (k, e.sha256)).collect())
@@ -192,7 +314,7 @@ pub async fn mirror(indexer: &Indexer, options: &MirrorOptions) -> Result<Mirror
             }
         };
         for file in files {
-            let job = FileJob { client: &client, indexer, root: &options.root, temp: temp.path() };
+            let job = FileJob { fetch: &client, indexer, options, temp: temp.path() };
             match job.run(&file, indexed.get(&file.filename), &mut inspections).await {
                 Ok(done) => report.files.push(done),
                 Err(e) => report.failures.push(format!("{}: {}", file.filename, error_text(&e))),
@@ -229,38 +351,118 @@ async fn check_origins(store: &dyn Store, options: &MirrorOptions) -> Result<(),
     }
 }
 
-/// GET `url` into memory (at most `limit` bytes): the body and its `Content-Type`.
-async fn get_small(
-    client: &reqwest::Client,
-    url: &reqwest::Url,
-    accept: &str,
-    limit: usize,
-) -> Result<(Vec<u8>, String), MirrorError> {
-    let get = |source| MirrorError::Get { url: url.to_string(), source };
-    let response = client.get(url.clone()).header(reqwest::header::ACCEPT, accept).send().await.map_err(get)?;
-    if !response.status().is_success() {
-        return Err(MirrorError::Status { url: url.to_string(), status: response.status() });
+/// The HTTP client with the mirror's limits: redirects kept to an origin, every request within
+/// a deadline, every body within a size.
+struct Fetcher {
+    client: reqwest::Client,
+    deadline: Duration,
+}
+
+impl Fetcher {
+    /// `fetch` (a request from its start to its body's end), stopped at the deadline.
+    async fn within_deadline<T>(
+        &self,
+        url: &reqwest::Url,
+        fetch: impl Future<Output = Result<T, MirrorError>>,
+    ) -> Result<T, MirrorError> {
+        tokio::time::timeout(self.deadline, fetch)
+            .await
+            .unwrap_or_else(|_| Err(MirrorError::Deadline { url: url.to_string(), limit: self.deadline }))
     }
-    let content_type = response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        body.extend_from_slice(&chunk.map_err(get)?);
-        if body.len() > limit {
-            return Err(MirrorError::Page { url: url.to_string(), reason: format!("larger than {limit} bytes") });
+
+    /// GET `url`: the answer once its status is a success and its `Content-Length` (if any)
+    /// is at most `limit`.
+    async fn get(
+        &self,
+        url: &reqwest::Url,
+        accept: &str,
+        limit: u64,
+        why: &'static str,
+    ) -> Result<reqwest::Response, MirrorError> {
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(MirrorError::Scheme { url: url.to_string() });
+        }
+        let response = self
+            .client
+            .get(url.clone())
+            .header(reqwest::header::ACCEPT, accept)
+            .send()
+            .await
+            .map_err(|source| MirrorError::Get { url: url.to_string(), source })?;
+        if !response.status().is_success() {
+            return Err(MirrorError::Status { url: url.to_string(), status: response.status() });
+        }
+        match response.content_length() {
+            Some(length) if length > limit => {
+                Err(MirrorError::LengthTooLarge { url: url.to_string(), length, limit, why })
+            }
+            _ => Ok(response),
         }
     }
-    Ok((body, content_type))
+
+    /// GET `url` into memory (at most `limit` bytes): the body and its `Content-Type`.
+    async fn get_small(
+        &self,
+        url: &reqwest::Url,
+        accept: &str,
+        limit: u64,
+        why: &'static str,
+    ) -> Result<(Vec<u8>, String), MirrorError> {
+        self.within_deadline(url, async {
+            let response = self.get(url, accept, limit, why).await?;
+            let content_type = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let mut body = Vec::new();
+            let mut stream = response.bytes_stream();
+            while let Some(chunk) = stream.next().await {
+                body.extend_from_slice(&chunk.map_err(|source| MirrorError::Get { url: url.to_string(), source })?);
+                if body.len() as u64 > limit {
+                    return Err(MirrorError::TooLarge { url: url.to_string(), limit, why });
+                }
+            }
+            Ok((body, content_type))
+        })
+        .await
+    }
+
+    /// GET `url` into the new file `path` (at most `limit` bytes): its sha256. On an error the
+    /// caller removes the file.
+    async fn download(
+        &self,
+        url: &reqwest::Url,
+        path: &Path,
+        limit: u64,
+        why: &'static str,
+    ) -> Result<String, MirrorError> {
+        self.within_deadline(url, async {
+            let response = self.get(url, "*/*", limit, why).await?;
+            let mut out = tokio::fs::File::create(path).await.map_err(MirrorError::Temp)?;
+            let mut hasher = Sha256Hex::default();
+            let mut size = 0u64;
+            let mut stream = response.bytes_stream();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|source| MirrorError::Get { url: url.to_string(), source })?;
+                size += chunk.len() as u64;
+                if size > limit {
+                    return Err(MirrorError::TooLarge { url: url.to_string(), limit, why });
+                }
+                hasher.update(&chunk);
+                out.write_all(&chunk).await.map_err(MirrorError::Temp)?;
+            }
+            out.flush().await.map_err(MirrorError::Temp)?;
+            Ok(hasher.finish())
+        })
+        .await
+    }
 }
 
 /// The upstream's files of `wanted` that pass the filters.
 async fn project_files(
-    client: &reqwest::Client,
+    client: &Fetcher,
     options: &MirrorOptions,
     wanted: &Wanted,
 ) -> Result<Vec<UpstreamFile>, MirrorError> {
@@ -268,7 +470,7 @@ async fn project_files(
         .upstream
         .join(&format!("{}/", wanted.project))
         .map_err(|e| MirrorError::Page { url: options.upstream.to_string(), reason: e.to_string() })?;
-    let (body, content_type) = get_small(client, &url, ACCEPT, MAX_PAGE).await?;
+    let (body, content_type) = client.get_small(&url, ACCEPT, MAX_PAGE, "the largest page read").await?;
     let page = |reason: String| MirrorError::Page { url: url.to_string(), reason };
     let files = if content_type.starts_with("application/vnd.pypi.simple.v1+json") {
         crate::mirror_page::parse_json(&url, &body).map_err(page)?
@@ -317,69 +519,95 @@ fn python_tag_matches(tag: &str, abis: &[String], major: u32, minor: u32) -> boo
 
 /// Mirroring one file.
 struct FileJob<'a> {
-    client: &'a reqwest::Client,
+    fetch: &'a Fetcher,
     indexer: &'a Indexer,
-    root: &'a RepoRoot,
+    options: &'a MirrorOptions,
     temp: &'a Path,
 }
 
 impl FileJob<'_> {
     /// Store `file` (unless present), verify it, and prepare its inspection with the upstream's
-    /// upload-time and metadata.
+    /// upload-time.
     async fn run(
         &self,
         file: &UpstreamFile,
         indexed_sha256: Option<&String>,
         inspections: &mut Inspections,
     ) -> Result<MirroredFile, MirrorError> {
-        let expected = file.sha256.clone().ok_or_else(|| MirrorError::NoHash { filename: file.filename.clone() })?;
+        let expected = file.sha256.clone();
+        if expected.is_none() && !self.options.allow_unhashed {
+            return Err(MirrorError::NoHash { filename: file.filename.clone() });
+        }
+        if !matches!(file.url.scheme(), "http" | "https") {
+            return Err(MirrorError::Scheme { url: file.url.to_string() });
+        }
+        let limit = self.options.max_file_size;
+        if let Some(size) = file.size.filter(|s| *s > limit) {
+            return Err(MirrorError::DeclaredTooLarge { filename: file.filename.clone(), size, limit });
+        }
         let upload_time = file.upload_time.as_deref().and_then(normalize_time);
-        let done = |status, upstream_metadata| MirroredFile {
+        let done = |status, sha256: &str, upstream_metadata| MirroredFile {
             filename: file.filename.clone(),
-            sha256: expected.clone(),
+            sha256: sha256.to_owned(),
             status,
             upload_time: upload_time.clone(),
             upstream_metadata,
+            verified: expected.is_some(),
         };
+        let root = &self.options.root;
         if let Some(sha) = indexed_sha256 {
-            if *sha == expected {
-                return Ok(done("present", file.metadata.is_some()));
-            }
-            return Err(mismatch(format!("{} already in {}", file.filename, self.root), &expected, sha));
+            return match &expected {
+                Some(expected) if sha != expected => {
+                    Err(mismatch(format!("{} already in {root}", file.filename), expected, sha))
+                }
+                _ => Ok(done("present", sha, file.metadata.is_some())),
+            };
         }
         let store = self.indexer.store().as_ref();
-        let key = self.root.key(&file.filename).map_err(StoreError::from)?;
+        let key = root.key(&file.filename).map_err(StoreError::from)?;
         let stored = match store.head(&key).await {
             Ok(meta) => {
                 let stored = quarry_store::stored_sha256(store, &key, meta.sha256.clone()).await?;
-                if stored != expected {
-                    return Err(mismatch(format!("{key} already stored"), &expected, &stored));
+                if let Some(expected) = expected.as_ref().filter(|e| **e != stored) {
+                    return Err(mismatch(format!("{key} already stored"), expected, &stored));
                 }
-                Some(meta)
+                Some((meta, stored))
             }
             Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e.into()),
         };
-        // The upstream's metadata is checked before anything is stored.
-        let metadata = self.metadata(file).await?;
-        let (status, object) = match stored {
-            Some(meta) => ("stored", meta),
+        // The upstream's metadata is fetched before the file, and compared with the file's own
+        // before anything is stored.
+        let upstream_metadata = self.upstream_metadata(file).await?;
+        let (status, object, sha256) = match stored {
+            Some((meta, sha256)) => ("stored", meta, sha256),
             None => {
-                self.download_and_store(file, &key, &expected).await?;
-                ("mirrored", store.head(&key).await?)
+                let sha256 = self.download_check_and_store(file, &key, expected.as_deref(), &upstream_metadata).await?;
+                ("mirrored", store.head(&key).await?, sha256)
             }
         };
-        let upstream_metadata = self.inspect(&object, upload_time.clone(), metadata, inspections).await?;
-        Ok(done(status, upstream_metadata))
+        let mut found = self.inspect_stored(&object, &sha256).await?;
+        check_metadata(&file.filename, upstream_metadata.as_deref(), &found)?;
+        if let Some(time) = upload_time.clone() {
+            found.entry.upload_time = time;
+        }
+        inspections.insert(&object.key, found);
+        if expected.is_none() {
+            tracing::warn!(file = %file.filename, sha256, "the upstream gave no sha256; mirrored unverified");
+        }
+        Ok(done(status, &sha256, upstream_metadata.is_some()))
     }
 
-    /// The upstream's `.metadata`, checked against its hash, when it offers one.
-    async fn metadata(&self, file: &UpstreamFile) -> Result<Option<bytes::Bytes>, MirrorError> {
+    /// The upstream's `.metadata` of a wheel, checked against its hash, when it offers one.
+    async fn upstream_metadata(&self, file: &UpstreamFile) -> Result<Option<bytes::Bytes>, MirrorError> {
         let Some(expected) = &file.metadata else { return Ok(None) };
+        if !file.filename.ends_with(".whl") {
+            // Only a wheel's METADATA is published.
+            return Ok(None);
+        }
         let url = reqwest::Url::parse(&format!("{}.metadata", file.url))
             .map_err(|e| MirrorError::Page { url: file.url.to_string(), reason: e.to_string() })?;
-        let limit = usize::try_from(MAX_METADATA_SIZE).unwrap_or(usize::MAX);
-        let (body, _) = get_small(self.client, &url, "*/*", limit).await?;
+        let (body, _) = self.fetch.get_small(&url, "*/*", MAX_METADATA_SIZE, "the largest METADATA read").await?;
         let actual = sha256_hex(&body);
         if let Some(expected) = expected.as_ref().filter(|e| **e != actual) {
             return Err(mismatch(format!("{}.metadata", file.filename), expected, &actual));
@@ -387,63 +615,68 @@ impl FileJob<'_> {
         Ok(Some(body.into()))
     }
 
-    /// Stream the file to a temporary file, hashing; store it only when the hash matches.
-    async fn download_and_store(&self, file: &UpstreamFile, key: &Key, expected: &str) -> Result<(), MirrorError> {
-        let get = |source| MirrorError::Get { url: file.url.to_string(), source };
-        let response = self.client.get(file.url.clone()).send().await.map_err(get)?;
-        if !response.status().is_success() {
-            return Err(MirrorError::Status { url: file.url.to_string(), status: response.status() });
-        }
-        let path = self.temp.join(&file.filename);
-        let mut out = tokio::fs::File::create(&path).await.map_err(MirrorError::Temp)?;
-        let mut hasher = Sha256Hex::default();
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(get)?;
-            hasher.update(&chunk);
-            out.write_all(&chunk).await.map_err(MirrorError::Temp)?;
-        }
-        out.flush().await.map_err(MirrorError::Temp)?;
-        drop(out);
-        let actual = hasher.finish();
-        let result = if actual == expected {
-            quarry_store::upload_file(self.indexer.store().as_ref(), key, &path, |_| {})
-                .await
-                .map(drop)
-                .map_err(Into::into)
-        } else {
-            Err(mismatch("the downloaded bytes".to_owned(), expected, &actual))
+    /// Download `file` into a temporary directory of its own (removed whatever happens), check
+    /// its sha256 against `expected`, inspect it there as the indexer will and compare its
+    /// METADATA with the upstream's, and only then store it; its sha256.
+    async fn download_check_and_store(
+        &self,
+        file: &UpstreamFile,
+        key: &Key,
+        expected: Option<&str>,
+        upstream_metadata: &Option<bytes::Bytes>,
+    ) -> Result<String, MirrorError> {
+        let (limit, why) = match file.size {
+            Some(size) => (size, "the upstream's size"),
+            None => (self.options.max_file_size, "--max-file-size"),
         };
-        let _ = tokio::fs::remove_file(&path).await;
-        result
+        let scratch = tempfile::Builder::new().prefix("file-").tempdir_in(self.temp).map_err(MirrorError::Temp)?;
+        let path = scratch.path().join(key.as_str());
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(MirrorError::Temp)?;
+        }
+        let actual = self.fetch.download(&file.url, &path, limit, why).await?;
+        if let Some(expected) = expected.filter(|e| *e != actual) {
+            return Err(mismatch("the downloaded bytes".to_owned(), expected, &actual));
+        }
+        // The scratch directory as a store of its own: the file is inspected in place, so a
+        // file the indexer refuses (or whose METADATA is not the upstream's) is never stored.
+        let scratch_store: Arc<dyn Store> = Arc::new(LocalStore::open(scratch.path())?);
+        let mut object = scratch_store.head(key).await?;
+        object.sha256 = Some(actual.clone());
+        let found = inspect_object(&scratch_store, &object).await?;
+        check_metadata(&file.filename, upstream_metadata.as_deref(), &found)?;
+        quarry_store::upload_file(self.indexer.store().as_ref(), key, &path, |_| {}).await?;
+        Ok(actual)
     }
 
-    /// Inspect the stored file as the indexer would, with the upstream's upload-time and
-    /// metadata in place of the store's; true when the metadata is the upstream's.
-    async fn inspect(
-        &self,
-        object: &ObjectMeta,
-        upload_time: Option<String>,
-        metadata: Option<bytes::Bytes>,
-        inspections: &mut Inspections,
-    ) -> Result<bool, MirrorError> {
-        let key = &object.key;
-        let filename = key.filename().to_owned();
-        let mut found = quarry_index::inspect(self.indexer.store(), object).await.map_err(|e| match e {
-            quarry_index::InspectError::Rejected(reason) => MirrorError::Refused { filename: filename.clone(), reason },
-            source => MirrorError::Inspect { filename: filename.clone(), source },
-        })?;
-        if let Some(time) = upload_time {
-            found.entry.upload_time = time;
-        }
-        let upstream = metadata.is_some() && found.core_metadata.is_some();
-        if let Some(body) = metadata.filter(|_| found.core_metadata.is_some()) {
-            found.entry.core_metadata_sha256 = Some(sha256_hex(&body));
-            found.core_metadata = Some(body);
-        }
-        inspections.insert(key, found);
-        Ok(upstream)
+    /// Inspect the stored `object` (of sha256 `sha256`) as the indexer would.
+    async fn inspect_stored(&self, object: &ObjectMeta, sha256: &str) -> Result<Inspected, MirrorError> {
+        let mut object = object.clone();
+        object.sha256 = Some(sha256.to_owned());
+        inspect_object(self.indexer.store(), &object).await
     }
+}
+
+/// [`quarry_index::inspect`], its refusal named as the mirror's.
+async fn inspect_object(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Inspected, MirrorError> {
+    let filename = object.key.filename().to_owned();
+    quarry_index::inspect(store, object).await.map_err(|e| match e {
+        quarry_index::InspectError::Rejected(reason) => MirrorError::Refused { filename, reason },
+        source => MirrorError::Inspect { filename, source },
+    })
+}
+
+/// The upstream's metadata, when it offered some for a wheel, must be the wheel's `METADATA`.
+fn check_metadata(filename: &str, upstream: Option<&[u8]>, found: &Inspected) -> Result<(), MirrorError> {
+    let (Some(upstream), Some(wheel)) = (upstream, found.core_metadata.as_deref()) else { return Ok(()) };
+    if upstream == wheel {
+        return Ok(());
+    }
+    Err(MirrorError::MetadataDiffers {
+        filename: filename.to_owned(),
+        upstream: sha256_hex(upstream),
+        wheel: sha256_hex(wheel),
+    })
 }
 
 fn mismatch(what: String, expected: &str, actual: &str) -> MirrorError {
@@ -472,6 +705,17 @@ mod tests {
     }
 
     #[test]
+    fn origins_are_scheme_host_and_port() {
+        assert_eq!(origin("https://Files.Example").as_deref(), Ok("https://files.example"));
+        assert_eq!(origin("https://files.example:443/").as_deref(), Ok("https://files.example"));
+        assert_eq!(origin("http://127.0.0.1:8080").as_deref(), Ok("http://127.0.0.1:8080"));
+        assert!(origin("file:///etc").unwrap_err().contains("not an http or https origin"));
+        assert!(origin("https://user@files.example").unwrap_err().contains("nothing more"));
+        assert!(origin("https://files.example/x").unwrap_err().contains("nothing more"));
+        assert!(origin("files.example").is_err());
+    }
+
+    #[test]
     fn python_tags_and_times() {
         let abi3 = ["abi3".to_owned()];
         assert!(python_tag_matches("py3", &[], 3, 12));
@@ -491,6 +735,7 @@ mod tests {
             status,
             upload_time: Some("2026-01-02T03:04:05.000000Z".into()),
             upstream_metadata: true,
+            verified: true,
         };
         let report = MirrorReport {
             root: "python-deps/".into(),

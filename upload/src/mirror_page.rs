@@ -1,5 +1,12 @@
-//! Reading an upstream's project page: PEP 691 JSON, or PEP 503 HTML (anchors with
-//! `#sha256=` fragments, `data-core-metadata` / `data-dist-info-metadata`, `data-upload-time`).
+//! Reading an upstream's project page: PEP 691 JSON (with PEP 700's `size` and
+//! `upload-time`), or PEP 503 HTML (anchors with `#sha256=` fragments, `data-core-metadata` /
+//! `data-dist-info-metadata`, `data-upload-time`).
+//!
+//! The HTML scan is one pass over the page (one lowercased copy, offsets shared with the
+//! original), so a page of many anchors costs time in proportion to its length. Neither parser
+//! fetches anything or judges a URL: the mirror checks each file's scheme, hash, size and
+//! redirects. `fuzz/fuzz_targets/mirror_page.rs` runs both parsers over arbitrary bytes
+//! through [`fuzz_check`].
 
 use reqwest::Url;
 use serde::Deserialize;
@@ -20,6 +27,9 @@ struct JsonFile {
     hashes: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     upload_time: Option<String>,
+    /// PEP 700: the file's size in bytes.
+    #[serde(default)]
+    size: Option<u64>,
     #[serde(default)]
     core_metadata: Option<serde_json::Value>,
     #[serde(default)]
@@ -46,6 +56,7 @@ pub(crate) fn parse_json(base: &Url, body: &[u8]) -> Result<Vec<UpstreamFile>, S
                 metadata: metadata_offer(f.core_metadata.as_ref().or(f.dist_info_metadata.as_ref())),
                 sha256: f.hashes.get("sha256").map(|s| s.to_lowercase()),
                 upload_time: f.upload_time,
+                size: f.size,
                 filename: f.filename,
                 url: without_fragment(url),
             })
@@ -60,16 +71,19 @@ fn without_fragment(mut url: Url) -> Url {
 
 /// The files of a PEP 503 HTML project page at `base`.
 pub(crate) fn parse_html(base: &Url, body: &str) -> Result<Vec<UpstreamFile>, String> {
+    // ASCII lowercasing keeps every byte where it was: offsets into `lower` are offsets into
+    // `body`, on the same character boundaries.
+    let lower = body.to_ascii_lowercase();
     let mut files = Vec::new();
-    let mut rest = body;
-    while let Some(start) = find_anchor(rest) {
-        let after = &rest[start + 2..];
-        let Some(tag_end) = after.find('>') else { break };
-        let attributes = parse_attributes(&after[..tag_end]);
-        let text_start = &after[tag_end + 1..];
-        let text_end = text_start.to_ascii_lowercase().find("</a").unwrap_or(text_start.len());
-        let text = unescape(text_start[..text_end].trim());
-        rest = &text_start[text_end..];
+    let mut pos = 0;
+    while let Some(start) = find_anchor(&lower, pos) {
+        let attrs_start = start + 2;
+        let Some(tag_len) = lower[attrs_start..].find('>') else { break };
+        let attributes = parse_attributes(&body[attrs_start..attrs_start + tag_len]);
+        let text_start = attrs_start + tag_len + 1;
+        let text_end = lower[text_start..].find("</a").map_or(body.len(), |e| text_start + e);
+        let text = unescape(body[text_start..text_end].trim());
+        pos = text_end;
         let Some(href) = attributes.iter().find(|(n, _)| n == "href").map(|(_, v)| v.clone()) else { continue };
         let url = base.join(&href).map_err(|e| format!("{text}: URL {href:?}: {e}"))?;
         let sha256 = url.fragment().and_then(|f| f.strip_prefix("sha256=")).map(str::to_lowercase);
@@ -91,16 +105,16 @@ pub(crate) fn parse_html(base: &Url, body: &str) -> Result<Vec<UpstreamFile>, St
             url: without_fragment(url),
             sha256,
             upload_time: get("data-upload-time"),
+            size: None,
             metadata,
         });
     }
     Ok(files)
 }
 
-/// The byte offset of the next `<a` tag (followed by whitespace).
-fn find_anchor(text: &str) -> Option<usize> {
-    let lower = text.to_ascii_lowercase();
-    let mut from = 0;
+/// The byte offset of the next `<a` tag (followed by whitespace) in `lower` from `from`.
+fn find_anchor(lower: &str, from: usize) -> Option<usize> {
+    let mut from = from;
     while let Some(i) = lower[from..].find("<a") {
         let at = from + i;
         if lower[at + 2..].starts_with(|c: char| c.is_ascii_whitespace()) {
@@ -183,6 +197,32 @@ fn unescape(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// For the fuzz target `fuzz/fuzz_targets/mirror_page.rs`: `body` read as a JSON page and
+/// (when UTF-8) as an HTML page at a fixed base. Whatever either accepts has what the mirror
+/// relies on: no URL keeps a fragment, a sha256 is lowercase, and the HTML scan found no more
+/// files than the page has `<a` tags.
+pub fn fuzz_check(body: &[u8]) {
+    let base = Url::parse("https://upstream.example/simple/project/").expect("a fixed URL");
+    let check = |files: &[UpstreamFile]| {
+        for file in files {
+            assert!(file.url.fragment().is_none(), "{} keeps a fragment", file.url);
+            for hash in [file.sha256.as_ref(), file.metadata.as_ref().and_then(Option::as_ref)].into_iter().flatten() {
+                assert_eq!(*hash, hash.to_lowercase(), "a sha256 not lowercased");
+            }
+        }
+    };
+    if let Ok(files) = parse_json(&base, body) {
+        check(&files);
+    }
+    if let Ok(text) = std::str::from_utf8(body)
+        && let Ok(files) = parse_html(&base, text)
+    {
+        check(&files);
+        let tags = text.to_ascii_lowercase().matches("<a").count();
+        assert!(files.len() <= tags, "{} files from {tags} tags", files.len());
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@ use anyhow::Context;
 use clap::Args;
 use quarry_index::origin::find_conflicts;
 use quarry_index::{IndexConfig, Indexer, RepoKind, RepoRoot};
-use quarry_upload::mirror::{MirrorOptions, Wanted, parse_requirements};
+use quarry_upload::mirror::{
+    DEFAULT_DEADLINE, DEFAULT_MAX_FILE_SIZE, MirrorOptions, Wanted, origin, parse_requirements,
+};
 
 use super::UsageError;
 
@@ -47,6 +49,23 @@ pub(crate) struct MirrorArgs {
     /// Seconds to wait to connect and between reads.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
+    /// Seconds one request (a page, a `.metadata` or a file) may take in all, from connecting
+    /// to the last byte of its body, however steadily bytes arrive.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_DEADLINE.as_secs())]
+    deadline: u64,
+    /// Largest file downloaded, in bytes [default: 8 GiB]. A file whose upstream declares a
+    /// size (PEP 700) is also stopped at that size.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_FILE_SIZE, hide_default_value = true)]
+    max_file_size: u64,
+    /// An origin (`https://files.example[:port]`) a redirect may lead to besides the origin of
+    /// the URL asked for (repeatable). Without it a redirect to another origin fails the file.
+    #[arg(long = "allow-redirect-origin", value_name = "ORIGIN", value_parser = origin)]
+    redirect_origins: Vec<String>,
+    /// Mirror files the upstream gives no sha256 for: hashed as they download, checked by the
+    /// indexer, and reported `verified: false` (unverified). Without it such a file is refused
+    /// before it is downloaded.
+    #[arg(long)]
+    allow_unhashed: bool,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -128,6 +147,10 @@ pub(crate) async fn run(args: MirrorArgs) -> anyhow::Result<()> {
         python_version: args.python_version,
         compose_with,
         timeout: Duration::from_secs(args.timeout),
+        deadline: Duration::from_secs(args.deadline),
+        max_file_size: args.max_file_size,
+        redirect_origins: args.redirect_origins,
+        allow_unhashed: args.allow_unhashed,
     };
     let indexer = Indexer::new(store).with_config(config);
     let report = quarry_upload::mirror::mirror(&indexer, &options).await?;
