@@ -563,18 +563,18 @@ mod tests {
                 pre: false,
             }],
             requires: vec![
-                RpmDep { name: "/bin/sh".into(), pre: true, ..RpmDep::default_for_test() },
+                RpmDep { name: "/bin/sh".into(), pre: true, ..RpmDep::default() },
                 RpmDep {
                     name: "libhello".into(),
                     flags: "GE".into(),
                     epoch: "0".into(),
                     ver: "1.0".into(),
-                    ..RpmDep::default_for_test()
+                    ..RpmDep::default()
                 },
             ],
             conflicts: vec![],
             obsoletes: vec![],
-            recommends: vec![RpmDep { name: "hello-doc".into(), ..RpmDep::default_for_test() }],
+            recommends: vec![RpmDep { name: "hello-doc".into(), ..RpmDep::default() }],
             suggests: vec![],
             supplements: vec![],
             enhances: vec![],
@@ -588,19 +588,6 @@ mod tests {
                 date: 1_795_000_000,
                 text: "- first".into(),
             }],
-        }
-    }
-
-    impl RpmDep {
-        fn default_for_test() -> Self {
-            RpmDep {
-                name: String::new(),
-                flags: String::new(),
-                epoch: String::new(),
-                ver: String::new(),
-                rel: String::new(),
-                pre: false,
-            }
         }
     }
 

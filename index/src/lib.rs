@@ -11,20 +11,25 @@
 //! Nothing here knows HTTP or Lambda.
 
 pub mod apt;
+// The untrusted-bytes parsers live in quarry-inspect; these paths stay as they were.
+pub use quarry_inspect::{
+    CoreMetadata, MAX_CENTRAL_DIRECTORY, MAX_MEMBERS, MAX_METADATA_SIZE, MAX_SDIST_MEMBERS, MAX_SDIST_UNPACKED,
+    MetadataError, SdistError, WheelError, WheelMetadata, check_sdist, check_sdist_bytes, deb, read_wheel_metadata,
+    read_wheel_metadata_from_bytes, rpmhead, variant,
+};
+use quarry_inspect::{source, wheel};
 pub mod check;
 mod check_native;
 pub mod chunked;
 #[cfg(test)]
 mod chunked_tests;
 mod config;
-pub mod deb;
 mod discover;
 pub mod dnf;
 mod error;
 mod inspect;
 pub mod install;
 pub mod listing;
-mod metadata;
 mod native;
 pub mod origin;
 mod plan;
@@ -35,21 +40,17 @@ pub mod reconcile;
 pub mod render;
 pub mod retention;
 mod root;
-pub mod rpmhead;
 #[cfg(test)]
 mod scale_tests;
 mod scope;
 pub mod sign;
-mod source;
 mod split;
 mod state;
 mod state_io;
 pub mod task;
-pub mod variant;
 pub mod view;
 #[cfg(test)]
 mod view_tests;
-mod wheel;
 
 pub use check::{CheckReport, check};
 pub use config::{APT_LABEL_ENV, APT_ORIGIN_ENV, ConfigError, DEFAULT_GRACE_SECONDS, GRACE_SECONDS_ENV, IndexConfig};
@@ -57,7 +58,6 @@ pub use discover::{discover, discover_scopes};
 pub use error::{IndexError, InspectError};
 pub use inspect::{Inspected, Inspections, inspect};
 pub use listing::{ListingDir, ListingReport, update_listing};
-pub use metadata::{CoreMetadata, MetadataError};
 pub use plan::{METADATA_SUFFIX, YANK_SUFFIX};
 pub use publish::{Indexer, ReindexReport};
 pub use render::{Extra, Page, Stage, render, render_with_extra};
@@ -68,7 +68,3 @@ pub use state::{Entry, Provenance, Rejected, RepoState, STATE_VERSION, upload_ti
 #[doc(hidden)]
 pub use state_io::check_halves as fuzz_state_halves;
 pub use state_io::{PROJECTS_DIR, SPLIT_VERSION, read_state};
-pub use wheel::{
-    MAX_CENTRAL_DIRECTORY, MAX_MEMBERS, MAX_METADATA_SIZE, MAX_SDIST_MEMBERS, MAX_SDIST_UNPACKED, SdistError,
-    WheelError, WheelMetadata, check_sdist, check_sdist_bytes, read_wheel_metadata, read_wheel_metadata_from_bytes,
-};

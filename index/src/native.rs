@@ -151,7 +151,7 @@ mod tests {
         let memory: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let control = "Package: pkg00003\nVersion: 1.0-3\nArchitecture: amd64\nDescription: big\n";
         let data = vec![0; (HASH_ALL_LIMIT + 1) as usize];
-        let big = crate::deb::tests::build_deb_with_data(control, "xz", ("data.tar", data));
+        let big = quarry_inspect::deb::test_support::build_deb_with_data(control, "xz", ("data.tar", data));
         let object = stored(memory.as_ref(), "deb/pool/main/big.deb", big.clone()).await;
         let sha256 = hex::encode(sha2::Sha256::digest(&big));
         assert_eq!(memory.head(&object.key).await.unwrap().sha256.as_deref(), Some(sha256.as_str()));

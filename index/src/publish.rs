@@ -864,7 +864,7 @@ mod tests {
         let land = |name: &str, version: &str| {
             let control = format!("Package: {name}\nVersion: {version}\nArchitecture: amd64\nDescription: x\n");
             let key = Key::new(format!("7-linux/packages/deb/pool/main/{name}_{version}_amd64.deb")).unwrap();
-            (key, Bytes::from(crate::deb::tests::build_deb(&control, "xz")))
+            (key, Bytes::from(quarry_inspect::deb::test_support::build_deb(&control, "xz")))
         };
         let by_hash = |store: Arc<dyn Store>| async move {
             let listing = store.list_all("7-linux/packages/deb/dists/", false).await.unwrap();

@@ -18,7 +18,7 @@ pub(crate) fn deb(n: usize) -> (String, Vec<u8>) {
     let control = format!(
         "Package: pkg{n:05}\nVersion: 1.0-{n}\nArchitecture: amd64\nMaintainer: Q <q@example.com>\nDescription: package {n}\n"
     );
-    (format!("pool/main/pkg{n:05}_1.0-{n}_amd64.deb"), crate::deb::tests::build_deb(&control, "gz"))
+    (format!("pool/main/pkg{n:05}_1.0-{n}_amd64.deb"), quarry_inspect::deb::test_support::build_deb(&control, "gz"))
 }
 
 /// A minimal `.rpm` for package `n`: one small file (uncompressed payload).
@@ -116,7 +116,7 @@ fn package(kind: &str, i: usize, v: usize) -> (String, Vec<u8>) {
         "pip" => wheel(&format!("proj{}", i % 4), &format!("1.{i}.{v}")),
         "apt" => {
             let control = format!("Package: pkg{}\nVersion: 1.{i}.{v}\nArchitecture: amd64\nDescription: p\n", i % 4);
-            (format!("pool/main/pkg{}_1.{i}.{v}_amd64.deb", i % 4), crate::deb::tests::build_deb(&control, "gz"))
+            (format!("pool/main/pkg{}_1.{i}.{v}_amd64.deb", i % 4), quarry_inspect::deb::test_support::build_deb(&control, "gz"))
         }
         _ => rpm(i * 100 + v),
     }

@@ -281,9 +281,27 @@ pub fn merge_release<'a>(
 
 /// A wheel's variant metadata in the successor format, one `amd :: gfx_arch` property per
 /// entry of `arch` (none: the null variant), for tests of the renderer and the plan.
-#[cfg(test)]
-pub(crate) fn test_variant(label: &str, arch: &[&str]) -> Box<VariantMetadata> {
-    Box::new(VariantMetadata::parse_wheel(tests::providers_format(label, arch).as_bytes(), label).unwrap())
+#[cfg(any(test, feature = "test-support"))]
+#[allow(clippy::unwrap_used)]
+pub fn test_variant(label: &str, arch: &[&str]) -> Box<VariantMetadata> {
+    Box::new(VariantMetadata::parse_wheel(providers_format(label, arch).as_bytes(), label).unwrap())
+}
+
+/// A variant wheel's `variant.json` in the providers format (tests).
+#[cfg(any(test, feature = "test-support"))]
+#[allow(clippy::unwrap_used)]
+fn providers_format(label: &str, arch: &[&str]) -> String {
+    const SCHEMA: &str = "https://variants-schema.wheelnext.dev/v0.2.0.json";
+    let props = if arch.is_empty() {
+        "{}".to_owned()
+    } else {
+        format!(r#"{{"amd": {{"gfx_arch": {}}}}}"#, serde_json::to_string(arch).unwrap())
+    };
+    format!(
+        r#"{{"$schema": "{SCHEMA}", "default-priorities": {{"namespace": ["amd"]}},
+           "providers": {{"amd": {{"requires": ["amd-variant-provider"], "optional": true}}}},
+           "variants": {{"{label}": {props}}}}}"#
+    )
 }
 
 #[cfg(test)]
@@ -291,19 +309,6 @@ mod tests {
     use super::*;
 
     const SCHEMA: &str = "https://variants-schema.wheelnext.dev/v0.2.0.json";
-
-    pub(crate) fn providers_format(label: &str, arch: &[&str]) -> String {
-        let props = if arch.is_empty() {
-            "{}".to_owned()
-        } else {
-            format!(r#"{{"amd": {{"gfx_arch": {}}}}}"#, serde_json::to_string(arch).unwrap())
-        };
-        format!(
-            r#"{{"$schema": "{SCHEMA}", "default-priorities": {{"namespace": ["amd"]}},
-               "providers": {{"amd": {{"requires": ["amd-variant-provider"], "optional": true}}}},
-               "variants": {{"{label}": {props}}}}}"#
-        )
-    }
 
     #[test]
     fn wheels_are_validated_against_their_label() {

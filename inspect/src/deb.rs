@@ -330,14 +330,17 @@ pub fn control_from_member(name: &str, member: &[u8]) -> Result<DebControl, DebE
     Err(DebError::NoControlFile(name.to_owned()))
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
+/// Builders of `.deb`s laid out as dpkg-deb does, for tests (here and in other crates, with
+/// the `test-support` feature).
+#[cfg(any(test, feature = "test-support"))]
+#[allow(clippy::unwrap_used, clippy::missing_panics_doc)]
+pub mod test_support {
     use std::io::Write;
 
-    use super::*;
+    use super::AR_MAGIC;
 
     /// A `.deb` built the way dpkg-deb lays it out, with `control` as given.
-    pub(crate) fn build_deb(control: &str, compression: &str) -> Vec<u8> {
+    pub fn build_deb(control: &str, compression: &str) -> Vec<u8> {
         let mut data_tar = tar::Builder::new(Vec::new());
         let mut header = tar::Header::new_gnu();
         header.set_size(5);
@@ -348,7 +351,7 @@ pub(crate) mod tests {
     }
 
     /// A `.deb` with `control` and the data member given as (name, bytes).
-    pub(crate) fn build_deb_with_data(control: &str, compression: &str, (data_name, data): (&str, Vec<u8>)) -> Vec<u8> {
+    pub fn build_deb_with_data(control: &str, compression: &str, (data_name, data): (&str, Vec<u8>)) -> Vec<u8> {
         let mut tar = tar::Builder::new(Vec::new());
         let mut header = tar::Header::new_gnu();
         header.set_size(control.len() as u64);
@@ -360,7 +363,7 @@ pub(crate) mod tests {
         ar(&[("debian-binary", b"2.0\n".to_vec()), (&format!("control.tar{name}"), member), (data_name, data)])
     }
 
-    pub(crate) fn compress(kind: &str, bytes: &[u8]) -> (&'static str, Vec<u8>) {
+    pub fn compress(kind: &str, bytes: &[u8]) -> (&'static str, Vec<u8>) {
         match kind {
             "gz" => {
                 let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -377,7 +380,7 @@ pub(crate) mod tests {
         }
     }
 
-    pub(crate) fn ar(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    pub fn ar(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
         let mut out = AR_MAGIC.to_vec();
         for (name, data) in members {
             writeln!(out, "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`", name, 0, 0, 0, 100644, data.len()).unwrap();
@@ -388,6 +391,13 @@ pub(crate) mod tests {
         }
         out
     }
+
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
+    use super::*;
 
     const CONTROL: &str = "Package: hello-quarry\nVersion: 1.0-1\nArchitecture: amd64\nMaintainer: Q <q@example.com>\nDepends: libc6 (>= 2.17), dep-a | dep-b\nDescription: a test\n Long line one.\n .\n Line two.\n";
 

@@ -156,7 +156,7 @@ fn read_member<R: Read + Seek>(
 /// than the limits, lie right before its end record (as every zip writer puts it), and the
 /// `zip` crate is handed the file only up to the end of that record, so the record checked
 /// here is the one it reads. Nothing of the directory is read before the check.
-pub(crate) fn open_zip<R: Read + Seek>(mut reader: R) -> Result<zip::ZipArchive<Window<R>>, WheelError> {
+pub fn open_zip<R: Read + Seek>(mut reader: R) -> Result<zip::ZipArchive<Window<R>>, WheelError> {
     let end = check_end_records(&mut reader)?;
     zip::ZipArchive::new(Window { inner: reader, len: end, pos: 0 }).map_err(|e| WheelError::NotAZip(e.to_string()))
 }
@@ -264,7 +264,7 @@ fn check_end_records(reader: &mut (impl Read + Seek)) -> Result<u64, WheelError>
 }
 
 /// The first `len` bytes of a reader, as a reader of its own.
-pub(crate) struct Window<R> {
+pub struct Window<R> {
     inner: R,
     len: u64,
     pos: u64,

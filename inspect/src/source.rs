@@ -7,7 +7,7 @@ use md5::Digest as _;
 use quarry_store::{GetObject, Key, ObjectMeta, Store, StoreError, StoreExt};
 
 /// A file read whole.
-pub(crate) struct Whole {
+pub struct Whole {
     /// The object as the GET saw it.
     pub meta: ObjectMeta,
     /// Lowercase hex digests; MD5 and SHA-1 only when asked for.
@@ -20,7 +20,7 @@ pub(crate) struct Whole {
 
 /// Stream `key` once through SHA-256 (and MD5 and SHA-1 with `legacy_digests`), keeping the
 /// bytes when the file is at most `keep_up_to` long.
-pub(crate) async fn read_whole(
+pub async fn read_whole(
     store: &dyn Store,
     key: &Key,
     keep_up_to: u64,
@@ -31,7 +31,7 @@ pub(crate) async fn read_whole(
 }
 
 /// [`read_whole`] of a GET already made.
-pub(crate) async fn hash_body(
+pub async fn hash_body(
     key: &Key,
     got: GetObject,
     keep_up_to: u64,
@@ -92,13 +92,13 @@ impl RangeSource for MemorySource {
 }
 
 /// A file's bytes: kept in memory when it was read whole, else ranged reads of the store.
-pub(crate) enum Source<'a> {
+pub enum Source<'a> {
     Memory(MemorySource),
     Store { store: &'a dyn Store, key: &'a Key, size: u64 },
 }
 
 impl<'a> Source<'a> {
-    pub(crate) fn new(kept: Option<Bytes>, store: &'a dyn Store, key: &'a Key, size: u64) -> Self {
+    pub fn new(kept: Option<Bytes>, store: &'a dyn Store, key: &'a Key, size: u64) -> Self {
         match kept {
             Some(bytes) => Self::Memory(MemorySource(bytes)),
             None => Self::Store { store, key, size },

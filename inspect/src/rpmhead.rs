@@ -117,7 +117,7 @@ fn check_index(bytes: &[u8], start: usize, what: &str) -> Result<(), RpmError> {
 }
 
 /// A dependency as dnf's metadata writes it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct RpmDep {
     pub name: String,
     /// `EQ`, `LT`, `LE`, `GT`, `GE`; empty for an unversioned dependency.
