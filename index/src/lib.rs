@@ -13,6 +13,8 @@
 pub mod apt;
 pub mod check;
 mod check_native;
+#[cfg(test)]
+mod check_tests;
 pub mod chunked;
 #[cfg(test)]
 mod chunked_tests;
@@ -49,7 +51,7 @@ pub mod view;
 mod view_tests;
 mod wheel;
 
-pub use check::{CheckReport, check};
+pub use check::{CheckReport, check, check_listing};
 pub use config::{APT_LABEL_ENV, APT_ORIGIN_ENV, ConfigError, DEFAULT_GRACE_SECONDS, GRACE_SECONDS_ENV, IndexConfig};
 pub use discover::{discover, discover_scopes};
 pub use error::{IndexError, InspectError};

@@ -39,6 +39,10 @@ impl RootListing {
             let Some(relative) = object.key.as_str().strip_prefix(root.as_str()).map(str::to_owned) else {
                 continue;
             };
+            // A file about to be deleted is indexed as gone already (`quarry prune`).
+            if crate::view::is_leaving(object.key.as_str()) {
+                continue;
+            }
             if let Some(target) = relative.strip_suffix(YANK_SUFFIX) {
                 if root.kind() == RepoKind::Pip && root.is_package(target) {
                     listing.yank_markers.insert(target.to_owned(), object.key);

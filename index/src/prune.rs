@@ -1,7 +1,7 @@
 //! Retention inside one flat root (a channel's pip, apt or dnf repository, `python-deps/`):
 //! per project, keep the newest `keep_versions` versions and/or the versions whose files entered
-//! within `keep_days`; delete the files of every other version with their sidecars, then
-//! reindex the root (`quarry prune`).
+//! within `keep_days`; republish the root without the files of every other version, delete
+//! them with their sidecars, then reindex the root (`quarry prune`).
 //!
 //! Versions are ordered as their clients order them: PEP 440 for pip, dpkg's for apt, rpm's EVR
 //! for dnf. A version's age is its newest file's `upload-time` in the root's state. With both
@@ -201,8 +201,9 @@ fn reasons_to_keep(key: &VersionKey, rank: usize, newest: &str, policy: PrunePol
     reasons
 }
 
-/// Prune `root` under `policy` as of `now`: delete the pruned versions' files and sidecars
-/// (unless `dry_run`), then reindex the root through `indexer`.
+/// Prune `root` under `policy` as of `now` (unless `dry_run`): republish the root and its views
+/// without the pruned versions' files, delete the files and their sidecars, then reindex the
+/// root through `indexer`.
 pub async fn prune_root(
     indexer: &Indexer,
     root: &RepoRoot,
@@ -233,10 +234,11 @@ pub async fn prune_root(
     if dry_run || report.pruned.is_empty() {
         return Ok(report);
     }
-    // A generic root's views stop naming the pruned files before they go.
+    // The root's pages (and a generic root's views) stop naming the pruned files before they
+    // go: a reader between two deletes never follows a link to a deleted file.
     let leaving = report.pruned.iter().flat_map(|v| &v.files).map(|f| format!("{root}{f}")).collect();
     indexer
-        .refresh_views_without(root, leaving)
+        .reindex_without(root, leaving)
         .await
         .map_err(|source| PruneError::Reindex { root: root.to_string(), source })?;
     for file in report.pruned.iter().flat_map(|v| &v.files) {

@@ -9,8 +9,8 @@
 //! committed; and every reindex of a generic root refreshes its views after it
 //! ([`Indexer::reindex`] and its siblings), so a view learns of new generic files only once they
 //! are in place. Removal goes the other way round: `quarry prune` of a generic root first
-//! republishes every view without the files it is about to delete
-//! ([`Indexer::refresh_views_without`]), then deletes them, then reindexes the generic root.
+//! republishes the root and every view without the files it is about to delete
+//! ([`Indexer::reindex_without`]), then deletes them, then reindexes the generic root.
 //! A file deleted otherwise (by hand, a lifecycle rule; the Lambda then gets the delete event)
 //! is named by the views' pages until the generic root's reindex refreshes them.
 
@@ -76,8 +76,8 @@ pub fn href_between(from: &str, to: &str) -> String {
 }
 
 tokio::task_local! {
-    /// Generic files (full keys) the views leave out while they are being deleted
-    /// ([`Indexer::refresh_views_without`]).
+    /// Files (full keys) a root and its views leave out while they are being deleted
+    /// ([`Indexer::reindex_without`]).
     static LEAVING: BTreeSet<String>;
 }
 
@@ -205,26 +205,23 @@ impl Indexer {
 }
 
 impl Indexer {
-    /// Before files of a generic root are deleted (`quarry prune`): every view of it
-    /// republished without `leaving` (the files' full keys), so that no view page names them
-    /// once they are gone. A view reindexed meanwhile by someone else still reads the generic
-    /// root's committed state and may name them again until the generic root's own reindex.
-    pub async fn refresh_views_without(&self, generic: &RepoRoot, leaving: BTreeSet<String>) -> Result<(), IndexError> {
-        let layout = quarry_store::layout::config::configured();
-        let views = views_of(self.store().as_ref(), layout, generic).await?;
-        if views.is_empty() || leaving.is_empty() {
-            return Ok(());
-        }
-        LEAVING
-            .scope(leaving, async {
-                for view in &views {
-                    let done = self.run(view, false, Inspections::default()).await?;
-                    tracing::info!(view = %view, generic = %generic, "view refreshed before a deletion: {done}");
-                }
-                Ok(())
-            })
-            .await
+    /// Before files of `root` are deleted (`quarry prune`): the root reindexed and committed as
+    /// if `leaving` (the files' full keys) were gone already, then every view of it, so that no
+    /// page names them (nor their `.metadata`, deleted once the pages stopped naming it) when
+    /// they go. A reindex by someone else meanwhile lists them again and may name them again
+    /// until the deletion's own reindex.
+    pub async fn reindex_without(
+        &self,
+        root: &RepoRoot,
+        leaving: BTreeSet<String>,
+    ) -> Result<ReindexReport, IndexError> {
+        LEAVING.scope(leaving, self.reindex_then_views(root, None, false, Inspections::default())).await
     }
+}
+
+/// Whether `key` is a file being deleted ([`Indexer::reindex_without`]): listings leave it out.
+pub(crate) fn is_leaving(key: &str) -> bool {
+    LEAVING.try_with(|leaving| leaving.contains(key)).unwrap_or(false)
 }
 
 #[cfg(test)]
