@@ -23,7 +23,7 @@ pub struct CheckReport {
     pub root: String,
     /// Distribution files in the listing.
     pub files: usize,
-    /// HTML pages read.
+    /// HTML pages (apt and dnf: documents) read.
     pub pages: usize,
     /// One line per problem; empty when the root is consistent.
     pub problems: Vec<String>,
@@ -32,20 +32,22 @@ pub struct CheckReport {
 /// The words that mark a problem a client trips over (see [`CheckReport::dangling`]).
 pub(crate) const MISSING_FILE: &str = "links to missing";
 const MISSING_METADATA: &str = "advertises missing";
+/// A page another page links to is missing: `{page} is missing and {from} links to it`.
+pub(crate) const MISSING_LINKED: &str = " links to it";
 
 impl CheckReport {
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
     }
 
-    /// The problems a client trips over: a link to a missing file or an advertised `.metadata`
-    /// that is not there. (A state lagging behind the listing is not one of them: the pages
-    /// are merely behind.)
+    /// The problems a client trips over: a link to a missing file or page, or an advertised
+    /// `.metadata` that is not there. (A state lagging behind the listing is not one of them:
+    /// the pages are merely behind.)
     pub fn dangling(&self) -> Vec<&str> {
         self.problems
             .iter()
             .map(String::as_str)
-            .filter(|p| p.contains(MISSING_FILE) || p.contains(MISSING_METADATA))
+            .filter(|p| p.contains(MISSING_FILE) || p.contains(MISSING_METADATA) || p.ends_with(MISSING_LINKED))
             .collect()
     }
 }
@@ -157,6 +159,8 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
 
     // The PEP 691 pages, as uv (and pip negotiating JSON) read them.
     let mut json_for_project: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    // (`pages` counts the HTML pages.)
+    let html_pages = report.pages;
     let simple_json = read_page(store, root, "simple/index.json", &mut report).await?;
     for project in json_project_names(&simple_json, "simple/index.json", &mut report) {
         let page_path = format!("simple/{project}/index.json");
@@ -171,6 +175,7 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
             linked.insert(file.to_owned());
         }
     }
+    report.pages = html_pages;
 
     // Coverage: every file in the listing is on the pages, or was refused with a reason.
     for file in files {
@@ -246,7 +251,7 @@ async fn read_linked(
             Ok(String::from_utf8_lossy(&bytes).into_owned())
         }
         Err(e) if e.is_not_found() => {
-            report.problems.push(format!("{from} {MISSING_FILE} {path}"));
+            report.problems.push(format!("{path} is missing and {from}{MISSING_LINKED}"));
             Ok(String::new())
         }
         Err(e) => Err(e),

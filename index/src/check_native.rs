@@ -9,7 +9,7 @@ use std::io::Read;
 
 use quarry_store::{Store, StoreError, StoreExt, sha256_hex};
 
-use crate::check::{CheckReport, MISSING_FILE};
+use crate::check::{CheckReport, MISSING_FILE, MISSING_LINKED};
 use crate::root::{RepoKind, RepoRoot};
 
 /// Largest metadata document read (decompressed too).
@@ -29,7 +29,7 @@ async fn read(
         }
         Err(e) if e.is_not_found() => {
             report.problems.push(match from {
-                Some(from) => format!("{from} {MISSING_FILE} {path}"),
+                Some(from) => format!("{path} is missing and {from}{MISSING_LINKED}"),
                 None => format!("{path} is missing"),
             });
             Ok(None)

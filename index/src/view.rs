@@ -215,7 +215,20 @@ impl Indexer {
         root: &RepoRoot,
         leaving: BTreeSet<String>,
     ) -> Result<ReindexReport, IndexError> {
-        LEAVING.scope(leaving, self.reindex_then_views(root, None, false, Inspections::default())).await
+        LEAVING
+            .scope(leaving, async {
+                let report = self.run_scoped(root, None, false, Inspections::default()).await?;
+                let layout = quarry_store::layout::config::configured();
+                if root.kind() != RepoKind::Pip || !layout.roots.iter().any(|r| r.generic.is_some()) {
+                    return Ok(report);
+                }
+                for view in views_of(self.store().as_ref(), layout, root).await? {
+                    let done = self.run_scoped(&view, None, false, Inspections::default()).await?;
+                    tracing::info!(view = %view, generic = %root, "view refreshed before a deletion: {done}");
+                }
+                Ok(report)
+            })
+            .await
     }
 }
 
