@@ -157,6 +157,40 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
         }
     }
 
+    // pip reads `simple/{project}/` without the simple index: a project page no longer linked
+    // from it (its project just removed, its deletion pending or failed) must not dangle either.
+    let listed_dirs = store.list_all(&format!("{root}simple/"), true).await?.common_prefixes;
+    for dir in listed_dirs {
+        let Some(project) = dir.strip_prefix(&format!("{root}simple/")).map(|d| d.trim_end_matches('/')) else {
+            continue;
+        };
+        if page_for_project.contains_key(project) {
+            continue;
+        }
+        for (page_path, json) in
+            [(format!("simple/{project}/index.html"), false), (format!("simple/{project}/index.json"), true)]
+        {
+            let text = match store.get_bytes(&root.key(&page_path)?, MAX_PAGE).await {
+                Ok((_, bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            };
+            let links = if json { json_file_links(&text, &page_path, &mut report) } else { anchors(&text) };
+            for a in links {
+                // A view's link into its generic root is checked there.
+                let Some(file) = a.href.strip_prefix("../../").filter(|f| !f.starts_with("../")) else { continue };
+                if !exists(store, root, &present, file).await? {
+                    report.problems.push(format!("{page_path} (on no simple index) {MISSING_FILE} {file}"));
+                }
+                if a.core_metadata && !exists(store, root, &present, &format!("{file}{METADATA_SUFFIX}")).await? {
+                    report
+                        .problems
+                        .push(format!("{page_path} (on no simple index) {MISSING_METADATA} {file}{METADATA_SUFFIX}"));
+                }
+            }
+        }
+    }
+
     // The PEP 691 pages, as uv (and pip negotiating JSON) read them.
     let mut json_for_project: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     // (`pages` counts the HTML pages.)

@@ -197,10 +197,15 @@ async fn prune_never_leaves_a_page_naming_a_file_it_deleted() {
     indexed_run(&plain, "7").await;
     let audited = Arc::new(AuditedDeletes::new(memory, &["7"]));
     let indexer = Indexer::new(audited.clone());
-    let policy = crate::prune::PrunePolicy { keep_days: None, keep_versions: Some(1) };
-    for root in roots("7") {
-        let report = crate::prune::prune_root(&indexer, &root, policy, jiff::Timestamp::now(), false).await.unwrap();
-        assert!(!report.deleted.is_empty(), "{report}");
+    // The older version of each package, then everything (a project's pages go too).
+    let older = crate::prune::PrunePolicy { keep_days: None, keep_versions: Some(1) };
+    let all = crate::prune::PrunePolicy { keep_days: Some(0), keep_versions: None };
+    for policy in [older, all] {
+        for root in roots("7") {
+            let now = jiff::Timestamp::now();
+            let report = crate::prune::prune_root(&indexer, &root, policy, now, false).await.unwrap();
+            assert!(!report.deleted.is_empty(), "{report}");
+        }
     }
     assert!(*audited.deletes.lock().unwrap() >= 3);
     let found: Vec<String> = audited.found.lock().unwrap().iter().cloned().collect();

@@ -222,7 +222,9 @@ pub async fn update_listing(store: &dyn Store, dir: &ListingDir) -> Result<Listi
         Err(e) => return Err(e),
     };
     let cached_page = cache.sha256.get(LISTING_PAGE).map(|(_, sha)| sha.clone());
-    let mut entries = list_entries(store, dir, &mut cache).await?;
+    // Whether each subdirectory has a page, asked once per update.
+    let mut pages = BTreeMap::new();
+    let mut entries = list_entries(store, dir, &mut cache, &mut pages).await?;
     if entries.is_empty() {
         // An emptied directory (a run deleted by gc or a lifecycle rule) gets no page: its
         // own page and cache go too, so it does not come back as an empty run.
@@ -252,7 +254,7 @@ pub async fn update_listing(store: &dyn Store, dir: &ListingDir) -> Result<Listi
                 .await?;
         }
         // Read back: a page written over a newer one is rewritten from a newer listing.
-        let again = list_entries(store, dir, &mut cache).await?;
+        let again = list_entries(store, dir, &mut cache, &mut pages).await?;
         if same_objects(&again, &entries) {
             report.entries = entries.len();
             return Ok(report);
@@ -268,7 +270,14 @@ fn same_objects(a: &[ListingEntry], b: &[ListingEntry]) -> bool {
         && a.iter().zip(b).all(|(x, y)| x.name == y.name && x.etag == y.etag && x.size == y.size && x.page == y.page)
 }
 
-async fn list_entries(store: &dyn Store, dir: &ListingDir, cache: &mut Cache) -> Result<Vec<ListingEntry>, StoreError> {
+/// The directory's rows; `pages` remembers which subdirectories have an `index.html` (one HEAD
+/// each per update).
+async fn list_entries(
+    store: &dyn Store,
+    dir: &ListingDir,
+    cache: &mut Cache,
+    pages: &mut BTreeMap<String, bool>,
+) -> Result<Vec<ListingEntry>, StoreError> {
     let listing = store.list_all(dir.as_str(), true).await?;
     let by_name: BTreeMap<String, &quarry_store::ObjectMeta> =
         listing.objects.iter().map(|o| (o.key.filename().to_owned(), o)).collect();
@@ -299,10 +308,17 @@ async fn list_entries(store: &dyn Store, dir: &ListingDir, cache: &mut Cache) ->
     }
     for sub in &listing.common_prefixes {
         let name = format!("{}/", sub.trim_end_matches('/').rsplit('/').next().unwrap_or_default());
-        let page = match store.head(&Key::join(sub, LISTING_PAGE)?).await {
-            Ok(_) => true,
-            Err(e) if e.is_not_found() => false,
-            Err(e) => return Err(e),
+        let page = match pages.get(sub) {
+            Some(known) => *known,
+            None => {
+                let found = match store.head(&Key::join(sub, LISTING_PAGE)?).await {
+                    Ok(_) => true,
+                    Err(e) if e.is_not_found() => false,
+                    Err(e) => return Err(e),
+                };
+                pages.insert(sub.clone(), found);
+                found
+            }
         };
         entries.push(ListingEntry { name, size: None, modified: None, sha256: None, etag: String::new(), page });
     }

@@ -181,7 +181,10 @@ pub(crate) fn plan(input: PlanInput<'_>) -> Result<Plan, IndexError> {
     plan.stage(root, old, sidecars, pages, force, dirty)?;
     let current = &plan.state;
     let stale = old.outputs.keys().filter(|k| !current.outputs.contains_key(*k) && !current.retired.contains_key(*k));
-    plan.deletes = stale.cloned().chain(expired).collect();
+    // Pages before the sidecars they name: pip reads a project page without the simple index.
+    let (sidecars, pages): (Vec<String>, Vec<String>) =
+        stale.cloned().chain(expired).partition(|k| k.ends_with(METADATA_SUFFIX));
+    plan.deletes = pages.into_iter().chain(sidecars).collect();
     Ok(plan)
 }
 

@@ -323,9 +323,9 @@ fn is_state(object: &ObjectMeta) -> bool {
 /// pages before what they name, each wave deleted whole before the next. First the artifact
 /// listings, the run's own before those below it (each names its subdirectories' pages);
 /// then the repos' entry points (the find-links page, `simple/index.*`, apt's `InRelease` and
-/// `Release`, dnf's `repomd.xml`); then the rest of the index outputs (project pages,
-/// `Packages`, `by-hash/`, repodata, signatures, `.metadata`); then the uploads; the index state
-/// objects last.
+/// `Release`, dnf's `repomd.xml`); then the pages only those name (project pages, which pip
+/// also reads directly, `Packages`, `by-hash/`, repodata, signatures); then the uploads and
+/// their `.metadata`; the index state objects last.
 fn deletion_wave(object: &ObjectMeta) -> (u8, usize) {
     let key = object.key.as_str();
     let name = object.key.filename();
@@ -352,7 +352,8 @@ fn deletion_wave(object: &ObjectMeta) -> (u8, usize) {
     if pip_entry || native_entry {
         return (1, 0);
     }
-    if is_generated(&object.key) {
+    // A `.metadata` goes with its file: project pages (wave 2) name it.
+    if is_generated(&object.key) && !name.ends_with(METADATA_SUFFIX) {
         return (2, 0);
     }
     (3, 0)
