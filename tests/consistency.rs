@@ -11,7 +11,8 @@
 //! - 8 writers put 88 files into a bucket on moto, notifications through SQS to the Lambda
 //!   handler (real event JSON, up to 8 invocations at once), `pip install` mid-burst;
 //! - the reader during `quarry promote` (three runs into a channel), `quarry prune` (four
-//!   passes, down to one version per package) and `quarry gc` (five runs deleted one by one);
+//!   passes, down to one version per package; and once on moto while the Lambda handles the
+//!   deletions' notifications) and `quarry gc` (five runs deleted one by one);
 //! - the audit (`quarry index --check`) names each removed object: a wheel, its `.metadata`, a
 //!   project's JSON page, an apt `by-hash/` index, a dnf repodata document.
 #![allow(clippy::print_stderr)] // the reader's figures for the test log
@@ -279,10 +280,49 @@ fn record_keys(body: &str) -> Vec<String> {
     records.iter().filter_map(|r| r["s3"]["object"]["key"].as_str()).map(quarry_lambda_indexer::decode_key).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn uploads_to_s3_indexed_by_the_lambda_never_show_a_broken_index() {
-    const RUN: &str = "3300-linux/";
-    const HANDLERS: usize = 8;
+/// Invocations of the handler at once, at most.
+const HANDLERS: usize = 8;
+
+/// The Lambda service: invoke `handler` with each batch of `queue`'s messages as it arrives,
+/// up to [`HANDLERS`] at once, until events about `want` distinct keys under `prefix` came;
+/// then wait for every invocation (none may report a failed message) and delete the messages.
+async fn lambda_service(queue: &SqsQueue, handler: &Arc<Handler<Bucket>>, prefix: &str, want: usize) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(HANDLERS));
+    let mut running = tokio::task::JoinSet::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut messages: Vec<SqsMessage> = Vec::new();
+    for _ in 0..600 {
+        if seen.len() >= want {
+            break;
+        }
+        let batch = queue.receive(1).await;
+        if batch.is_empty() {
+            continue;
+        }
+        for m in &batch {
+            seen.extend(record_keys(&m.body).into_iter().filter(|k| k.starts_with(prefix)));
+        }
+        let (handler, event, slots) = (handler.clone(), queue.lambda_event(&batch), slots.clone());
+        running.spawn(async move {
+            let _slot = slots.acquire_owned().await.unwrap();
+            handler.handle(event).await.unwrap()
+        });
+        messages.extend(batch);
+    }
+    assert_eq!(seen.len(), want, "notifications missing under {prefix}");
+    while let Some(answer) = running.join_next().await {
+        let answer = answer.unwrap();
+        assert_eq!(answer["batchItemFailures"], serde_json::json!([]), "{answer}");
+    }
+    for m in &messages {
+        queue.delete(m).await;
+    }
+}
+
+/// moto with a public bucket whose package uploads and logs notify an SQS queue, and the
+/// Lambda handler over the bucket (moto checks preconditions, not atomically: the handler
+/// reads every commit back).
+async fn moto_bucket() -> (S3Server, SqsQueue, Arc<dyn Store>, Arc<Handler<Bucket>>) {
     let server = S3Server::start_moto().await;
     let client = s3_client(&server);
     create_public_bucket(&client, BUCKET).await;
@@ -290,10 +330,16 @@ async fn uploads_to_s3_indexed_by_the_lambda_never_show_a_broken_index() {
     notify_queue(&client, BUCKET, &queue, &[".whl", ".deb", ".rpm", ".log"]).await;
     // moto announces the configuration with an s3:TestEvent.
     let _ = queue.receive(0).await;
-    // moto checks preconditions, not atomically: the handler reads every commit back.
     let store: Arc<dyn Store> =
-        Arc::new(S3Store::from_client(client.clone(), BUCKET, "").with_conditional_writes(ConditionalWrites::Verify));
+        Arc::new(S3Store::from_client(client, BUCKET, "").with_conditional_writes(ConditionalWrites::Verify));
     let handler = Arc::new(Handler::new(Bucket(store.clone())));
+    (server, queue, store, handler)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn uploads_to_s3_indexed_by_the_lambda_never_show_a_broken_index() {
+    const RUN: &str = "3300-linux/";
+    let (server, queue, store, handler) = moto_bucket().await;
     let tmp = tempfile::tempdir().unwrap();
     let mut files = burst(tmp.path(), RUN, 48, 16);
     files.extend((0..8).map(|n| log(RUN, n)));
@@ -315,38 +361,8 @@ async fn uploads_to_s3_indexed_by_the_lambda_never_show_a_broken_index() {
         });
         futures_util::future::join_all(hands).await;
     };
-    // The Lambda service: each batch of messages as it arrives, up to HANDLERS at once.
     let lambda = async {
-        let slots = Arc::new(tokio::sync::Semaphore::new(HANDLERS));
-        let mut running = tokio::task::JoinSet::new();
-        let mut seen = std::collections::BTreeSet::new();
-        let mut messages: Vec<SqsMessage> = Vec::new();
-        for _ in 0..600 {
-            if seen.len() >= total {
-                break;
-            }
-            let batch = queue.receive(1).await;
-            if batch.is_empty() {
-                continue;
-            }
-            for m in &batch {
-                seen.extend(record_keys(&m.body).into_iter().filter(|k| k.starts_with(RUN)));
-            }
-            let (handler, event, slots) = (handler.clone(), queue.lambda_event(&batch), slots.clone());
-            running.spawn(async move {
-                let _slot = slots.acquire_owned().await.unwrap();
-                handler.handle(event).await.unwrap()
-            });
-            messages.extend(batch);
-        }
-        assert_eq!(seen.len(), total, "notifications missing");
-        while let Some(answer) = running.join_next().await {
-            let answer = answer.unwrap();
-            assert_eq!(answer["batchItemFailures"], serde_json::json!([]), "{answer}");
-        }
-        for m in &messages {
-            queue.delete(m).await;
-        }
+        lambda_service(&queue, &handler, RUN, total).await;
         stop.store(true, Ordering::Release);
     };
     let pip = async {
@@ -520,6 +536,66 @@ async fn pruning_never_shows_a_broken_index() {
     // One version of each package is left, on every page.
     let page = server.get_text(&format!("{}index.html", pip_root(RUN))).await;
     assert_eq!(page.matches(".whl#sha256=").count(), 8, "{page}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pruning_a_bucket_the_lambda_indexes_never_shows_a_broken_index() {
+    const RUN: &str = "3700-linux/";
+    let (server, queue, store, handler) = moto_bucket().await;
+    let tmp = tempfile::tempdir().unwrap();
+    // 6 projects × 3 versions of wheels, 3 packages × 3 versions of .debs and .rpms.
+    let mut files = Vec::new();
+    for v in 0..3 {
+        for p in 0..6 {
+            let spec = WheelSpec::new(&format!("kept-{p}"), &format!("2.{v}"));
+            files.push(Upload { key: format!("{}{}", pip_root(RUN), spec.filename()), body: spec.build() });
+        }
+        for p in 0..3 {
+            let (name, version) = (format!("kept-{p}"), format!("2.{v}"));
+            let deb = built::deb(tmp.path(), &name, &format!("{version}-1"));
+            let rpm = built::rpm(tmp.path(), &name, &version);
+            for (path, prefix) in [(deb, format!("{}pool/main/", apt_root(RUN))), (rpm, dnf_root(RUN))] {
+                let file = path.file_name().unwrap().to_str().unwrap().to_owned();
+                files.push(Upload { key: format!("{prefix}{file}"), body: std::fs::read(&path).unwrap() });
+            }
+        }
+    }
+    let total = files.len();
+    for Upload { key, body } in files {
+        store.put_bytes(&Key::new(key).unwrap(), body.into(), PutOptions::default()).await.unwrap();
+    }
+    lambda_service(&queue, &handler, RUN, total).await;
+    let reader = Reader::new(&format!("{}/{BUCKET}/", server.endpoint), Mode::Shrinking);
+    let env = server.client_env();
+    let stop = AtomicBool::new(false);
+    let started = Instant::now();
+    // `quarry prune` against the bucket while the Lambda handles its deletions' notifications:
+    // two versions of each of 12 packages go.
+    let work = async {
+        let prune = async {
+            for (root, kind) in [(pip_root(RUN), "pip"), (apt_root(RUN), "apt"), (dnf_root(RUN), "dnf")] {
+                let mut cmd = tokio::process::Command::new(quarry_bin());
+                cmd.args(["prune", "--store", &format!("s3://{BUCKET}/"), "--root", &root, "--kind", kind])
+                    .args(["--keep-versions", "1"])
+                    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .env_remove("QUARRY_GRACE_SECONDS")
+                    .env_remove("QUARRY_SIGNING_KEY")
+                    .env_remove("QUARRY_SIGNING_KEY_FILE")
+                    .env_remove("QUARRY_CONFIG");
+                assert_success(&run(cmd, Duration::from_secs(300)).await, &format!("quarry prune {root} on S3"));
+            }
+        };
+        tokio::join!(prune, lambda_service(&queue, &handler, RUN, 2 * 12));
+        stop.store(true, Ordering::Release);
+    };
+    let site = site(&[RUN]);
+    let ((), tally) = tokio::join!(work, reader.watch(&site, &stop));
+    assert_sound("quarry prune of a bucket the Lambda indexes", &tally, started);
+    for root in [pip_root(RUN), apt_root(RUN), dnf_root(RUN)] {
+        let report = quarry_index::check(store.as_ref(), &RepoRoot::new(&root).unwrap()).await.unwrap();
+        assert!(report.is_clean() && report.files == if root.contains("python") { 6 } else { 3 }, "{report}");
+    }
     server.stop().await;
 }
 

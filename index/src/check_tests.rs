@@ -43,16 +43,16 @@ fn deb(name: &str, version: &str) -> (String, Vec<u8>) {
     (format!("pool/main/{name}_{version}_amd64.deb"), crate::deb::tests::build_deb(&control, "gz"))
 }
 
-/// A run `{run}-linux/` with two wheels, two debs, two rpms, an archive and a log, every root
+/// A run `{run}-linux/` with three versions of a wheel, a .deb and an .rpm, an archive and a log, every root
 /// and listing indexed.
 async fn indexed_run(store: &Arc<dyn Store>, run: &str) {
-    for v in ["1.0", "2.0"] {
+    for v in ["1.0", "2.0", "3.0"] {
         let (name, body) = wheel("alpha", v);
         put(store.as_ref(), &format!("{run}-linux/python/{name}"), body).await;
         let (name, body) = deb("alpha", v);
         put(store.as_ref(), &format!("{run}-linux/packages/deb/{name}"), body).await;
     }
-    for v in ["1.0", "2.0"] {
+    for v in ["1.0", "2.0", "3.0"] {
         let (name, body) = rpm("alpha", v);
         put(store.as_ref(), &format!("{run}-linux/packages/rpm/x86_64/{name}"), body).await;
     }
@@ -136,6 +136,9 @@ struct AuditedDeletes {
     runs: Vec<String>,
     found: Mutex<BTreeSet<String>>,
     deletes: Mutex<usize>,
+    /// Refresh what each deleted key makes stale before the audit, as the Lambda does on the
+    /// deletion's notification.
+    react: bool,
 }
 
 impl AuditedDeletes {
@@ -145,7 +148,13 @@ impl AuditedDeletes {
             runs: runs.iter().map(|r| (*r).to_owned()).collect(),
             found: Mutex::new(BTreeSet::new()),
             deletes: Mutex::new(0),
+            react: false,
         }
+    }
+
+    fn reacting(mut self) -> Self {
+        self.react = true;
+        self
     }
 
     async fn audit(&self, deleted: &Key) {
@@ -186,16 +195,35 @@ impl Store for AuditedDeletes {
         self.inner.delete(key).await?;
         *self.deletes.lock().unwrap() += 1;
         self.audit(key).await;
+        if self.react {
+            let indexer = Indexer::new(self.inner.clone());
+            for scope in crate::Scope::affected_by(key) {
+                indexer.refresh(&scope).await.unwrap();
+            }
+            self.audit(key).await;
+        }
         Ok(())
     }
 }
 
 #[tokio::test]
 async fn prune_never_leaves_a_page_naming_a_file_it_deleted() {
+    prune_audited(false).await;
+}
+
+/// The Lambda reindexes what each deletion makes stale, while other pruned files are still
+/// there: they must not come back on the pages.
+#[tokio::test]
+async fn prune_never_leaves_a_page_naming_a_file_it_deleted_while_deletions_are_indexed() {
+    prune_audited(true).await;
+}
+
+async fn prune_audited(react: bool) {
     let memory = Arc::new(MemoryStore::default());
     let plain: Arc<dyn Store> = memory.clone();
     indexed_run(&plain, "7").await;
-    let audited = Arc::new(AuditedDeletes::new(memory, &["7"]));
+    let audited = AuditedDeletes::new(memory, &["7"]);
+    let audited = Arc::new(if react { audited.reacting() } else { audited });
     let indexer = Indexer::new(audited.clone());
     // The older version of each package, then everything (a project's pages go too).
     let older = crate::prune::PrunePolicy { keep_days: None, keep_versions: Some(1) };

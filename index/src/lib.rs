@@ -58,7 +58,7 @@ pub use error::{IndexError, InspectError};
 pub use inspect::{Inspected, Inspections, inspect};
 pub use listing::{ListingDir, ListingReport, update_listing};
 pub use metadata::{CoreMetadata, MetadataError};
-pub use plan::{METADATA_SUFFIX, YANK_SUFFIX};
+pub use plan::{LEAVING_SUFFIX, METADATA_SUFFIX, YANK_SUFFIX};
 pub use publish::{Indexer, ReindexReport};
 pub use render::{Extra, Page, Stage, render, render_with_extra};
 pub use root::{APT_STATE_NAME, DNF_STATE_NAME, RepoKind, RepoRoot, STATE_NAME, check_key_segments};

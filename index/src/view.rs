@@ -9,12 +9,10 @@
 //! committed; and every reindex of a generic root refreshes its views after it
 //! ([`Indexer::reindex`] and its siblings), so a view learns of new generic files only once they
 //! are in place. Removal goes the other way round: `quarry prune` of a generic root first
-//! republishes the root and every view without the files it is about to delete
-//! ([`Indexer::reindex_without`]), then deletes them, then reindexes the generic root.
+//! marks the files it is about to delete, republishes the root and every view without them
+//! ([`Indexer::reindex_before_removal`]), then deletes them, then reindexes the generic root.
 //! A file deleted otherwise (by hand, a lifecycle rule; the Lambda then gets the delete event)
 //! is named by the views' pages until the generic root's reindex refreshes them.
-
-use std::collections::BTreeSet;
 
 use quarry_store::layout::config::{Layout, RootKind, RootRule};
 use quarry_store::{Store, StoreError, StoreExt};
@@ -75,22 +73,15 @@ pub fn href_between(from: &str, to: &str) -> String {
     out
 }
 
-tokio::task_local! {
-    /// Files (full keys) a root and its views leave out while they are being deleted
-    /// ([`Indexer::reindex_without`]).
-    static LEAVING: BTreeSet<String>;
-}
-
 /// The generic root's committed state for a view's reindex (`None`: `root` is no view, or its
-/// generic root was never indexed), without the files being deleted from it.
+/// generic root was never indexed).
 pub(crate) async fn source_for(store: &dyn Store, root: &RepoRoot) -> Result<Option<ViewSource>, StoreError> {
     let Some(generic) = generic_of(quarry_store::layout::config::configured(), root) else {
         return Ok(None);
     };
-    let Some(mut state) = read_state(store, &generic).await? else {
+    let Some(state) = read_state(store, &generic).await? else {
         return Ok(None);
     };
-    let _ = LEAVING.try_with(|leaving| state.entries.retain(|name, _| !leaving.contains(&format!("{generic}{name}"))));
     let href_prefix = href_between(root.as_str(), generic.as_str());
     Ok(Some(ViewSource { root: generic, state, href_prefix }))
 }
@@ -115,7 +106,6 @@ pub(crate) async fn project_source(
         },
     };
     state.version = STATE_VERSION;
-    let _ = LEAVING.try_with(|leaving| state.entries.retain(|name, _| !leaving.contains(&format!("{generic}{name}"))));
     let href_prefix = href_between(root.as_str(), generic.as_str());
     Ok(Some(ViewSource { root: generic.clone(), state, href_prefix }))
 }
@@ -205,36 +195,22 @@ impl Indexer {
 }
 
 impl Indexer {
-    /// Before files of `root` are deleted (`quarry prune`): the root reindexed and committed as
-    /// if `leaving` (the files' full keys) were gone already, then every view of it, so that no
-    /// page names them (nor their `.metadata`, deleted once the pages stopped naming it) when
-    /// they go. A reindex by someone else meanwhile lists them again and may name them again
-    /// until the deletion's own reindex.
-    pub async fn reindex_without(
-        &self,
-        root: &RepoRoot,
-        leaving: BTreeSet<String>,
-    ) -> Result<ReindexReport, IndexError> {
-        LEAVING
-            .scope(leaving, async {
-                let report = self.run_scoped(root, None, false, Inspections::default()).await?;
-                let layout = quarry_store::layout::config::configured();
-                if root.kind() != RepoKind::Pip || !layout.roots.iter().any(|r| r.generic.is_some()) {
-                    return Ok(report);
-                }
-                for view in views_of(self.store().as_ref(), layout, root).await? {
-                    let done = self.run_scoped(&view, None, false, Inspections::default()).await?;
-                    tracing::info!(view = %view, generic = %root, "view refreshed before a deletion: {done}");
-                }
-                Ok(report)
-            })
-            .await
+    /// Before files of `root` are deleted (`quarry prune`, which marked them with
+    /// [`crate::LEAVING_SUFFIX`]): the root reindexed without them, then every view of it, so
+    /// that no page names them (nor their `.metadata`, deleted once the pages stopped naming
+    /// it) when they go.
+    pub async fn reindex_before_removal(&self, root: &RepoRoot) -> Result<ReindexReport, IndexError> {
+        let report = self.run_scoped(root, None, false, Inspections::default()).await?;
+        let layout = quarry_store::layout::config::configured();
+        if root.kind() != RepoKind::Pip || !layout.roots.iter().any(|r| r.generic.is_some()) {
+            return Ok(report);
+        }
+        for view in views_of(self.store().as_ref(), layout, root).await? {
+            let done = self.run_scoped(&view, None, false, Inspections::default()).await?;
+            tracing::info!(view = %view, generic = %root, "view refreshed before a deletion: {done}");
+        }
+        Ok(report)
     }
-}
-
-/// Whether `key` is a file being deleted ([`Indexer::reindex_without`]): listings leave it out.
-pub(crate) fn is_leaving(key: &str) -> bool {
-    LEAVING.try_with(|leaving| leaving.contains(key)).unwrap_or(false)
 }
 
 #[cfg(test)]
