@@ -1,8 +1,11 @@
 //! Audit a published root from the outside, as a client sees it: every link on every page
-//! resolves, every advertised `.metadata` exists, hashes agree with the committed state, and
-//! every distribution file in the listing is on the pages (or was refused, with a reason).
-//! `quarry index --check` runs it; the race and fault suites assert it comes back clean. apt and
-//! dnf roots are audited from their entry points down (`check_native`).
+//! (the find-links page, the simple pages in HTML and PEP 691 JSON, and project pages no simple
+//! index links any more, which pip may still read) resolves, every advertised `.metadata`
+//! exists, hashes agree with the committed state, and every distribution file in the listing
+//! is on the pages (or was refused, with a reason; or is marked for pruning). A missing object
+//! a page names is a dangling link ([`CheckReport::dangling`]). `quarry index --check` runs it;
+//! the race and fault suites assert it comes back clean. apt and dnf roots are audited from
+//! their entry points down (`check_native`); run listings by [`check_listing`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
