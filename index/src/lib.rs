@@ -13,6 +13,8 @@
 pub mod apt;
 pub mod check;
 mod check_native;
+#[cfg(test)]
+mod check_tests;
 pub mod chunked;
 #[cfg(test)]
 mod chunked_tests;
@@ -51,14 +53,14 @@ pub mod view;
 mod view_tests;
 mod wheel;
 
-pub use check::{CheckReport, check};
+pub use check::{CheckReport, check, check_listing};
 pub use config::{APT_LABEL_ENV, APT_ORIGIN_ENV, ConfigError, DEFAULT_GRACE_SECONDS, GRACE_SECONDS_ENV, IndexConfig};
 pub use discover::{discover, discover_scopes};
 pub use error::{IndexError, InspectError};
 pub use inspect::{Inspected, Inspections, inspect};
 pub use listing::{ListingDir, ListingReport, update_listing};
 pub use metadata::{CoreMetadata, MetadataError};
-pub use plan::{METADATA_SUFFIX, YANK_SUFFIX};
+pub use plan::{LEAVING_SUFFIX, METADATA_SUFFIX, YANK_SUFFIX};
 pub use publish::{Indexer, ReindexReport};
 pub use render::{Extra, Page, Stage, render, render_with_extra};
 pub use root::{APT_STATE_NAME, DNF_STATE_NAME, RepoKind, RepoRoot, STATE_NAME, check_key_segments};
