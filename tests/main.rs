@@ -11,6 +11,7 @@ mod cdn;
 mod chunked_indexes;
 mod ci_matrix;
 mod cli;
+mod consistency;
 mod deb_builder;
 mod gc;
 mod gpu_page;

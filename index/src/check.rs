@@ -1,8 +1,11 @@
 //! Audit a published root from the outside, as a client sees it: every link on every page
-//! resolves, every advertised `.metadata` exists, hashes agree with the committed state, and
-//! every distribution file in the listing is on the pages (or was refused, with a reason).
-//! `quarry index --check` runs it; the race and fault suites assert it comes back clean. apt and
-//! dnf roots are audited from their entry points down (`check_native`).
+//! (the find-links page, the simple pages in HTML and PEP 691 JSON, and project pages no simple
+//! index links any more, which pip may still read) resolves, every advertised `.metadata`
+//! exists, hashes agree with the committed state, and every distribution file in the listing
+//! is on the pages (or was refused, with a reason; or is marked for pruning). A missing object
+//! a page names is a dangling link ([`CheckReport::dangling`]). `quarry index --check` runs it;
+//! the race and fault suites assert it comes back clean. apt and dnf roots are audited from
+//! their entry points down (`check_native`); run listings by [`check_listing`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,7 +15,7 @@ use serde::Serialize;
 
 use crate::root::RepoRoot;
 use crate::state::RepoState;
-use crate::{METADATA_SUFFIX, YANK_SUFFIX};
+use crate::{LEAVING_SUFFIX, METADATA_SUFFIX, YANK_SUFFIX};
 
 /// Largest page read.
 const MAX_PAGE: u64 = 256 * 1024 * 1024;
@@ -23,7 +26,7 @@ pub struct CheckReport {
     pub root: String,
     /// Distribution files in the listing.
     pub files: usize,
-    /// HTML pages read.
+    /// HTML pages (apt and dnf: documents) read.
     pub pages: usize,
     /// One line per problem; empty when the root is consistent.
     pub problems: Vec<String>,
@@ -32,20 +35,22 @@ pub struct CheckReport {
 /// The words that mark a problem a client trips over (see [`CheckReport::dangling`]).
 pub(crate) const MISSING_FILE: &str = "links to missing";
 const MISSING_METADATA: &str = "advertises missing";
+/// A page another page links to is missing: `{page} is missing and {from} links to it`.
+pub(crate) const MISSING_LINKED: &str = " links to it";
 
 impl CheckReport {
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
     }
 
-    /// The problems a client trips over: a link to a missing file or an advertised `.metadata`
-    /// that is not there. (A state lagging behind the listing is not one of them: the pages
-    /// are merely behind.)
+    /// The problems a client trips over: a link to a missing file or page, or an advertised
+    /// `.metadata` that is not there. (A state lagging behind the listing is not one of them:
+    /// the pages are merely behind.)
     pub fn dangling(&self) -> Vec<&str> {
         self.problems
             .iter()
             .map(String::as_str)
-            .filter(|p| p.contains(MISSING_FILE) || p.contains(MISSING_METADATA))
+            .filter(|p| p.contains(MISSING_FILE) || p.contains(MISSING_METADATA) || p.ends_with(MISSING_LINKED))
             .collect()
     }
 }
@@ -110,9 +115,12 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
     let listing = store.list_all(root.as_str(), true).await?;
     let present: BTreeSet<String> =
         listing.objects.iter().map(|o| o.key.as_str()[root.as_str().len()..].to_owned()).collect();
+    // A file `quarry prune` marked is on its way out: indexed as gone, not expected on a page.
+    let marked = |n: &String| present.contains(&format!("{n}{LEAVING_SUFFIX}"));
     let files: BTreeSet<&String> = present
         .iter()
         .filter(|n| DistFilename::has_dist_extension(n) && !n.ends_with(METADATA_SUFFIX) && !n.ends_with(YANK_SUFFIX))
+        .filter(|n| !marked(n))
         .collect();
     report.files = files.len();
 
@@ -143,7 +151,7 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
             continue;
         };
         let page_path = format!("simple/{project}/index.html");
-        let page = read_page(store, root, &page_path, &mut report).await?;
+        let page = read_linked(store, root, "simple/index.html", &page_path, &mut report).await?;
         let linked = page_for_project.entry(project.to_owned()).or_default();
         for a in anchors(&page) {
             let Some(file) = a.href.strip_prefix("../../") else {
@@ -154,6 +162,60 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
             linked.insert(file.to_owned());
         }
     }
+
+    // pip reads `simple/{project}/` without the simple index: a project page no longer linked
+    // from it (its project just removed, its deletion pending or failed) must not dangle either.
+    let listed_dirs = store.list_all(&format!("{root}simple/"), true).await?.common_prefixes;
+    for dir in listed_dirs {
+        let Some(project) = dir.strip_prefix(&format!("{root}simple/")).map(|d| d.trim_end_matches('/')) else {
+            continue;
+        };
+        if page_for_project.contains_key(project) {
+            continue;
+        }
+        for (page_path, json) in
+            [(format!("simple/{project}/index.html"), false), (format!("simple/{project}/index.json"), true)]
+        {
+            let text = match store.get_bytes(&root.key(&page_path)?, MAX_PAGE).await {
+                Ok((_, bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            };
+            let links = if json { json_file_links(&text, &page_path, &mut report) } else { anchors(&text) };
+            for a in links {
+                // A view's link into its generic root is checked there.
+                let Some(file) = a.href.strip_prefix("../../").filter(|f| !f.starts_with("../")) else { continue };
+                if !exists(store, root, &present, file).await? {
+                    report.problems.push(format!("{page_path} (on no simple index) {MISSING_FILE} {file}"));
+                }
+                if a.core_metadata && !exists(store, root, &present, &format!("{file}{METADATA_SUFFIX}")).await? {
+                    report
+                        .problems
+                        .push(format!("{page_path} (on no simple index) {MISSING_METADATA} {file}{METADATA_SUFFIX}"));
+                }
+            }
+        }
+    }
+
+    // The PEP 691 pages, as uv (and pip negotiating JSON) read them.
+    let mut json_for_project: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    // (`pages` counts the HTML pages.)
+    let html_pages = report.pages;
+    let simple_json = read_page(store, root, "simple/index.json", &mut report).await?;
+    for project in json_project_names(&simple_json, "simple/index.json", &mut report) {
+        let page_path = format!("simple/{project}/index.json");
+        let page = read_linked(store, root, "simple/index.json", &page_path, &mut report).await?;
+        let linked = json_for_project.entry(project).or_default();
+        for a in json_file_links(&page, &page_path, &mut report) {
+            let Some(file) = a.href.strip_prefix("../../") else {
+                report.problems.push(format!("{page_path}: url {:?} leaves the root's files", a.href));
+                continue;
+            };
+            check_file_link(&ctx, &a, file, &page_path, &mut report).await?;
+            linked.insert(file.to_owned());
+        }
+    }
+    report.pages = html_pages;
 
     // Coverage: every file in the listing is on the pages, or was refused with a reason.
     for file in files {
@@ -171,6 +233,10 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
         let listed = project.as_ref().and_then(|p| page_for_project.get(p)).is_some_and(|l| l.contains(file.as_str()));
         if !listed {
             report.problems.push(format!("{file} is missing from its simple project page"));
+        }
+        let in_json = project.as_ref().and_then(|p| json_for_project.get(p)).is_some_and(|l| l.contains(file.as_str()));
+        if !in_json {
+            report.problems.push(format!("{file} is missing from its JSON project page"));
         }
     }
     Ok(report)
@@ -208,6 +274,67 @@ async fn read_page(
         }
         Err(e) => Err(e),
     }
+}
+
+/// A page another page links to (`from`): missing, it is a dangling link.
+async fn read_linked(
+    store: &dyn Store,
+    root: &RepoRoot,
+    from: &str,
+    path: &str,
+    report: &mut CheckReport,
+) -> Result<String, StoreError> {
+    let key = root.key(path)?;
+    match store.get_bytes(&key, MAX_PAGE).await {
+        Ok((_, bytes)) => {
+            report.pages += 1;
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        }
+        Err(e) if e.is_not_found() => {
+            report.problems.push(format!("{path} is missing and {from}{MISSING_LINKED}"));
+            Ok(String::new())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The project names of a PEP 691 root page (nothing when the page is empty: missing).
+fn json_project_names(text: &str, page: &str, report: &mut CheckReport) -> Vec<String> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(text) else {
+        report.problems.push(format!("{page} is not JSON"));
+        return Vec::new();
+    };
+    let names = json["projects"].as_array().map(Vec::as_slice).unwrap_or_default();
+    names.iter().filter_map(|p| p["name"].as_str()).map(str::to_owned).collect()
+}
+
+/// The files of a PEP 691 project page as anchors: the url (decoded), its sha256, whether it
+/// advertises core metadata.
+fn json_file_links(text: &str, page: &str, report: &mut CheckReport) -> Vec<Anchor> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(text) else {
+        report.problems.push(format!("{page} is not JSON"));
+        return Vec::new();
+    };
+    let files = json["files"].as_array().map(Vec::as_slice).unwrap_or_default();
+    files
+        .iter()
+        .filter_map(|f| {
+            let url = f["url"].as_str()?;
+            let path = url.split_once('#').map_or(url, |(p, _)| p);
+            let advertised = |v: &serde_json::Value| v.is_object() || v.as_bool() == Some(true);
+            Some(Anchor {
+                href: percent_encoding::percent_decode_str(path).decode_utf8_lossy().into_owned(),
+                sha256: f["hashes"]["sha256"].as_str().map(str::to_owned),
+                core_metadata: advertised(&f["core-metadata"]) || advertised(&f["dist-info-metadata"]),
+            })
+        })
+        .collect()
 }
 
 /// Whether `name` exists in the root: in the listing, or (created since) by a HEAD.
@@ -265,6 +392,53 @@ async fn check_file_link(
         _ => {}
     }
     Ok(())
+}
+
+/// Audit a run's artifact listing (`{run}-{platform}/index.html` and the listings below it) as a
+/// browser or a script following it sees it: every row's link resolves (a file, or a
+/// subdirectory's page), and a row's SHA256 is the one the store recorded for the file, where
+/// the store recorded one. A directory without a listing page names nothing: no problem.
+pub async fn check_listing(store: &dyn Store, dir: &crate::ListingDir) -> Result<CheckReport, StoreError> {
+    let mut report = CheckReport { root: dir.to_string(), ..CheckReport::default() };
+    let page = crate::listing::LISTING_PAGE;
+    let text = match store.get_bytes(&quarry_store::Key::join(dir.as_str(), page)?, MAX_PAGE).await {
+        Ok((_, bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) if e.is_not_found() => return Ok(report),
+        Err(e) => return Err(e),
+    };
+    report.pages = 1;
+    let listing = store.list_all(dir.as_str(), true).await?;
+    let objects: BTreeMap<&str, &quarry_store::ObjectMeta> =
+        listing.objects.iter().map(|o| (o.key.filename(), o)).collect();
+    for row in text.split("<tr><td>").skip(1) {
+        let Some(a) = anchors(row).into_iter().next() else { continue };
+        let given = row.split("<td class=\"sha\">").nth(1).and_then(|r| r.split('<').next()).filter(|s| s.len() == 64);
+        let key = match quarry_store::Key::join(dir.as_str(), &a.href) {
+            Ok(key) => key,
+            Err(_) => {
+                report.problems.push(format!("{page}: row link {:?} is not a key", a.href));
+                continue;
+            }
+        };
+        report.files += 1;
+        let recorded = match objects.get(a.href.as_str()) {
+            Some(object) => object.sha256.clone(),
+            None => match store.head(&key).await {
+                Ok(meta) => meta.sha256,
+                Err(e) if e.is_not_found() => {
+                    report.problems.push(format!("{page} {MISSING_FILE} {}", a.href));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        if let (Some(given), Some(recorded)) = (given, recorded)
+            && given != recorded
+        {
+            report.problems.push(format!("{page} gives {} sha256 {given}, the store {recorded}", a.href));
+        }
+    }
+    Ok(report)
 }
 
 #[cfg(test)]

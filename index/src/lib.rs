@@ -20,6 +20,8 @@ pub use quarry_inspect::{
 use quarry_inspect::{source, wheel};
 pub mod check;
 mod check_native;
+#[cfg(test)]
+mod check_tests;
 pub mod chunked;
 #[cfg(test)]
 mod chunked_tests;
@@ -52,13 +54,13 @@ pub mod view;
 #[cfg(test)]
 mod view_tests;
 
-pub use check::{CheckReport, check};
+pub use check::{CheckReport, check, check_listing};
 pub use config::{APT_LABEL_ENV, APT_ORIGIN_ENV, ConfigError, DEFAULT_GRACE_SECONDS, GRACE_SECONDS_ENV, IndexConfig};
 pub use discover::{discover, discover_scopes};
 pub use error::{IndexError, InspectError};
 pub use inspect::{Inspected, Inspections, inspect};
 pub use listing::{ListingDir, ListingReport, update_listing};
-pub use plan::{METADATA_SUFFIX, YANK_SUFFIX};
+pub use plan::{LEAVING_SUFFIX, METADATA_SUFFIX, YANK_SUFFIX};
 pub use publish::{Indexer, ReindexReport};
 pub use render::{Extra, Page, Stage, render, render_with_extra};
 pub use root::{APT_STATE_NAME, DNF_STATE_NAME, RepoKind, RepoRoot, STATE_NAME, check_key_segments};

@@ -2,7 +2,8 @@
 //! below it that is not a package repo), a table of the objects there with sizes, times and
 //! sha256, in the layout of TheRock's server-side `generate_s3_index.py` (Name / Size /
 //! Modified, subdirectories as `name/` rows linking `name/index.html`, names in codepoint
-//! order) plus a SHA256 column.
+//! order) plus a SHA256 column. A subdirectory without a page of its own (`packages/`, a pip
+//! root not indexed yet) is a row without a link: a listing names only pages that exist.
 //!
 //! A listing needs no committed state to be race-free: each writer renders what it listed,
 //! writes the page, lists again and rewrites until the two listings agree. The last page
@@ -98,6 +99,10 @@ pub struct ListingEntry {
     pub sha256: Option<String>,
     /// [`quarry_store::ObjectMeta::version`]: changes when the object is replaced.
     pub etag: String,
+    /// A subdirectory whose `index.html` exists (its own listing, or a pip root's find-links
+    /// page): its row links there. A subdirectory without one (`packages/`) is listed
+    /// unlinked: no row names a page that is not there.
+    pub page: bool,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -145,8 +150,11 @@ pub fn render_listing(dir: &ListingDir, entries: &[ListingEntry]) -> String {
     let rows = entries
         .into_iter()
         .map(|e| {
-            let is_dir = e.size.is_none();
-            let href = if is_dir { format!("{}index.html", e.name) } else { e.name.clone() };
+            let href = match (e.size, e.page) {
+                (Some(_), _) => e.name.clone(),
+                (None, true) => format!("{}index.html", e.name),
+                (None, false) => String::new(),
+            };
             Row {
                 href: percent_encoding::utf8_percent_encode(&href, HREF).to_string(),
                 name: e.name.clone(),
@@ -214,7 +222,9 @@ pub async fn update_listing(store: &dyn Store, dir: &ListingDir) -> Result<Listi
         Err(e) => return Err(e),
     };
     let cached_page = cache.sha256.get(LISTING_PAGE).map(|(_, sha)| sha.clone());
-    let mut entries = list_entries(store, dir, &mut cache).await?;
+    // Whether each subdirectory has a page, asked once per update.
+    let mut pages = BTreeMap::new();
+    let mut entries = list_entries(store, dir, &mut cache, &mut pages).await?;
     if entries.is_empty() {
         // An emptied directory (a run deleted by gc or a lifecycle rule) gets no page: its
         // own page and cache go too, so it does not come back as an empty run.
@@ -244,7 +254,7 @@ pub async fn update_listing(store: &dyn Store, dir: &ListingDir) -> Result<Listi
                 .await?;
         }
         // Read back: a page written over a newer one is rewritten from a newer listing.
-        let again = list_entries(store, dir, &mut cache).await?;
+        let again = list_entries(store, dir, &mut cache, &mut pages).await?;
         if same_objects(&again, &entries) {
             report.entries = entries.len();
             return Ok(report);
@@ -256,10 +266,18 @@ pub async fn update_listing(store: &dyn Store, dir: &ListingDir) -> Result<Listi
 }
 
 fn same_objects(a: &[ListingEntry], b: &[ListingEntry]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.name == y.name && x.etag == y.etag && x.size == y.size)
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| x.name == y.name && x.etag == y.etag && x.size == y.size && x.page == y.page)
 }
 
-async fn list_entries(store: &dyn Store, dir: &ListingDir, cache: &mut Cache) -> Result<Vec<ListingEntry>, StoreError> {
+/// The directory's rows; `pages` remembers which subdirectories have an `index.html` (one HEAD
+/// each per update).
+async fn list_entries(
+    store: &dyn Store,
+    dir: &ListingDir,
+    cache: &mut Cache,
+    pages: &mut BTreeMap<String, bool>,
+) -> Result<Vec<ListingEntry>, StoreError> {
     let listing = store.list_all(dir.as_str(), true).await?;
     let by_name: BTreeMap<String, &quarry_store::ObjectMeta> =
         listing.objects.iter().map(|o| (o.key.filename().to_owned(), o)).collect();
@@ -285,11 +303,24 @@ async fn list_entries(store: &dyn Store, dir: &ListingDir, cache: &mut Cache) ->
             modified: Some(object.last_modified),
             sha256,
             etag: object.version(),
+            page: false,
         });
     }
     for sub in &listing.common_prefixes {
         let name = format!("{}/", sub.trim_end_matches('/').rsplit('/').next().unwrap_or_default());
-        entries.push(ListingEntry { name, size: None, modified: None, sha256: None, etag: String::new() });
+        let page = match pages.get(sub) {
+            Some(known) => *known,
+            None => {
+                let found = match store.head(&Key::join(sub, LISTING_PAGE)?).await {
+                    Ok(_) => true,
+                    Err(e) if e.is_not_found() => false,
+                    Err(e) => return Err(e),
+                };
+                pages.insert(sub.clone(), found);
+                found
+            }
+        };
+        entries.push(ListingEntry { name, size: None, modified: None, sha256: None, etag: String::new(), page });
     }
     cache.sha256.retain(|name, _| name == LISTING_PAGE || by_name.contains_key(name));
     entries.sort_by(|a, b| a.name.cmp(&b.name));
@@ -387,6 +418,8 @@ mod tests {
         put("77-linux/rccl_test_gfx942:xnack+.tar.zst", b"").await;
         put("77-linux/python/x-1.0-py3-none-any.whl", b"PK").await;
         put("77-linux/logs/build.log", b"log").await;
+        // logs/ has a listing of its own, python/ (never indexed) no page: listed unlinked.
+        update_listing(&store, &ListingDir::new("77-linux/logs/").unwrap()).await.unwrap();
         let dir = ListingDir::new("77-linux/").unwrap();
         let report = update_listing(&store, &dir).await.unwrap();
         assert!(report.written);

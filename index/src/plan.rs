@@ -21,6 +21,10 @@ use crate::state::{Rejected, RepoState};
 pub const METADATA_SUFFIX: &str = ".metadata";
 /// Suffix of the marker object that yanks a file; its content is the reason.
 pub const YANK_SUFFIX: &str = ".yanked";
+/// Suffix of the marker `quarry prune` puts beside a file it is about to delete: every reindex,
+/// whoever runs it (the Lambda reacting to the deletions too), indexes a marked file as gone,
+/// so no page names it when it goes. The marker goes after the file.
+pub const LEAVING_SUFFIX: &str = ".quarry-leaving";
 
 /// A root's listing sorted into its package files and yank markers, by path relative to the
 /// root; every other object is ignored.
@@ -38,10 +42,16 @@ impl RootListing {
     /// Sort `objects` (listed under [`RepoRoot::package_prefix`]).
     pub(crate) fn new(root: &RepoRoot, objects: Vec<ObjectMeta>) -> Self {
         let mut listing = Self::default();
+        let leaving: BTreeSet<String> =
+            leaving(objects.iter().map(|o| o.key.as_str())).into_iter().map(str::to_owned).collect();
         for object in objects {
             let Some(relative) = object.key.as_str().strip_prefix(root.as_str()).map(str::to_owned) else {
                 continue;
             };
+            // A file about to be deleted is indexed as gone already (`quarry prune` marked it).
+            if leaving.contains(object.key.as_str()) {
+                continue;
+            }
             if let Some(target) = relative.strip_suffix(YANK_SUFFIX) {
                 if root.kind() == RepoKind::Pip && root.is_package(target) {
                     listing.yank_markers.insert(target.to_owned(), object.key);
@@ -100,6 +110,11 @@ impl RootListing {
         };
         self.yank_markers.iter().filter(|(name, _)| indexed(name)).map(|(n, k)| (n.clone(), k.clone())).collect()
     }
+}
+
+/// The files (as `keys` spell them) a [`LEAVING_SUFFIX`] marker among `keys` marks.
+pub(crate) fn leaving<'a>(keys: impl Iterator<Item = &'a str>) -> BTreeSet<&'a str> {
+    keys.filter_map(|k| k.strip_suffix(LEAVING_SUFFIX)).collect()
 }
 
 /// What inspecting one listed file found.
@@ -194,7 +209,10 @@ pub(crate) fn plan(input: PlanInput<'_>) -> Result<Plan, IndexError> {
     plan.stage(root, old, sidecars, pages, force, dirty)?;
     let current = &plan.state;
     let stale = old.outputs.keys().filter(|k| !current.outputs.contains_key(*k) && !current.retired.contains_key(*k));
-    plan.deletes = stale.cloned().chain(expired).collect();
+    // Pages before the sidecars they name: pip reads a project page without the simple index.
+    let (sidecars, pages): (Vec<String>, Vec<String>) =
+        stale.cloned().chain(expired).partition(|k| k.ends_with(METADATA_SUFFIX));
+    plan.deletes = pages.into_iter().chain(sidecars).collect();
     Ok(plan)
 }
 

@@ -1,7 +1,8 @@
 //! Retention inside one flat root (a channel's pip, apt or dnf repository, `python-deps/`):
 //! per project, keep the newest `keep_versions` versions and/or the versions whose files entered
-//! within `keep_days`; delete the files of every other version with their sidecars, then
-//! reindex the root (`quarry prune`).
+//! within `keep_days`; mark the files of every other version ([`crate::LEAVING_SUFFIX`]),
+//! republish the root without them, delete them with their sidecars, then reindex the root
+//! (`quarry prune`).
 //!
 //! Versions are ordered as their clients order them: PEP 440 for pip, dpkg's for apt, rpm's EVR
 //! for dnf. A version's age is its newest file's `upload-time` in the root's state. With both
@@ -13,14 +14,15 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use jiff::Timestamp;
 use quarry_packaging::{DebVersion, DistFilename, Version};
-use quarry_store::{Store, StoreError};
+use quarry_store::{PutOptions, Store, StoreError};
 use serde::Serialize;
 
 use crate::error::IndexError;
 use crate::origin::entry_project;
-use crate::plan::{METADATA_SUFFIX, YANK_SUFFIX};
+use crate::plan::{LEAVING_SUFFIX, METADATA_SUFFIX, YANK_SUFFIX};
 use crate::publish::{Indexer, ReindexReport};
 use crate::root::{RepoKind, RepoRoot};
 use crate::state::{Entry, RepoState};
@@ -86,6 +88,8 @@ pub enum PruneError {
     State { root: String, source: StoreError },
     #[error("deleting {key}")]
     Delete { key: String, source: StoreError },
+    #[error("marking a file to prune: {key}")]
+    Mark { key: String, source: StoreError },
     #[error("reindexing {root}")]
     Reindex { root: String, source: IndexError },
 }
@@ -201,8 +205,9 @@ fn reasons_to_keep(key: &VersionKey, rank: usize, newest: &str, policy: PrunePol
     reasons
 }
 
-/// Prune `root` under `policy` as of `now`: delete the pruned versions' files and sidecars
-/// (unless `dry_run`), then reindex the root through `indexer`.
+/// Prune `root` under `policy` as of `now` (unless `dry_run`): mark the pruned versions'
+/// files, republish the root and its views without them, delete the files with their sidecars
+/// and markers, then reindex the root through `indexer`.
 pub async fn prune_root(
     indexer: &Indexer,
     root: &RepoRoot,
@@ -233,14 +238,35 @@ pub async fn prune_root(
     if dry_run || report.pruned.is_empty() {
         return Ok(report);
     }
-    // A generic root's views stop naming the pruned files before they go.
-    let leaving = report.pruned.iter().flat_map(|v| &v.files).map(|f| format!("{root}{f}")).collect();
+    // Marked, the pruned files are indexed as gone by every reindex from now on (the Lambda's,
+    // reacting to the deletions, too): the root's pages (and a generic root's views) stop
+    // naming them before they go, so a reader between two deletes never follows a link to a
+    // deleted file. Each marker goes after its file.
+    let files: Vec<&String> = report.pruned.iter().flat_map(|v| &v.files).collect();
+    let mut markers = Vec::new();
+    for file in &files {
+        let key = root
+            .key(&format!("{file}{LEAVING_SUFFIX}"))
+            .map_err(|e| PruneError::Mark { key: format!("{root}{file}{LEAVING_SUFFIX}"), source: e.into() })?;
+        markers.push((key, Bytes::new(), PutOptions::derived()));
+    }
+    let keys: Vec<String> = markers.iter().map(|(k, ..)| k.to_string()).collect();
+    for (key, result) in keys.into_iter().zip(store.put_many(markers).await) {
+        result.map_err(|source| PruneError::Mark { key, source })?;
+    }
     indexer
-        .refresh_views_without(root, leaving)
+        .reindex_before_removal(root)
         .await
         .map_err(|source| PruneError::Reindex { root: root.to_string(), source })?;
-    for file in report.pruned.iter().flat_map(|v| &v.files) {
+    for file in files {
         report.deleted.extend(delete_with_sidecars(store, root, file).await?);
+        if let Ok(marker) = root.key(&format!("{file}{LEAVING_SUFFIX}")) {
+            match store.delete(&marker).await {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(source) => return Err(PruneError::Delete { key: marker.to_string(), source }),
+            }
+        }
     }
     let reindexed =
         indexer.reindex(root).await.map_err(|source| PruneError::Reindex { root: root.to_string(), source })?;

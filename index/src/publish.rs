@@ -190,15 +190,6 @@ impl Indexer {
     /// writes are not atomic ([`ConditionalWrites::Verify`]) a commit is read back: if another
     /// writer's state replaced it, or the listing holds files it lacks, the loop goes on.
     #[tracing::instrument(skip_all, fields(root = %root, force))]
-    pub(crate) async fn run(
-        &self,
-        root: &RepoRoot,
-        force: bool,
-        known: Inspections,
-    ) -> Result<ReindexReport, IndexError> {
-        self.run_scoped(root, None, force, known).await
-    }
-
     pub(crate) async fn run_scoped(
         &self,
         root: &RepoRoot,

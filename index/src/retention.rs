@@ -319,8 +319,49 @@ fn is_state(object: &ObjectMeta) -> bool {
         || object.key.as_str().contains("/.quarry-index/")
 }
 
-/// Delete every object under the run's prefix, its index state objects last; list again and
-/// repeat (bounded) for anything written meanwhile.
+/// When an object of a deleted run goes, so that no page ever names an object already gone:
+/// pages before what they name, each wave deleted whole before the next. First the artifact
+/// listings, the run's own before those below it (each names its subdirectories' pages);
+/// then the repos' entry points (the find-links page, `simple/index.*`, apt's `InRelease` and
+/// `Release`, dnf's `repomd.xml`); then the pages only those name (project pages, which pip
+/// also reads directly, `Packages`, `by-hash/`, repodata, signatures); then the uploads and
+/// their `.metadata`; the index state objects last.
+fn deletion_wave(object: &ObjectMeta) -> (u8, usize) {
+    let key = object.key.as_str();
+    let name = object.key.filename();
+    let depth = key.matches('/').count();
+    if is_state(object) {
+        return (5, 0);
+    }
+    let mut dirs = key.split('/').rev().skip(1);
+    let parent = dirs.next().unwrap_or_default();
+    let grandparent = dirs.next().unwrap_or_default();
+    if name == LISTING_PAGE && crate::ListingDir::new(object.key.parent_prefix()).is_some() {
+        return (0, depth);
+    }
+    // pip: the find-links page and the simple root (`simple/{project}/…` are project pages).
+    let pip_entry = grandparent != "simple"
+        && match name {
+            "index.html" => true,
+            "index.json" => parent == "simple",
+            _ => false,
+        };
+    let native_entry =
+        (parent == crate::apt::SUITE && grandparent == "dists" && (name == "InRelease" || name == "Release"))
+            || key.ends_with(&format!("/{}", crate::dnf::REPOMD));
+    if pip_entry || native_entry {
+        return (1, 0);
+    }
+    // A `.metadata` goes with its file: project pages (wave 2) name it.
+    if is_generated(&object.key) && !name.ends_with(METADATA_SUFFIX) {
+        return (2, 0);
+    }
+    (3, 0)
+}
+
+/// Delete every object under the run's prefix, in [`deletion_wave`] order (pages before what
+/// they name, index state objects last); list again and repeat (bounded) for anything written
+/// meanwhile.
 async fn delete_run(store: &dyn Store, run: &Run, concurrency: usize) -> Result<(), RetentionError> {
     let list = |run: &str| {
         let run = run.to_owned();
@@ -340,9 +381,13 @@ async fn delete_run(store: &dyn Store, run: &Run, concurrency: usize) -> Result<
         if pass > 1 {
             tracing::warn!(run = %run.run, pass, left = objects.len(), "objects appeared while the run was deleted");
         }
-        let (states, files): (Vec<ObjectMeta>, Vec<ObjectMeta>) = objects.into_iter().partition(is_state);
-        delete_all(store, files, concurrency).await?;
-        delete_all(store, states, concurrency).await?;
+        let mut waves: BTreeMap<(u8, usize), Vec<ObjectMeta>> = BTreeMap::new();
+        for object in objects {
+            waves.entry(deletion_wave(&object)).or_default().push(object);
+        }
+        for wave in waves.into_values() {
+            delete_all(store, wave, concurrency).await?;
+        }
     }
     let left = list(&run.run).await?;
     if left.is_empty() {

@@ -9,12 +9,10 @@
 //! committed; and every reindex of a generic root refreshes its views after it
 //! ([`Indexer::reindex`] and its siblings), so a view learns of new generic files only once they
 //! are in place. Removal goes the other way round: `quarry prune` of a generic root first
-//! republishes every view without the files it is about to delete
-//! ([`Indexer::refresh_views_without`]), then deletes them, then reindexes the generic root.
+//! marks the files it is about to delete, republishes the root and every view without them
+//! ([`Indexer::reindex_before_removal`]), then deletes them, then reindexes the generic root.
 //! A file deleted otherwise (by hand, a lifecycle rule; the Lambda then gets the delete event)
 //! is named by the views' pages until the generic root's reindex refreshes them.
-
-use std::collections::BTreeSet;
 
 use quarry_store::layout::config::{Layout, RootKind, RootRule};
 use quarry_store::{Store, StoreError, StoreExt};
@@ -75,22 +73,15 @@ pub fn href_between(from: &str, to: &str) -> String {
     out
 }
 
-tokio::task_local! {
-    /// Generic files (full keys) the views leave out while they are being deleted
-    /// ([`Indexer::refresh_views_without`]).
-    static LEAVING: BTreeSet<String>;
-}
-
 /// The generic root's committed state for a view's reindex (`None`: `root` is no view, or its
-/// generic root was never indexed), without the files being deleted from it.
+/// generic root was never indexed).
 pub(crate) async fn source_for(store: &dyn Store, root: &RepoRoot) -> Result<Option<ViewSource>, StoreError> {
     let Some(generic) = generic_of(quarry_store::layout::config::configured(), root) else {
         return Ok(None);
     };
-    let Some(mut state) = read_state(store, &generic).await? else {
+    let Some(state) = read_state(store, &generic).await? else {
         return Ok(None);
     };
-    let _ = LEAVING.try_with(|leaving| state.entries.retain(|name, _| !leaving.contains(&format!("{generic}{name}"))));
     let href_prefix = href_between(root.as_str(), generic.as_str());
     Ok(Some(ViewSource { root: generic, state, href_prefix }))
 }
@@ -115,7 +106,6 @@ pub(crate) async fn project_source(
         },
     };
     state.version = STATE_VERSION;
-    let _ = LEAVING.try_with(|leaving| state.entries.retain(|name, _| !leaving.contains(&format!("{generic}{name}"))));
     let href_prefix = href_between(root.as_str(), generic.as_str());
     Ok(Some(ViewSource { root: generic.clone(), state, href_prefix }))
 }
@@ -205,25 +195,21 @@ impl Indexer {
 }
 
 impl Indexer {
-    /// Before files of a generic root are deleted (`quarry prune`): every view of it
-    /// republished without `leaving` (the files' full keys), so that no view page names them
-    /// once they are gone. A view reindexed meanwhile by someone else still reads the generic
-    /// root's committed state and may name them again until the generic root's own reindex.
-    pub async fn refresh_views_without(&self, generic: &RepoRoot, leaving: BTreeSet<String>) -> Result<(), IndexError> {
+    /// Before files of `root` are deleted (`quarry prune`, which marked them with
+    /// [`crate::LEAVING_SUFFIX`]): the root reindexed without them, then every view of it, so
+    /// that no page names them (nor their `.metadata`, deleted once the pages stopped naming
+    /// it) when they go.
+    pub async fn reindex_before_removal(&self, root: &RepoRoot) -> Result<ReindexReport, IndexError> {
+        let report = self.run_scoped(root, None, false, Inspections::default()).await?;
         let layout = quarry_store::layout::config::configured();
-        let views = views_of(self.store().as_ref(), layout, generic).await?;
-        if views.is_empty() || leaving.is_empty() {
-            return Ok(());
+        if root.kind() != RepoKind::Pip || !layout.roots.iter().any(|r| r.generic.is_some()) {
+            return Ok(report);
         }
-        LEAVING
-            .scope(leaving, async {
-                for view in &views {
-                    let done = self.run(view, false, Inspections::default()).await?;
-                    tracing::info!(view = %view, generic = %generic, "view refreshed before a deletion: {done}");
-                }
-                Ok(())
-            })
-            .await
+        for view in views_of(self.store().as_ref(), layout, root).await? {
+            let done = self.run_scoped(&view, None, false, Inspections::default()).await?;
+            tracing::info!(view = %view, generic = %root, "view refreshed before a deletion: {done}");
+        }
+        Ok(report)
     }
 }
 

@@ -18,8 +18,10 @@ use quarry_store::{LocalStore, Store};
 use sha2::{Digest, Sha256};
 use zip::write::SimpleFileOptions;
 
+pub mod built;
 pub mod native;
 pub mod proxy;
+pub mod reader;
 pub mod s3;
 
 pub const TOKEN: &str = "test-token-0123456789";
