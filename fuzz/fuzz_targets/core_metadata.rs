@@ -4,5 +4,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = quarry_index::CoreMetadata::parse(data);
+    let _ = quarry_inspect::CoreMetadata::parse(data);
 });

@@ -4,7 +4,7 @@
 
 use futures_util::FutureExt;
 use libfuzzer_sys::fuzz_target;
-use quarry_index::deb::{DebControl, MemorySource, read_deb_control};
+use quarry_inspect::deb::{DebControl, MemorySource, read_deb_control};
 
 fuzz_target!(|data: &[u8]| {
     let mut source = MemorySource(bytes::Bytes::copy_from_slice(data));

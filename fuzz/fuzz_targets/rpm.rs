@@ -3,8 +3,8 @@
 
 use futures_util::FutureExt;
 use libfuzzer_sys::fuzz_target;
-use quarry_index::deb::{MemorySource, RangeSource};
-use quarry_index::rpmhead::{RpmInfo, header_span};
+use quarry_inspect::deb::{MemorySource, RangeSource};
+use quarry_inspect::rpmhead::{RpmInfo, header_span};
 
 fuzz_target!(|data: &[u8]| {
     let mut source = MemorySource(bytes::Bytes::copy_from_slice(data));

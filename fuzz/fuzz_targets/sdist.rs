@@ -9,5 +9,5 @@ fuzz_target!(|data: &[u8]| {
     let Some((first, body)) = data.split_first() else { return };
     let name = if first & 1 == 0 { "pkg-1.0.tar.gz" } else { "pkg-1.0.zip" };
     let filename: SdistFilename = name.parse().expect("valid name");
-    let _ = quarry_index::check_sdist_bytes(&filename, bytes::Bytes::copy_from_slice(body));
+    let _ = quarry_inspect::check_sdist_bytes(&filename, bytes::Bytes::copy_from_slice(body));
 });

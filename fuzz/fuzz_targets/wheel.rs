@@ -4,5 +4,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = quarry_index::read_wheel_metadata_from_bytes(bytes::Bytes::copy_from_slice(data));
+    let _ = quarry_inspect::read_wheel_metadata_from_bytes(bytes::Bytes::copy_from_slice(data));
 });

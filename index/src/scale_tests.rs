@@ -116,7 +116,10 @@ fn package(kind: &str, i: usize, v: usize) -> (String, Vec<u8>) {
         "pip" => wheel(&format!("proj{}", i % 4), &format!("1.{i}.{v}")),
         "apt" => {
             let control = format!("Package: pkg{}\nVersion: 1.{i}.{v}\nArchitecture: amd64\nDescription: p\n", i % 4);
-            (format!("pool/main/pkg{}_1.{i}.{v}_amd64.deb", i % 4), quarry_inspect::deb::test_support::build_deb(&control, "gz"))
+            (
+                format!("pool/main/pkg{}_1.{i}.{v}_amd64.deb", i % 4),
+                quarry_inspect::deb::test_support::build_deb(&control, "gz"),
+            )
         }
         _ => rpm(i * 100 + v),
     }

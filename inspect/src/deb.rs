@@ -391,7 +391,6 @@ pub mod test_support {
         }
         out
     }
-
 }
 
 #[cfg(test)]

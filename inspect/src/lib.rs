@@ -8,6 +8,8 @@
 //! - [`deb`]: a `.deb`'s control stanza (ar members walked, the control member decompressed
 //!   under a cap) and dpkg's control-file rules.
 //! - [`rpmhead`]: an `.rpm`'s lead, signature and header, read to their end only.
+//! - [`simple_page`]: an upstream index's project page (PEP 691 JSON, PEP 503 HTML), the
+//!   files it offers with their hashes, sizes and metadata offers.
 //! - [`source`]: where those bytes come from (a store object by ranges, or memory), hashed as
 //!   they are read.
 //!
@@ -17,6 +19,7 @@
 pub mod deb;
 pub mod metadata;
 pub mod rpmhead;
+pub mod simple_page;
 pub mod source;
 pub mod variant;
 pub mod wheel;

@@ -31,12 +31,7 @@ pub async fn read_whole(
 }
 
 /// [`read_whole`] of a GET already made.
-pub async fn hash_body(
-    key: &Key,
-    got: GetObject,
-    keep_up_to: u64,
-    legacy_digests: bool,
-) -> Result<Whole, StoreError> {
+pub async fn hash_body(key: &Key, got: GetObject, keep_up_to: u64, legacy_digests: bool) -> Result<Whole, StoreError> {
     let meta = got.meta;
     let mut sha256 = sha2::Sha256::new();
     let mut legacy = legacy_digests.then(|| (md5::Md5::new(), sha1::Sha1::new()));

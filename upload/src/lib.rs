@@ -20,7 +20,6 @@
 pub mod destination;
 pub mod http;
 pub mod mirror;
-mod mirror_page;
 pub mod step;
 pub mod store;
 pub mod summary;

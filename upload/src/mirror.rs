@@ -44,9 +44,6 @@ use quarry_store::{Key, LocalStore, ObjectMeta, Sha256Hex, Store, StoreError, sh
 use serde::Serialize;
 use tokio::io::AsyncWriteExt;
 
-#[doc(hidden)]
-pub use crate::mirror_page::fuzz_check as fuzz_page;
-
 /// What `Accept` asks of a simple index: JSON first, HTML as a fallback.
 const ACCEPT: &str = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01";
 /// Largest project page read.
@@ -132,18 +129,7 @@ pub fn origin(text: &str) -> Result<String, String> {
     Ok(url.origin().ascii_serialization())
 }
 
-/// One file of the upstream's project page.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UpstreamFile {
-    pub filename: String,
-    pub url: reqwest::Url,
-    pub sha256: Option<String>,
-    pub upload_time: Option<String>,
-    /// PEP 700: the size the upstream declares, in bytes.
-    pub size: Option<u64>,
-    /// The upstream offers `<url>.metadata`, with this sha256 when given.
-    pub metadata: Option<Option<String>>,
-}
+pub use quarry_inspect::simple_page::UpstreamFile;
 
 /// What happened to one file.
 #[derive(Debug, Clone, Serialize)]
@@ -473,9 +459,9 @@ async fn project_files(
     let (body, content_type) = client.get_small(&url, ACCEPT, MAX_PAGE, "the largest page read").await?;
     let page = |reason: String| MirrorError::Page { url: url.to_string(), reason };
     let files = if content_type.starts_with("application/vnd.pypi.simple.v1+json") {
-        crate::mirror_page::parse_json(&url, &body).map_err(page)?
+        quarry_inspect::simple_page::parse_json(&url, &body).map_err(page)?
     } else {
-        crate::mirror_page::parse_html(&url, &String::from_utf8_lossy(&body)).map_err(page)?
+        quarry_inspect::simple_page::parse_html(&url, &String::from_utf8_lossy(&body)).map_err(page)?
     };
     let chosen: Vec<UpstreamFile> = files.into_iter().filter(|f| wanted_file(options, wanted, &f.filename)).collect();
     if chosen.is_empty() {

@@ -1,4 +1,4 @@
-//! Reading an upstream's project page: PEP 691 JSON (with PEP 700's `size` and
+//! Reading an upstream index's project page (what `quarry mirror` copies from): PEP 691 JSON (with PEP 700's `size` and
 //! `upload-time`), or PEP 503 HTML (anchors with `#sha256=` fragments, `data-core-metadata` /
 //! `data-dist-info-metadata`, `data-upload-time`).
 //!
@@ -8,10 +8,21 @@
 //! redirects. `fuzz/fuzz_targets/mirror_page.rs` runs both parsers over arbitrary bytes
 //! through [`fuzz_check`].
 
-use reqwest::Url;
 use serde::Deserialize;
+pub use url::Url;
 
-use crate::mirror::UpstreamFile;
+/// One file of the upstream's project page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamFile {
+    pub filename: String,
+    pub url: Url,
+    pub sha256: Option<String>,
+    pub upload_time: Option<String>,
+    /// PEP 700: the size the upstream declares, in bytes.
+    pub size: Option<u64>,
+    /// The upstream offers `<url>.metadata`, with this sha256 when given.
+    pub metadata: Option<Option<String>>,
+}
 
 #[derive(Deserialize)]
 struct JsonPage {
@@ -46,7 +57,7 @@ fn metadata_offer(value: Option<&serde_json::Value>) -> Option<Option<String>> {
 }
 
 /// The files of a PEP 691 JSON project page at `base`.
-pub(crate) fn parse_json(base: &Url, body: &[u8]) -> Result<Vec<UpstreamFile>, String> {
+pub fn parse_json(base: &Url, body: &[u8]) -> Result<Vec<UpstreamFile>, String> {
     let page: JsonPage = serde_json::from_slice(body).map_err(|e| format!("not a PEP 691 project page: {e}"))?;
     page.files
         .into_iter()
@@ -70,7 +81,7 @@ fn without_fragment(mut url: Url) -> Url {
 }
 
 /// The files of a PEP 503 HTML project page at `base`.
-pub(crate) fn parse_html(base: &Url, body: &str) -> Result<Vec<UpstreamFile>, String> {
+pub fn parse_html(base: &Url, body: &str) -> Result<Vec<UpstreamFile>, String> {
     // ASCII lowercasing keeps every byte where it was: offsets into `lower` are offsets into
     // `body`, on the same character boundaries.
     let lower = body.to_ascii_lowercase();
@@ -203,6 +214,7 @@ fn unescape(text: &str) -> String {
 /// (when UTF-8) as an HTML page at a fixed base. Whatever either accepts has what the mirror
 /// relies on: no URL keeps a fragment, a sha256 is lowercase, and the HTML scan found no more
 /// files than the page has `<a` tags.
+#[doc(hidden)]
 pub fn fuzz_check(body: &[u8]) {
     let base = Url::parse("https://upstream.example/simple/project/").expect("a fixed URL");
     let check = |files: &[UpstreamFile]| {
