@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::apt::AptOptions;
-use crate::sign::{KEY_ENV, KEY_FILE_ENV, SignError, Signer};
+use crate::render::apt::AptOptions;
+use crate::render::sign::{KEY_ENV, KEY_FILE_ENV, SignError, Signer};
 
 /// Default grace period for superseded by-hash and repodata files: a day.
 pub const DEFAULT_GRACE_SECONDS: i64 = 24 * 60 * 60;

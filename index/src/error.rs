@@ -3,7 +3,7 @@
 
 use quarry_store::StoreError;
 
-use crate::sign::SignError;
+use crate::render::sign::SignError;
 
 /// Why a reindex failed.
 #[derive(Debug, thiserror::Error)]
@@ -26,11 +26,11 @@ pub enum IndexError {
     DamagedState(String),
 }
 
-impl From<crate::dnf::DnfError> for IndexError {
-    fn from(e: crate::dnf::DnfError) -> Self {
+impl From<crate::render::dnf::DnfError> for IndexError {
+    fn from(e: crate::render::dnf::DnfError) -> Self {
         match e {
-            crate::dnf::DnfError::Sign(e) => Self::Sign(e),
-            e @ crate::dnf::DnfError::Record(_) => Self::DamagedState(e.to_string()),
+            crate::render::dnf::DnfError::Sign(e) => Self::Sign(e),
+            e @ crate::render::dnf::DnfError::Record(_) => Self::DamagedState(e.to_string()),
         }
     }
 }
