@@ -2,7 +2,7 @@
 //! each root, however many uploads arrive. A request names the whole root or one project of
 //! a pip root (an upload's file's); a run takes every request pending when it starts: the
 //! whole root if one asked for it, else each project named, one after another
-//! ([`Indexer::reindex_project`]), their reports folded into one. Runs of one root never
+//! ([`Indexer::run`] of one project), their reports folded into one. Runs of one root never
 //! overlap, so a server's own reindexes never race each other for the root's manifest. A
 //! waiter returns once a run that started after its request has finished. A request may carry
 //! what its caller already inspected (an upload's file): the requests a run covers hand their
@@ -124,11 +124,15 @@ impl Coalescer {
         known: Inspections,
     ) -> Result<ReindexReport, quarry_index::IndexError> {
         let Some(projects) = projects else {
-            return indexer.reindex_inspected(root, known).await;
+            return indexer.run(quarry_index::Request::new(root.clone()).knowing(known)).await;
         };
         let mut total = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
         for project in &projects {
-            total.absorb(indexer.reindex_project(root, project, known.clone()).await?);
+            total.absorb(
+                indexer
+                    .run(quarry_index::Request::new(root.clone()).project(project.clone()).knowing(known.clone()))
+                    .await?,
+            );
         }
         Ok(total)
     }

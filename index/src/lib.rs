@@ -41,7 +41,7 @@ pub use ops::check::{CheckReport, check, check_listing};
 pub use reindex::discover::{discover, discover_scopes};
 pub use reindex::inspect::{Inspected, Inspections, inspect};
 pub use reindex::plan::{LEAVING_SUFFIX, METADATA_SUFFIX, YANK_SUFFIX};
-pub use reindex::publish::Indexer;
+pub use reindex::publish::{Indexer, Request};
 pub use reindex::report::ReindexReport;
 pub use reindex::scope::{ProjectScope, Refreshed, Scope};
 pub use render::listing::{ListingDir, ListingReport, update_listing};

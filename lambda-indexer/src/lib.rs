@@ -454,21 +454,11 @@ impl<S: Stores> Handler<S> {
             }
         }
         // One root's projects one after the other (they would race each other for the root's
-        // pages), roots and listings concurrently.
-        let results: Vec<(String, Result<Refreshed, String>)> = futures_util::stream::iter(by_root(scopes))
-            .map(|group| async move {
-                let mut done = Vec::new();
-                for (bucket, scope) in group {
-                    let indexer = Indexer::new(self.stores.for_bucket(&bucket)).with_config(self.config.clone());
-                    let result = indexer.refresh(&scope).await.map_err(|e| e.to_string());
-                    done.push((format!("{bucket}/{scope}"), result));
-                }
-                done
-            })
-            .buffer_unordered(CONCURRENT_ROOTS)
-            .flat_map(futures_util::stream::iter)
-            .collect()
-            .await;
+        // pages), roots concurrently; then each run's listings, deepest first (a listing links
+        // a subdirectory whose page exists: a root's, or a deeper listing's), runs concurrently.
+        let (roots, listings): (BTreeSet<_>, BTreeSet<_>) = scopes.into_iter().partition(|(_, s)| s.root().is_some());
+        let mut results = self.refresh_groups(by_root(roots)).await;
+        results.extend(self.refresh_groups(by_run(listings)).await);
         for (name, result) in results {
             match result {
                 Ok(Refreshed::Root(r)) => {
@@ -490,6 +480,44 @@ impl<S: Stores> Handler<S> {
         summary.reindexed.dedup();
         summary
     }
+}
+
+impl<S: Stores> Handler<S> {
+    /// Each group's scopes one after the other, in order; groups concurrently.
+    async fn refresh_groups(&self, groups: Vec<Vec<(String, Scope)>>) -> Vec<(String, Result<Refreshed, String>)> {
+        futures_util::stream::iter(groups)
+            .map(|group| async move {
+                let mut done = Vec::new();
+                for (bucket, scope) in group {
+                    let indexer = Indexer::new(self.stores.for_bucket(&bucket)).with_config(self.config.clone());
+                    let result = indexer.refresh(&scope).await.map_err(|e| e.to_string());
+                    done.push((format!("{bucket}/{scope}"), result));
+                }
+                done
+            })
+            .buffer_unordered(CONCURRENT_ROOTS)
+            .flat_map(futures_util::stream::iter)
+            .collect()
+            .await
+    }
+}
+
+/// Listing scopes grouped by bucket and run directory (the key's first segment), each group
+/// in [`Scope`] order: deepest listing first.
+fn by_run(scopes: BTreeSet<(String, Scope)>) -> Vec<Vec<(String, Scope)>> {
+    let mut groups: BTreeMap<(String, String), Vec<(String, Scope)>> = BTreeMap::new();
+    for (bucket, scope) in scopes {
+        let name = scope.to_string();
+        let run = name.split('/').next().unwrap_or_default().to_owned();
+        groups.entry((bucket.clone(), run)).or_default().push((bucket, scope));
+    }
+    groups
+        .into_values()
+        .map(|mut group| {
+            group.sort_by(|a, b| a.1.cmp(&b.1));
+            group
+        })
+        .collect()
 }
 
 /// Scopes grouped by the bucket and root (or listing) they refresh: a pip root's projects

@@ -308,7 +308,7 @@ pub async fn mirror(indexer: &Indexer, options: &MirrorOptions) -> Result<Mirror
         }
     }
     let reindex = indexer
-        .reindex_inspected(&options.root, inspections)
+        .run(quarry_index::Request::new(options.root.clone()).knowing(inspections))
         .await
         .map_err(|source| MirrorError::Index { what: format!("reindexing {}", options.root), source })?;
     report.reindex = Some(reindex);

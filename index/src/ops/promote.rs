@@ -370,7 +370,10 @@ pub async fn init_channel(indexer: &Indexer, p: &Promotion<'_>) -> Result<Promot
         }
     }
     for root in &roots {
-        indexer.reindex_with(root, true).await.map_err(index_err(format!("publishing {root}")))?;
+        indexer
+            .run(crate::Request::new(root.clone()).forced(true))
+            .await
+            .map_err(index_err(format!("publishing {root}")))?;
     }
     Ok(PromoteReport { from: String::new(), to: p.to.to_owned(), dry_run: false, files: Vec::new(), roots })
 }
@@ -527,7 +530,10 @@ async fn reindex(
         (r.kind() == RepoKind::Pip, view, r.as_str().to_owned())
     });
     for root in ordered {
-        indexer.reindex_inspected(root, known.clone()).await.map_err(index_err(format!("reindexing {root}")))?;
+        indexer
+            .run(crate::Request::new(root.clone()).knowing(known.clone()))
+            .await
+            .map_err(index_err(format!("reindexing {root}")))?;
     }
     Ok(())
 }

@@ -75,7 +75,7 @@ impl Indexer {
 
     async fn reconcile_root(&self, root: &RepoRoot, full: Full) -> Result<Reconciled, IndexError> {
         let store = self.store().as_ref();
-        let mut report = self.reindex_with(root, full.force).await?;
+        let mut report = self.run(crate::Request::new(root.clone()).forced(full.force)).await?;
         let audit = crate::ops::check::check(store, root).await?;
         let mut repaired = audit.problems;
         // Outputs the state records that the store lacks, and files whose recorded hash is not
@@ -87,7 +87,7 @@ impl Indexer {
             return Ok(Reconciled { refreshed: Refreshed::Root(report), repaired, remaining: Vec::new() });
         }
         tracing::warn!(%root, problems = repaired.len(), "pages disagree with the store; republishing the root");
-        report.absorb(self.reindex_with(root, true).await?);
+        report.absorb(self.run(crate::Request::new(root.clone()).forced(true)).await?);
         let after = crate::ops::check::check(store, root).await?;
         Ok(Reconciled { refreshed: Refreshed::Root(report), repaired, remaining: after.problems })
     }

@@ -20,6 +20,7 @@ use crate::reindex::scope::ProjectScope;
 use crate::state::Rejected;
 use crate::state::io::{commit_state, ensure_unmoved, etag_value, load_state_bytes, parse_state, serialize_state};
 use crate::state::root::{RepoKind, RepoRoot};
+use quarry_store::layout::config::Layout;
 
 /// Largest yank marker read; longer reasons are cut.
 const MAX_YANK_REASON: u64 = 1024;
@@ -41,6 +42,56 @@ pub struct Indexer {
     concurrency: usize,
     max_attempts: u32,
     config: IndexConfig,
+    /// Which prefixes are configured roots and views (`[layout]`).
+    layout: Arc<Layout>,
+}
+
+/// What one reindex is asked to do ([`Indexer::run`]): bring `root` up to date, or only one
+/// project of it (an event about one of its files: only its files are listed, only its pages
+/// rendered; the whole root is reconciled instead when its state and the store disagree);
+/// with `force`, every page republished even when the state says nothing changed (repairs
+/// pages damaged or deleted behind the indexer's back); with files the caller has inspected
+/// already (an upload, a promotion's copies), each used instead of reading the file again
+/// while the listed object's version is still the one inspected. A generic root's views
+/// follow it, with the same project and inspections.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub(crate) root: RepoRoot,
+    pub(crate) project: Option<ProjectScope>,
+    pub(crate) force: bool,
+    pub(crate) known: Inspections,
+}
+
+impl Request {
+    /// The whole of `root`, nothing forced, nothing known.
+    pub fn new(root: RepoRoot) -> Self {
+        Self { root, project: None, force: false, known: Inspections::default() }
+    }
+
+    /// Only `project` of the root (ignored when forced, and for apt and dnf roots).
+    #[must_use]
+    pub fn project(mut self, project: ProjectScope) -> Self {
+        self.project = Some(project);
+        self
+    }
+
+    /// Every page republished when `force`.
+    #[must_use]
+    pub fn forced(mut self, force: bool) -> Self {
+        self.force = force;
+        self
+    }
+
+    /// Files the caller inspected already.
+    #[must_use]
+    pub fn knowing(mut self, known: Inspections) -> Self {
+        self.known = known;
+        self
+    }
+
+    pub fn root(&self) -> &RepoRoot {
+        &self.root
+    }
 }
 
 /// What carries from one attempt of a reindex to the next.
@@ -85,9 +136,24 @@ impl Pass {
 }
 
 impl Indexer {
-    /// An indexer over `store` with the default [`IndexConfig`].
+    /// An indexer over `store` with the default [`IndexConfig`] and the layout installed for
+    /// the process ([`quarry_store::layout::config::install`], default: runs only); give
+    /// another with [`Indexer::with_layout`].
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Self { store, concurrency: 8, max_attempts: 50, config: IndexConfig::default() }
+        let layout = Arc::new(quarry_store::layout::config::configured().clone());
+        Self { store, concurrency: 8, max_attempts: 50, config: IndexConfig::default(), layout }
+    }
+
+    /// Index with `layout`'s roots and views.
+    #[must_use]
+    pub fn with_layout(mut self, layout: Arc<Layout>) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// The configured roots and views this indexer works with.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
     }
 
     /// Publish apt/dnf metadata with `config` (signing key, Release fields, grace period).
@@ -107,48 +173,20 @@ impl Indexer {
         &self.store
     }
 
-    /// Bring `root`'s pages up to date with its listing.
+    /// Bring `root`'s pages up to date with its listing ([`Indexer::run`] of the plain
+    /// [`Request`]).
     pub async fn reindex(&self, root: &RepoRoot) -> Result<ReindexReport, IndexError> {
-        self.reindex_then_views(root, None, false, Inspections::default()).await
-    }
-
-    /// Like [`Indexer::reindex`]; with `force`, every page is republished even when the state
-    /// says nothing changed (repairs pages damaged or deleted behind the indexer's back).
-    pub async fn reindex_with(&self, root: &RepoRoot, force: bool) -> Result<ReindexReport, IndexError> {
-        self.reindex_then_views(root, None, force, Inspections::default()).await
-    }
-
-    /// Like [`Indexer::reindex`], with files the caller has inspected already (an upload):
-    /// each is used instead of reading the file again while the listed object's version is
-    /// still the one inspected.
-    pub async fn reindex_inspected(&self, root: &RepoRoot, known: Inspections) -> Result<ReindexReport, IndexError> {
-        self.reindex_then_views(root, None, false, known).await
-    }
-
-    /// Bring one project of a pip root up to date (an event about one of its files): only its
-    /// files are listed, only its pages rendered; the whole root is reconciled instead when
-    /// its state and the store disagree. `known` as for [`Indexer::reindex_inspected`].
-    pub async fn reindex_project(
-        &self,
-        root: &RepoRoot,
-        project: &ProjectScope,
-        known: Inspections,
-    ) -> Result<ReindexReport, IndexError> {
-        self.reindex_then_views(root, Some(project.clone()), false, known).await
+        self.run(Request::new(root.clone())).await
     }
 
     /// A lost commit race is retried; the retry republishes every page this call wrote before,
     /// since those may have overwritten the winner's newer pages. On a store whose conditional
     /// writes are not atomic ([`ConditionalWrites::Verify`]) a commit is read back: if another
     /// writer's state replaced it, or the listing holds files it lacks, the loop goes on.
-    #[tracing::instrument(skip_all, fields(root = %root, force))]
-    pub(crate) async fn run_scoped(
-        &self,
-        root: &RepoRoot,
-        project: Option<ProjectScope>,
-        force: bool,
-        known: Inspections,
-    ) -> Result<ReindexReport, IndexError> {
+    #[tracing::instrument(skip_all, fields(root = %request.root, force = request.force))]
+    pub(crate) async fn run_one(&self, request: Request) -> Result<ReindexReport, IndexError> {
+        let Request { root, project, force, known } = request;
+        let root = &root;
         let mode = self.store.conditional_writes();
         if mode == ConditionalWrites::Unsupported {
             return Err(IndexError::UnsafeStore(self.store.describe()));
@@ -767,7 +805,7 @@ mod tests {
             async move {
                 Indexer::new(slow)
                     .with_config(config)
-                    .reindex_project(&root, &project, Inspections::default())
+                    .run(crate::Request::new(root.clone()).project(project.clone()))
                     .await
                     .unwrap()
             }
@@ -775,7 +813,11 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let (second, data) = wheel("second", "1.0", 64);
         put(memory.as_ref(), &second, data).await;
-        Indexer::new(fast).with_config(config).reindex_project(&root, &project, Inspections::default()).await.unwrap();
+        Indexer::new(fast)
+            .with_config(config)
+            .run(crate::Request::new(root.clone()).project(project.clone()))
+            .await
+            .unwrap();
         let slow_report = slow_run.await.unwrap();
         assert!(slow_report.committed);
         crate::check(memory.as_ref(), &root).await.unwrap()
@@ -851,7 +893,7 @@ mod tests {
         store.put_bytes(&packages, Bytes::from_static(b"Package: x\n"), PutOptions::default()).await.unwrap();
         let audit = crate::check(store.as_ref(), &root).await.unwrap();
         assert!(audit.problems.iter().any(|p| p.contains("does not match its Release checksum")), "{audit}");
-        now.reindex_with(&root, true).await.unwrap();
+        now.run(crate::Request::new(root.clone()).forced(true)).await.unwrap();
         // And an unchanged repo is left alone: same Release bytes, nothing written.
         let (_, before) = store.get_bytes(&root.key("dists/stable/Release").unwrap(), 1 << 20).await.unwrap();
         let report = now.reindex(&root).await.unwrap();

@@ -143,13 +143,15 @@ impl Indexer {
     }
 
     /// Like [`Indexer::refresh`]; with `force`, a root's pages are all republished
-    /// ([`Indexer::reindex_with`]). A listing is compared with the store either way.
+    /// (a forced [`Indexer::run`]). A listing is compared with the store either way.
     pub async fn refresh_with(&self, scope: &Scope, force: bool) -> Result<Refreshed, IndexError> {
         match scope {
-            Scope::Root(root) => self.reindex_with(root, force).await.map(Refreshed::Root),
-            Scope::Project(root, _) if force => self.reindex_with(root, force).await.map(Refreshed::Root),
+            Scope::Root(root) => self.run(crate::Request::new(root.clone()).forced(force)).await.map(Refreshed::Root),
+            Scope::Project(root, _) if force => {
+                self.run(crate::Request::new(root.clone()).forced(force)).await.map(Refreshed::Root)
+            }
             Scope::Project(root, project) => {
-                self.reindex_project(root, project, crate::Inspections::default()).await.map(Refreshed::Root)
+                self.run(crate::Request::new(root.clone()).project(project.clone())).await.map(Refreshed::Root)
             }
             Scope::Listing(dir) => Ok(Refreshed::Listing(update_listing(self.store().as_ref(), dir).await?)),
         }
@@ -159,6 +161,10 @@ impl Indexer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn scopes_of(key: &str) -> Vec<Scope> {
+        Scope::affected_by(&Key::new(key).unwrap())
+    }
 
     fn scopes(key: &str) -> Vec<String> {
         Scope::affected_by(&Key::new(key).unwrap()).iter().map(ToString::to_string).collect()
@@ -189,5 +195,11 @@ mod tests {
         assert!(matches!(apt, Some(Scope::Root(_))), "{apt:?}");
         let listing = Scope::for_key(&Key::new("1-linux/a.tar.zst").unwrap()).unwrap();
         assert!(listing.root().is_none() && root < listing, "roots sort first");
+        // Listings sort deepest first: refreshed in order, a directory's page exists before
+        // its parent's is written (and links it).
+        let ordered: std::collections::BTreeSet<Scope> =
+            scopes_of("1-linux/logs/gfx94X/build.log").into_iter().chain(scopes_of("1-linux/a.tar.zst")).collect();
+        let ordered: Vec<String> = ordered.iter().map(ToString::to_string).collect();
+        assert_eq!(ordered, ["1-linux/logs/gfx94X/index.html", "1-linux/logs/index.html", "1-linux/index.html"]);
     }
 }

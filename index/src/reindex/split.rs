@@ -72,9 +72,9 @@ impl Indexer {
         }
         let inspections = self.inspect_unknown(listing.unknown(&old), &mut pass.inspected).await?;
         let yanks = self.read_yank_reasons(listing.markers_to_read(&old, &inspections)).await?;
-        let parts = Parts { simple_root: true, find_links: self.config().find_links(root.as_str()) };
+        let parts = Parts { simple_root: true, find_links: self.config().find_links(self.layout(), root.as_str()) };
         // A per-family view: the generic root's files, listed beside the view's own.
-        let view = crate::reindex::view::source_for(store, root).await?;
+        let view = crate::reindex::view::source_for(store, self.layout(), root).await?;
         let Plan { state, mut report, writes, pages, deletes, unchanged } = plan(PlanInput {
             root,
             old: &old,
@@ -161,8 +161,8 @@ impl Indexer {
         // A per-family view's project pages list the generic root's files of the project too
         // (its share, read as committed). Its find-links page lists every generic file: a view
         // with one is reconciled whole.
-        let view = match crate::reindex::view::generic_of(quarry_store::layout::config::configured(), root) {
-            Some(_) if self.config().find_links(root.as_str()) => return Ok(None),
+        let view = match crate::reindex::view::generic_of(self.layout(), root) {
+            Some(_) if self.config().find_links(self.layout(), root.as_str()) => return Ok(None),
             Some(generic) => match crate::reindex::view::project_source(store, root, &generic, project.name()).await? {
                 Some(source) => Some(source),
                 None => return Ok(None),
@@ -215,7 +215,7 @@ impl Indexer {
                 .iter()
                 .any(|page| pass.dirty.contains(&format!("{root}{page}")));
             // Another event's: retried as a lost race (`PROJECT_ATTEMPTS` attempts as a
-            // project, then the whole root, in `Indexer::run_scoped`).
+            // project, then the whole root, in `Indexer::run_one`).
             if !own {
                 return Err(StoreError::Conflict {
                     key: state_key.to_string(),
@@ -295,7 +295,7 @@ impl Indexer {
         let (html, json) = (root.key(SIMPLE_ROOT_HTML)?, root.key(SIMPLE_ROOT_JSON)?);
         // Listed on the simple root: a project with files; in a view, one with pages (its
         // files may all be the generic root's).
-        let view = crate::reindex::view::generic_of(quarry_store::layout::config::configured(), root).is_some();
+        let view = crate::reindex::view::generic_of(self.layout(), root).is_some();
         let page = root.key(&format!("simple/{}/index.html", project.name()))?;
         let listed = |state: &RepoState| match view {
             false => !state.entries.is_empty(),
@@ -317,7 +317,7 @@ impl Indexer {
             }
         }
         let find_links = root.key(FIND_LINKS)?;
-        if !self.config().find_links(root.as_str()) {
+        if !self.config().find_links(self.layout(), root.as_str()) {
             if pages.manifest.outputs.remove(find_links.as_str()).is_some() {
                 pages.deletes.push(find_links.to_string());
             }

@@ -18,8 +18,7 @@ use quarry_store::layout::config::{Layout, RootKind, RootRule};
 use quarry_store::{Store, StoreError, StoreExt};
 
 use crate::error::IndexError;
-use crate::reindex::inspect::Inspections;
-use crate::reindex::publish::Indexer;
+use crate::reindex::publish::{Indexer, Request};
 use crate::reindex::report::ReindexReport;
 use crate::render::pip::Extra;
 use crate::state::io::{SPLIT_VERSION, load_object, project_key, read_state};
@@ -76,8 +75,12 @@ pub fn href_between(from: &str, to: &str) -> String {
 
 /// The generic root's committed state for a view's reindex (`None`: `root` is no view, or its
 /// generic root was never indexed).
-pub(crate) async fn source_for(store: &dyn Store, root: &RepoRoot) -> Result<Option<ViewSource>, StoreError> {
-    let Some(generic) = generic_of(quarry_store::layout::config::configured(), root) else {
+pub(crate) async fn source_for(
+    store: &dyn Store,
+    layout: &Layout,
+    root: &RepoRoot,
+) -> Result<Option<ViewSource>, StoreError> {
+    let Some(generic) = generic_of(layout, root) else {
         return Ok(None);
     };
     let Some(state) = read_state(store, &generic).await? else {
@@ -166,29 +169,25 @@ pub async fn views_of(store: &dyn Store, layout: &Layout, generic: &RepoRoot) ->
 }
 
 impl Indexer {
-    /// [`Indexer::reindex_with`] (with the caller's inspections; one project's event when
-    /// `project` is given), then, if `root` is a
-    /// generic root, every view of it (with the same inspections: a promotion's copies are not
-    /// read again): a view never names a generic file before the generic root's state does.
-    /// The report is `root`'s; the views' are logged.
-    pub(crate) async fn reindex_then_views(
-        &self,
-        root: &RepoRoot,
-        project: Option<crate::reindex::scope::ProjectScope>,
-        force: bool,
-        known: Inspections,
-    ) -> Result<ReindexReport, IndexError> {
-        let report = self.run_scoped(root, project.clone(), force, known.clone()).await?;
-        let layout = quarry_store::layout::config::configured();
+    /// One reindex ([`Request`]) of its root, then, if the root is a generic root, every
+    /// view of it (with the same project and inspections: a promotion's copies are not read
+    /// again): a view never names a generic file before the generic root's state does. The
+    /// report is the root's; the views' are logged.
+    pub async fn run(&self, request: Request) -> Result<ReindexReport, IndexError> {
+        let (root, project, known) = (request.root.clone(), request.project.clone(), request.known.clone());
+        let report = self.run_one(request).await?;
+        let layout = self.layout();
         if root.kind() != RepoKind::Pip || !layout.roots.iter().any(|r| r.generic.is_some()) {
             return Ok(report);
         }
-        for view in views_of(self.store().as_ref(), layout, root).await? {
+        for view in views_of(self.store().as_ref(), layout, &root).await? {
             // Not forced: a view's pages change with the generic root's state, which the plan
             // compares; and a prefix the pattern matches that was never indexed stays so. A
             // project's event refreshes that project in each view, as the view's own event
             // about it would.
-            let done = self.run_scoped(&view, project.clone(), false, known.clone()).await?;
+            let mut view_request = Request::new(view.clone()).knowing(known.clone());
+            view_request.project = project.clone();
+            let done = self.run_one(view_request).await?;
             tracing::info!(view = %view, generic = %root, "view refreshed: {done}");
         }
         Ok(report)
@@ -201,13 +200,13 @@ impl Indexer {
     /// that no page names them (nor their `.metadata`, deleted once the pages stopped naming
     /// it) when they go.
     pub async fn reindex_before_removal(&self, root: &RepoRoot) -> Result<ReindexReport, IndexError> {
-        let report = self.run_scoped(root, None, false, Inspections::default()).await?;
-        let layout = quarry_store::layout::config::configured();
+        let report = self.run_one(Request::new(root.clone())).await?;
+        let layout = self.layout();
         if root.kind() != RepoKind::Pip || !layout.roots.iter().any(|r| r.generic.is_some()) {
             return Ok(report);
         }
         for view in views_of(self.store().as_ref(), layout, root).await? {
-            let done = self.run_scoped(&view, None, false, Inspections::default()).await?;
+            let done = self.run_one(Request::new(view.clone())).await?;
             tracing::info!(view = %view, generic = %root, "view refreshed before a deletion: {done}");
         }
         Ok(report)

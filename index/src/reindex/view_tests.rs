@@ -84,7 +84,7 @@ async fn assert_whole_reconciliation_agrees(memory: &Arc<MemoryStore>, roots: &[
     let before = pages(memory.as_ref(), "v2/").await;
     let indexer = Indexer::new(memory.clone());
     for root in roots {
-        indexer.reindex_with(&RepoRoot::new(root).unwrap(), true).await.unwrap();
+        indexer.run(crate::Request::new(RepoRoot::new(root).unwrap()).forced(true)).await.unwrap();
     }
     let after = pages(memory.as_ref(), "v2/").await;
     assert_eq!(before.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>());

@@ -34,8 +34,28 @@ const MAX_PASSES: u32 = 10;
 /// A directory of a CI run that gets a listing: the run root `…/{run}-{platform}/` or a
 /// directory below it outside the package repos (`python/`, `packages/`), as
 /// [`layout::RunLayout::is_listed`] tells.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Ordered deepest first (then by name): whatever refreshes listings in order refreshes a
+/// directory's before its parent's, which links a subdirectory only once its page exists.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ListingDir(String);
+
+impl ListingDir {
+    fn depth(&self) -> usize {
+        self.0.trim_end_matches('/').matches('/').count()
+    }
+}
+
+impl Ord for ListingDir {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.depth().cmp(&self.depth()).then_with(|| self.0.cmp(&other.0))
+    }
+}
+
+impl PartialOrd for ListingDir {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl ListingDir {
     /// The listing the object at `key` appears in, if any. The listing's own outputs and
