@@ -552,12 +552,12 @@ impl ExtractReport {
     fn count(&mut self, header: &tar::Header, limits: Limits) -> Result<(), ArtifactError> {
         self.members += 1;
         if self.members > limits.max_members {
-            return Err(ArtifactError::TooLarge(format!("{} members", limits.max_members)));
+            return Err(ArtifactError::TooLarge { limit: limits.max_members, what: "members" });
         }
         let size = header.size().map_err(ArtifactError::Read)?;
         self.bytes = self.bytes.saturating_add(size);
         if self.bytes > limits.max_bytes {
-            return Err(ArtifactError::TooLarge(format!("{} bytes", limits.max_bytes)));
+            return Err(ArtifactError::TooLarge { limit: limits.max_bytes, what: "bytes" });
         }
         Ok(())
     }

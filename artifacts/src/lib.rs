@@ -71,8 +71,8 @@ pub enum ArtifactError {
     Expands { unpacked: u64, compressed: u64, limit: u64 },
     #[error("member {0:?}: not a regular file, directory, symlink or hard link")]
     Special(String),
-    #[error("the archive exceeds the limit of {0}")]
-    TooLarge(String),
+    #[error("the archive exceeds the limit of {limit} {what}")]
+    TooLarge { limit: u64, what: &'static str },
     #[error("{dir}: the manifest names {root:?}, which is not in the artifact directory")]
     MissingRoot { dir: String, root: String },
 }
