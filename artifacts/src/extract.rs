@@ -3,15 +3,22 @@
 //! - the first member must be `artifact_manifest.txt` (≤ 1 MiB) naming relative roots;
 //! - every other member must be a root or lie under one, with no `..`, `.`, empty segment,
 //!   backslash or leading `/`;
-//! - a symlink's target must stay inside the member's root (relative, never climbing above it);
-//!   a hard link must name an earlier member under a root;
+//! - a symlink's target must stay inside the member's root, judged twice: as text (relative,
+//!   never climbing above the root: what Windows, which resolves `..` lexically, sees) and by
+//!   where it resolves when it is made ([`crate::resolve`]: the links already on disk followed
+//!   component by component, physical `..`, at most 40 of them, no `..` out of a path that does
+//!   not exist yet). A link never replaces another link (or is replaced by a file): the links
+//!   checked before it would lead elsewhere. A hard link must name an earlier member under a
+//!   root;
 //! - no member is ever placed through a symlink: symlinks are created last (as GNU tar's delayed
 //!   links are), after every file and directory, and a member, hard-link source or link whose
 //!   parent path crosses a symlink already on disk below the destination is refused. A chain
 //!   such as `r/a/up -> ..`, `r/a/up/up2 -> ..`, … therefore cannot climb out, even across
 //!   several archives unpacked into one directory (their links wait for [`PendingLinks::create`]);
 //! - devices, FIFOs and other special members are refused;
-//! - member count and total size are bounded by [`Limits`];
+//! - member count, total size and the expansion ratio (bytes unpacked per compressed byte read,
+//!   once past [`Limits::ratio_after`]) are bounded by [`Limits`]: a small archive that expands
+//!   hugely (a zero-filled member) is refused before it fills the disk;
 //! - with [`Limits::portable_names`] (always on Windows), every member must be a name Windows
 //!   can hold: no reserved device name (`CON`, `aux.txt`, `COM1`…), no trailing dot or space,
 //!   none of `<>:"|?*`, no two members differing only in case
@@ -23,16 +30,19 @@
 //! (the caller wipes the roots first, see [`wipe_roots`]); [`ExtractMode::Flatten`] merges every
 //! root's contents into `<dest>`.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Read};
 #[cfg(unix)]
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use quarry_topology::platform::PortableNames;
 
 use crate::archive::manifest_roots;
+use crate::resolve::{Node, resolve_link};
 use crate::{ArchiveFormat, ArtifactError, MANIFEST, io_at, relative_ok};
 
 const MAX_MANIFEST: u64 = 1 << 20;
@@ -48,16 +58,36 @@ pub enum ExtractMode {
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     pub max_members: u64,
+    /// The members' sizes added up.
     pub max_bytes: u64,
+    /// Bytes of tar stream unpacked per compressed byte read, at most (checked once
+    /// [`Limits::ratio_after`] bytes are unpacked).
+    pub max_ratio: u64,
+    /// Unpacked bytes before [`Limits::max_ratio`] applies.
+    pub ratio_after: u64,
     /// Refuse members Windows cannot hold (on by default on Windows; callers turn it on for
     /// Windows artifacts on other hosts).
     pub portable_names: bool,
 }
 
+/// [`Limits::max_bytes`] by default: 64 GiB.
+pub const DEFAULT_MAX_BYTES: u64 = 64 << 30;
+/// [`Limits::max_ratio`] by default: 200 to 1.
+pub const DEFAULT_MAX_RATIO: u64 = 200;
+
 impl Default for Limits {
-    /// 4 million members, 512 GiB: well above TheRock's largest artifacts, below a full disk.
+    /// 4 million members; 64 GiB, an order of magnitude above TheRock's largest artifacts (low
+    /// GiB unpacked, debug-info ones included); 200:1 after the first 64 MiB, when zstd -3 on
+    /// binaries, debug info and kernel databases stays below 20:1 and a zero-filled member
+    /// reaches thousands to one. A 16 MiB archive so unpacks to at most 3.2 GiB.
     fn default() -> Self {
-        Limits { max_members: 4_000_000, max_bytes: 512 << 30, portable_names: cfg!(windows) }
+        Limits {
+            max_members: 4_000_000,
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_ratio: DEFAULT_MAX_RATIO,
+            ratio_after: 64 << 20,
+            portable_names: cfg!(windows),
+        }
     }
 }
 
@@ -66,6 +96,43 @@ pub struct ExtractReport {
     pub roots: Vec<String>,
     pub members: u64,
     pub bytes: u64,
+}
+
+/// Counts the compressed bytes read.
+struct Counting<R> {
+    inner: R,
+    read: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.set(self.read.get().saturating_add(n as u64));
+        Ok(n)
+    }
+}
+
+/// The unpacked stream, failing once it expands beyond [`Limits::max_ratio`]; what it saw
+/// then (unpacked, compressed) is left in `tripped`.
+struct Bounded<R> {
+    inner: R,
+    compressed: Rc<Cell<u64>>,
+    unpacked: u64,
+    limits: Limits,
+    tripped: Rc<Cell<Option<(u64, u64)>>>,
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.unpacked = self.unpacked.saturating_add(n as u64);
+        let compressed = self.compressed.get();
+        if self.unpacked > self.limits.ratio_after && self.unpacked > compressed.saturating_mul(self.limits.max_ratio) {
+            self.tripped.set(Some((self.unpacked, compressed)));
+            return Err(io::Error::other("the archive expands beyond its ratio limit"));
+        }
+        Ok(n)
+    }
 }
 
 fn decoder<'a, R: Read + 'a>(reader: R, format: ArchiveFormat) -> Result<Box<dyn Read + 'a>, ArtifactError> {
@@ -117,12 +184,21 @@ pub fn read_manifest<R: Read>(reader: R, format: ArchiveFormat) -> Result<Vec<St
     Ok(read_manifest_entry(&mut entries)?.0)
 }
 
-/// Removes `<dest>/<root>` and `<dest>/<root>.prebuilt` for every root (bootstrap's wipe).
+/// Removes `<dest>/<root>` and `<dest>/<root>.prebuilt` for every root (bootstrap's wipe),
+/// never through a link: a root whose path below `dest` crosses a symlink is refused (naming
+/// it) before anything is removed; a root that is itself a symlink is removed as a link;
+/// nothing a link inside a root points at is touched.
 pub fn wipe_roots(dest: &Path, roots: &[String]) -> Result<(), ArtifactError> {
+    let mut present = Vec::new();
     for root in roots {
         if !relative_ok(root) {
             return Err(ArtifactError::HostileRoot(root.clone()));
         }
+        if parents_are_real(dest, root)? {
+            present.push(root);
+        }
+    }
+    for root in present {
         for path in [dest.join(root), dest.join(format!("{root}.prebuilt"))] {
             let result = match fs::symlink_metadata(&path) {
                 Ok(m) if m.is_dir() => fs::remove_dir_all(&path),
@@ -134,6 +210,26 @@ pub fn wipe_roots(dest: &Path, roots: &[String]) -> Result<(), ArtifactError> {
         }
     }
     Ok(())
+}
+
+/// Whether every directory between `dest` and `<dest>/<root>` is a real directory (`false`
+/// when one is missing or a file: nothing to wipe); a symlink among them is an error.
+fn parents_are_real(dest: &Path, root: &str) -> Result<bool, ArtifactError> {
+    let mut path = dest.to_path_buf();
+    let parts: Vec<&str> = root.split('/').collect();
+    for part in &parts[..parts.len() - 1] {
+        path.push(part);
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(ArtifactError::WipeThroughLink { root: root.to_owned(), link: path });
+            }
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io_at(&path)(e)),
+        }
+    }
+    Ok(true)
 }
 
 /// Whether a link at `rel` (path inside its root) to `target` stays inside the root.
@@ -183,16 +279,33 @@ pub struct PendingLinks {
 struct PendingLink {
     member: String,
     target: String,
+    /// Where the link goes.
     path: PathBuf,
+    /// The directory it must resolve inside (its root on disk; the destination when flattened).
+    floor: PathBuf,
+    /// Its path below `floor`.
+    rel: String,
 }
 
 impl PendingLinks {
     /// Creates the links in archive order, refusing any whose parent path crosses a symlink
-    /// (an earlier link of this or another archive) or that would replace a directory.
+    /// (an earlier link of this or another archive), that resolves outside its root through
+    /// the links already made ([`crate::resolve`]), that would replace a directory, or that
+    /// would replace a symlink with another target (one already there with the same target is
+    /// kept).
     pub fn create(self) -> Result<(), ArtifactError> {
         let mut checked = HashSet::new();
         for link in self.links {
             no_symlink_between(&self.dest, &link.path, false, &link.member, &mut checked)?;
+            resolve_link(&link.rel, &link.target, |rel| node_at(&link.floor, rel)).map_err(|reason| {
+                ArtifactError::ResolvesOutside { member: link.member.clone(), target: link.target.clone(), reason }
+            })?;
+            if let Ok(meta) = fs::symlink_metadata(&link.path)
+                && meta.file_type().is_symlink()
+                && fs::read_link(&link.path).is_ok_and(|t| portable_target(&t) == link.target)
+            {
+                continue;
+            }
             prepare(&link.path, &link.member)?;
             make_symlink(&link.target, &link.path).map_err(|source| ArtifactError::Symlink {
                 member: link.member.clone(),
@@ -210,6 +323,26 @@ impl PendingLinks {
     pub fn is_empty(&self) -> bool {
         self.links.is_empty()
     }
+}
+
+/// What `<floor>/<rel>` is on disk, links not followed (anything unreadable is missing).
+fn node_at(floor: &Path, rel: &str) -> Node {
+    let path = floor.join(rel);
+    match fs::symlink_metadata(&path) {
+        Ok(m) if m.file_type().is_symlink() => match fs::read_link(&path) {
+            Ok(target) => Node::Link(portable_target(&target)),
+            Err(_) => Node::Missing,
+        },
+        Ok(m) if m.is_dir() => Node::Dir,
+        Ok(_) => Node::File,
+        Err(_) => Node::Missing,
+    }
+}
+
+/// A link's target as text with `/` separators (Windows may store `\`).
+fn portable_target(target: &Path) -> String {
+    let text = target.to_string_lossy();
+    if cfg!(windows) { text.replace('\\', "/") } else { text.into_owned() }
 }
 
 #[cfg(unix)]
@@ -365,7 +498,25 @@ fn unpack<R: Read>(
     mode: ExtractMode,
     limits: Limits,
 ) -> Result<(ExtractReport, PendingLinks), ArtifactError> {
-    let mut archive = tar::Archive::new(decoder(reader, format)?);
+    let compressed = Rc::new(Cell::new(0));
+    let tripped = Rc::new(Cell::new(None));
+    let counting = Counting { inner: reader, read: Rc::clone(&compressed) };
+    let bounded =
+        Bounded { inner: decoder(counting, format)?, compressed, unpacked: 0, limits, tripped: Rc::clone(&tripped) };
+    // Whatever error the expansion limit caused on its way out (a read, a copy), it is named.
+    unpack_bounded(bounded, dest, mode, limits).map_err(|e| match tripped.get() {
+        Some((unpacked, compressed)) => ArtifactError::Expands { unpacked, compressed, limit: limits.max_ratio },
+        None => e,
+    })
+}
+
+fn unpack_bounded<R: Read>(
+    reader: R,
+    dest: &Path,
+    mode: ExtractMode,
+    limits: Limits,
+) -> Result<(ExtractReport, PendingLinks), ArtifactError> {
+    let mut archive = tar::Archive::new(reader);
     let mut entries = archive.entries().map_err(ArtifactError::Read)?;
     let (roots, manifest) = read_manifest_entry(&mut entries)?;
     fs::create_dir_all(dest).map_err(io_at(dest))?;
@@ -401,12 +552,12 @@ impl ExtractReport {
     fn count(&mut self, header: &tar::Header, limits: Limits) -> Result<(), ArtifactError> {
         self.members += 1;
         if self.members > limits.max_members {
-            return Err(ArtifactError::TooLarge(format!("{} members", limits.max_members)));
+            return Err(ArtifactError::TooLarge { limit: limits.max_members, what: "members" });
         }
         let size = header.size().map_err(ArtifactError::Read)?;
         self.bytes = self.bytes.saturating_add(size);
         if self.bytes > limits.max_bytes {
-            return Err(ArtifactError::TooLarge(format!("{} bytes", limits.max_bytes)));
+            return Err(ArtifactError::TooLarge { limit: limits.max_bytes, what: "bytes" });
         }
         Ok(())
     }
@@ -435,6 +586,15 @@ impl Unpacker<'_> {
         Ok((path, rel))
     }
 
+    /// The directory on disk a member's links must resolve inside: its root (the destination
+    /// when roots are flattened into it).
+    fn floor(&self, member: &str) -> PathBuf {
+        match (self.mode, locate(self.roots, member)) {
+            (ExtractMode::Flatten, _) | (_, None) => self.dest.to_path_buf(),
+            (_, Some((root, _))) => self.dest.join(root),
+        }
+    }
+
     /// Places one member: a directory or file now, a hard link to an earlier file now, a
     /// symlink later ([`PendingLinks`]); special members are refused.
     fn member<R: Read>(&mut self, entry: &mut tar::Entry<'_, R>, member: String) -> Result<(), ArtifactError> {
@@ -459,7 +619,8 @@ impl Unpacker<'_> {
                 if rel.is_empty() || !link_stays_inside(&rel, &target) {
                     return Err(ArtifactError::EscapingLink { member, target });
                 }
-                self.links.links.push(PendingLink { member, target, path });
+                let floor = self.floor(&member);
+                self.links.links.push(PendingLink { member, target, path, floor, rel });
             }
             tar::EntryType::Link => {
                 let target = link_name(entry, &member)?;
@@ -519,8 +680,9 @@ fn link_name(entry: &tar::Entry<'_, impl Read>, member: &str) -> Result<String, 
         .map_err(|_| ArtifactError::HostileMember { member: member.to_owned(), reason: "link target is not UTF-8" })
 }
 
-/// Makes room for a new file, link or hard link at `path`: its parents exist, and whatever
-/// non-directory was there is removed (never followed).
+/// Makes room for a new file, link or hard link at `path`: its parents exist, and the file
+/// that was there is removed. A directory or a symlink is never replaced (links already made
+/// may lead through it, and were judged by where it led).
 fn prepare(path: &Path, member: &str) -> Result<(), ArtifactError> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).map_err(io_at(parent))?;
@@ -529,6 +691,10 @@ fn prepare(path: &Path, member: &str) -> Result<(), ArtifactError> {
         Ok(m) if m.is_dir() => Err(ArtifactError::HostileMember {
             member: member.to_owned(),
             reason: "a file or link member replaces a directory",
+        }),
+        Ok(m) if m.file_type().is_symlink() => Err(ArtifactError::HostileMember {
+            member: member.to_owned(),
+            reason: "it replaces a symlink already there (other links may lead through it); unpack into an empty directory",
         }),
         Ok(_) => fs::remove_file(path).map_err(io_at(path)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

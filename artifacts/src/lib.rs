@@ -5,7 +5,10 @@
 //!   first, with its sha256 computed on the way out.
 //! - [`extract`]: an archive unpacked plainly, flattened or bootstrapped into a build tree;
 //!   members outside the manifest roots, `..`, absolute paths, escaping links, special files and
-//!   archives over the size limits are refused before anything lands outside the destination.
+//!   archives over the size and expansion limits are refused before anything lands outside the
+//!   destination.
+//! - [`resolve`]: where a symlink leads once the links on its way are followed (used by the
+//!   extractor against the disk and by the packager against a package's items).
 //! - [`sidecar`]: the `<archive>.sha256sum` files.
 //!
 //! No network and no store here: the CLI moves archives with `quarry-store`.
@@ -13,6 +16,7 @@
 pub mod archive;
 pub mod extract;
 pub mod name;
+pub mod resolve;
 pub mod sidecar;
 
 // The round trips build their fixtures with Unix symlinks and modes.
@@ -21,10 +25,11 @@ mod tests;
 
 pub use archive::{ArchiveOptions, ArchiveReport, write_archive};
 pub use extract::{
-    ExtractMode, ExtractReport, Limits, PendingLinks, extract, extract_deferred, link_stays_inside, read_manifest,
-    wipe_roots,
+    DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, ExtractMode, ExtractReport, Limits, PendingLinks, extract, extract_deferred,
+    link_stays_inside, read_manifest, wipe_roots,
 };
 pub use name::{ArchiveFormat, ArtifactName, ArtifactNameError, COMPONENTS};
+pub use resolve::{LinkRefusal, Node, resolve_link};
 
 /// The manifest every artifact directory and archive carries (an archive's first member).
 pub const MANIFEST: &str = "artifact_manifest.txt";
@@ -56,10 +61,18 @@ pub enum ArtifactError {
     NotPortable { member: String, reason: String },
     #[error("member {member:?}: link to {target:?} leaves its root")]
     EscapingLink { member: String, target: String },
+    #[error("member {member:?}: link to {target:?} leaves its root once the links on its way are followed: {reason}")]
+    ResolvesOutside { member: String, target: String, reason: resolve::LinkRefusal },
+    #[error("refusing to wipe root {root:?}: {} is a symlink (a root is never removed through a link)", link.display())]
+    WipeThroughLink { root: String, link: std::path::PathBuf },
+    #[error(
+        "the archive expands beyond the limit of {limit}:1 ({unpacked} bytes unpacked from {compressed} compressed bytes)"
+    )]
+    Expands { unpacked: u64, compressed: u64, limit: u64 },
     #[error("member {0:?}: not a regular file, directory, symlink or hard link")]
     Special(String),
-    #[error("the archive exceeds the limit of {0}")]
-    TooLarge(String),
+    #[error("the archive exceeds the limit of {limit} {what}")]
+    TooLarge { limit: u64, what: &'static str },
     #[error("{dir}: the manifest names {root:?}, which is not in the artifact directory")]
     MissingRoot { dir: String, root: String },
 }

@@ -336,3 +336,209 @@ fn members_windows_cannot_hold_are_refused_by_name() {
     }
     assert_eq!(Limits::default().portable_names, cfg!(windows), "on by default exactly on Windows");
 }
+
+/// `stage/a/b/…/p/s -> ../…` (16 levels up: back at `stage`), then `stage/esc -> a/…/p/s/`
+/// and 17 `..`: both pass the textual check, and `esc` resolves 17 levels above `stage`. (One
+/// letter per level: the names fit an old tar header.)
+fn sixteen_level_chain() -> (String, String, String) {
+    let deep = ('a'..='p').map(String::from).collect::<Vec<_>>().join("/");
+    let s = format!("stage/{deep}/s");
+    let up16 = vec![".."; 16].join("/");
+    let esc = format!("{deep}/s/{}", vec![".."; 17].join("/"));
+    assert!(link_stays_inside(&s["stage/".len()..], &up16) && link_stays_inside("esc", &esc));
+    (s, up16, esc)
+}
+
+/// Every path under `dir` named `name`, links included (not followed).
+fn named(dir: &Path, name: &str) -> Vec<String> {
+    listing(dir)
+        .into_iter()
+        .filter(|p| {
+            let path = p.split(" -> ").next().unwrap_or(p).split(' ').next().unwrap_or(p).trim_end_matches('/');
+            path.rsplit('/').next() == Some(name)
+        })
+        .collect()
+}
+
+#[test]
+fn a_chain_resolving_outside_is_refused_in_every_mode() {
+    use tar::EntryType::{Regular, Symlink};
+    let (s, up16, esc) = sixteen_level_chain();
+    let manifest: Member<'_> = (MANIFEST, Regular, "", b"stage\n");
+    let bytes =
+        hostile(&[manifest, (s.as_str(), Symlink, up16.as_str(), b""), ("stage/esc", Symlink, esc.as_str(), b"")]);
+    for mode in [ExtractMode::Tree, ExtractMode::Bootstrap, ExtractMode::Flatten] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("a/b/dest");
+        let err = extract(bytes.as_slice(), ArchiveFormat::Zstd, &dest, mode, Limits::default()).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("member \"stage/esc\"") && text.contains("climbs above its root"), "{mode:?}: {text}");
+        assert!(named(tmp.path(), "esc").is_empty(), "{mode:?}: {:?}", named(tmp.path(), "esc"));
+    }
+}
+
+#[test]
+fn chains_across_archives_sharing_a_bootstrap_destination_are_refused() {
+    use tar::EntryType::{Regular, Symlink};
+    let (s, up16, esc) = sixteen_level_chain();
+    let manifest: Member<'_> = (MANIFEST, Regular, "", b"stage\n");
+    let first = hostile(&[manifest, (s.as_str(), Symlink, up16.as_str(), b"")]);
+    let second = hostile(&[manifest, ("stage/esc", Symlink, esc.as_str(), b"")]);
+    for mode in [ExtractMode::Bootstrap, ExtractMode::Flatten] {
+        // One after the other (a later fetch into the same build directory).
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("build");
+        extract(first.as_slice(), ArchiveFormat::Zstd, &dest, mode, Limits::default()).unwrap();
+        let err = extract(second.as_slice(), ArchiveFormat::Zstd, &dest, mode, Limits::default()).unwrap_err();
+        assert!(err.to_string().contains("member \"stage/esc\""), "{mode:?}: {err}");
+        assert!(named(tmp.path(), "esc").is_empty(), "{mode:?}");
+
+        // Deferred, as `quarry artifacts fetch` does: both place their members, then their
+        // links are made archive after archive.
+        let dest = tmp.path().join("deferred");
+        let (_, a) = extract_deferred(first.as_slice(), ArchiveFormat::Zstd, &dest, mode, Limits::default()).unwrap();
+        let (_, b) = extract_deferred(second.as_slice(), ArchiveFormat::Zstd, &dest, mode, Limits::default()).unwrap();
+        a.create().unwrap();
+        let err = b.create().unwrap_err();
+        assert!(err.to_string().contains("member \"stage/esc\""), "{mode:?}: {err}");
+        assert!(named(tmp.path(), "esc").is_empty(), "{mode:?}");
+    }
+}
+
+#[test]
+fn a_link_through_a_link_made_after_it_is_refused() {
+    use tar::EntryType::{Regular, Symlink};
+    let manifest: Member<'_> = (MANIFEST, Regular, "", b"r\n");
+    // `r/e -> l/..` is read while `r/l` does not exist; `r/l -> d1/s` and `r/d1/s -> ..` then
+    // make `l` lead to `r`, and `e` to the directory above `r`.
+    let later =
+        [manifest, ("r/e", Symlink, "l/..", b""), ("r/l", Symlink, "d1/s", b""), ("r/d1/s", Symlink, "..", b"")];
+    let earlier =
+        [manifest, ("r/d1/s", Symlink, "..", b""), ("r/l", Symlink, "d1/s", b""), ("r/e", Symlink, "l/..", b"")];
+    for (what, members, reason) in
+        [("made later", &later, "does not exist"), ("made earlier", &earlier, "climbs above its root")]
+    {
+        let bytes = hostile(members);
+        for mode in [ExtractMode::Tree, ExtractMode::Bootstrap, ExtractMode::Flatten] {
+            let tmp = tempfile::tempdir().unwrap();
+            let err = extract(bytes.as_slice(), ArchiveFormat::Zstd, &tmp.path().join("out"), mode, Limits::default())
+                .unwrap_err();
+            let text = err.to_string();
+            assert!(text.contains("member \"r/e\"") && text.contains(reason), "{what}, {mode:?}: {text}");
+            assert!(named(tmp.path(), "e").is_empty(), "{what}, {mode:?}");
+        }
+    }
+}
+
+#[test]
+fn a_link_is_never_replaced() {
+    use tar::EntryType::{Regular, Symlink};
+    let manifest: Member<'_> = (MANIFEST, Regular, "", b"r\n");
+    // `e -> a/s/..` leads to `r` while `a/s -> .`; were `a/s` then made `-> ..` (inside on its
+    // own), `e` would lead above `r`.
+    let first = hostile(&[manifest, ("r/a/s", Symlink, ".", b""), ("r/e", Symlink, "a/s/..", b"")]);
+    let relink = hostile(&[manifest, ("r/a/s", Symlink, "..", b"")]);
+    let refile = hostile(&[manifest, ("r/a/s", Regular, "", b"x")]);
+    let same = hostile(&[manifest, ("r/a/s", Symlink, ".", b"")]);
+    for mode in [ExtractMode::Bootstrap, ExtractMode::Flatten] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("out");
+        extract(first.as_slice(), ArchiveFormat::Zstd, &dest, mode, Limits::default()).unwrap();
+        for second in [&relink, &refile] {
+            let err = extract(second.as_slice(), ArchiveFormat::Zstd, &dest, mode, Limits::default()).unwrap_err();
+            assert!(err.to_string().contains("replaces a symlink"), "{mode:?}: {err}");
+        }
+        extract(same.as_slice(), ArchiveFormat::Zstd, &dest, mode, Limits::default()).unwrap();
+        let s = if mode == ExtractMode::Flatten { dest.join("a/s") } else { dest.join("r/a/s") };
+        assert_eq!(fs::read_link(s).unwrap(), Path::new("."), "{mode:?}");
+    }
+}
+
+#[test]
+fn a_therock_like_tree_with_links_through_a_directory_link_still_unpacks() {
+    use tar::EntryType::{Directory, Regular, Symlink};
+    let manifest: Member<'_> = (MANIFEST, Regular, "", b"stage\n");
+    let members = [
+        manifest,
+        ("stage/lib", Directory, "", b""),
+        ("stage/lib/libfoo.so.1.2", Regular, "", b"ELF foo"),
+        ("stage/opt/llvm/bin/clang", Regular, "", b"ELF clang"),
+        ("stage/bin/amdclang", Symlink, "clang", b""),
+        ("stage/bin/clang", Symlink, "../lib/llvm/bin/clang", b""),
+        ("stage/lib/libfoo.so", Symlink, "libfoo.so.1", b""),
+        ("stage/lib/libfoo.so.1", Symlink, "libfoo.so.1.2", b""),
+        ("stage/lib/llvm", Symlink, "../opt/llvm", b""),
+        ("stage/lib/cmake", Symlink, "llvm/../../lib", b""),
+        ("stage/include", Symlink, "opt/llvm/include", b""),
+    ];
+    let bytes = hostile(&members);
+    for mode in [ExtractMode::Tree, ExtractMode::Bootstrap, ExtractMode::Flatten] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("out");
+        extract(bytes.as_slice(), ArchiveFormat::Zstd, &dest, mode, Limits::default()).unwrap();
+        let stage = if mode == ExtractMode::Flatten { dest.clone() } else { dest.join("stage") };
+        assert_eq!(fs::read(stage.join("bin/clang")).unwrap(), b"ELF clang", "{mode:?}");
+        assert_eq!(fs::read(stage.join("bin/amdclang")).unwrap(), b"ELF clang", "{mode:?}");
+        assert_eq!(fs::read(stage.join("lib/libfoo.so")).unwrap(), b"ELF foo", "{mode:?}");
+        assert_eq!(fs::read(stage.join("lib/cmake/libfoo.so")).unwrap(), b"ELF foo", "{mode:?}");
+        assert_eq!(fs::read_link(stage.join("include")).unwrap(), Path::new("opt/llvm/include"));
+    }
+}
+
+#[test]
+fn wiping_roots_never_goes_through_a_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tmp.path().join("outside");
+    fs::create_dir_all(outside.join("victim")).unwrap();
+    fs::write(outside.join("victim/sentinel"), "keep").unwrap();
+    let build = tmp.path().join("build");
+    fs::create_dir_all(build.join("stage")).unwrap();
+    // A link an older extractor let through, leading outside the build directory.
+    symlink(&outside, build.join("stage/esc")).unwrap();
+    fs::write(build.join("keep-me"), "x").unwrap();
+    let roots = vec!["other".to_owned(), "stage/esc/victim".to_owned()];
+    fs::create_dir_all(build.join("other")).unwrap();
+    let err = wipe_roots(&build, &roots).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("stage/esc") && text.contains("symlink"), "{text}");
+    assert_eq!(fs::read_to_string(outside.join("victim/sentinel")).unwrap(), "keep");
+    assert!(build.join("other").is_dir(), "nothing is wiped when one root is refused");
+
+    // A root that is itself a link is removed as a link; what it points at stays.
+    let roots = vec!["stage/esc".to_owned()];
+    wipe_roots(&build, &roots).unwrap();
+    assert!(fs::symlink_metadata(build.join("stage/esc")).is_err());
+    assert_eq!(fs::read_to_string(outside.join("victim/sentinel")).unwrap(), "keep");
+}
+
+/// A zstd archive whose one member is `size` zero bytes.
+fn zeros(size: u64) -> Vec<u8> {
+    let encoder = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+    let mut tar = tar::Builder::new(encoder);
+    let mut h = tar::Header::new_gnu();
+    h.set_size(5);
+    h.set_mode(0o644);
+    h.set_cksum();
+    tar.append_data(&mut h, MANIFEST, &b"zero\n"[..]).unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_size(size);
+    h.set_mode(0o644);
+    h.set_cksum();
+    tar.append_data(&mut h, "zero/file", std::io::Read::take(std::io::repeat(0), size)).unwrap();
+    tar.into_inner().unwrap().finish().unwrap()
+}
+
+#[test]
+fn a_small_archive_that_expands_hugely_is_refused() {
+    let bytes = zeros(256 << 20);
+    assert!(bytes.len() < 64 << 10, "{} bytes", bytes.len());
+    for mode in [ExtractMode::Tree, ExtractMode::Bootstrap, ExtractMode::Flatten] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("out");
+        let err = extract(bytes.as_slice(), ArchiveFormat::Zstd, &dest, mode, Limits::default()).unwrap_err();
+        assert!(err.to_string().contains("expands beyond the limit of 200:1"), "{mode:?}: {err}");
+        let file = if mode == ExtractMode::Flatten { dest.join("file") } else { dest.join("zero/file") };
+        let written: u64 = fs::metadata(file).map_or(0, |m| m.len());
+        assert!(written <= (65 << 20), "{mode:?}: {written} bytes written");
+    }
+}

@@ -425,7 +425,7 @@ fn append_file<W: Write>(
     md5: &Md5Thread,
 ) -> Result<u64, DebBuildError> {
     let at_source = |e| DebBuildError::Source { path: source.to_path_buf(), source: e };
-    let file = File::open(source).map_err(at_source)?;
+    let file = crate::tree::open_source(source).map_err(at_source)?;
     let size = file.metadata().map_err(at_source)?.len();
     let h = header(tar::EntryType::Regular, mode, size, mtime);
     let mut hashing = Hashing { inner: file.take(size), md5, chunk: Arc::default(), pos: 0, read: 0 };

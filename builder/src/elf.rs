@@ -20,7 +20,7 @@ pub enum ElfKind {
 
 /// Probes `path` (never follows into anything but the file itself).
 pub fn probe(path: &Path) -> io::Result<ElfKind> {
-    probe_file(File::open(path)?).map(|(kind, _)| kind)
+    probe_file(crate::tree::open_source(path)?).map(|(kind, _)| kind)
 }
 
 /// What the file open at its start is, and its `e_machine` (0 when not ELF).
@@ -68,7 +68,7 @@ fn probe_file(mut file: File) -> io::Result<(ElfKind, u16)> {
 /// executable, an import library, a text file, another machine).
 /// The file is opened once; ELF headers are parsed by [`probe_file`].
 pub fn binary_platform(path: &Path) -> io::Result<Option<&'static str>> {
-    let mut file = File::open(path)?;
+    let mut file = crate::tree::open_source(path)?;
     let mut head = Vec::with_capacity(64);
     (&mut file).take(64).read_to_end(&mut head)?;
     if head.starts_with(b"MZ") && head.len() >= 64 {

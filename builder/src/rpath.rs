@@ -95,7 +95,7 @@ impl Dynamic {
 /// The search paths of the ELF file at `path`; `None` when it is not ELF or has no dynamic
 /// segment (static executables, object files).
 pub fn read_run_paths(path: &Path) -> Result<Option<RunPaths>, RpathError> {
-    let file = File::open(path).map_err(|source| RpathError::Io { path: path.to_path_buf(), source })?;
+    let file = crate::tree::open_source(path).map_err(|source| RpathError::Io { path: path.to_path_buf(), source })?;
     Ok(read_dynamic(path, file)?.map(|(d, _)| d.paths))
 }
 
@@ -386,7 +386,10 @@ fn staged_elf(
     scratch(edits, parent)?;
     let copy = copy_path(edits, n, source);
     let io = |source| RpathError::Io { path: copy.clone(), source };
-    std::fs::copy(source, &copy).map_err(io)?;
+    let mut from =
+        crate::tree::open_source(source).map_err(|e| RpathError::Io { path: source.to_path_buf(), source: e })?;
+    io::copy(&mut from, &mut File::create(&copy).map_err(io)?).map_err(io)?;
+    std::fs::set_permissions(&copy, from.metadata().map_err(io)?.permissions()).map_err(io)?;
     make_writable(&copy).map_err(io)?;
     if additions.is_empty() {
         force_rpath(&copy)?;
@@ -407,7 +410,10 @@ fn staged_config(
     parent: &Path,
     n: usize,
 ) -> Result<Option<Staged>, RpathError> {
-    let text = std::fs::read(source).map_err(|e| RpathError::Io { path: source.to_path_buf(), source: e })?;
+    let mut text = Vec::new();
+    crate::tree::open_source(source)
+        .and_then(|mut f| io::Read::read_to_end(&mut f, &mut text))
+        .map_err(|e| RpathError::Io { path: source.to_path_buf(), source: e })?;
     let Ok(text) = String::from_utf8(text) else { return Ok(None) };
     if !text.contains("enable-new-dtags") {
         return Ok(None);

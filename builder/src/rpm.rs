@@ -335,7 +335,7 @@ fn write_payload(
         match item {
             Item::File { source, .. } => {
                 let at_source = |e: io::Error| RpmBuildError::Source { path: source.clone(), source: e };
-                let mut file = std::fs::File::open(source).map_err(at_source)?;
+                let mut file = crate::tree::open_source(source).map_err(at_source)?;
                 let size = file.metadata().map_err(at_source)?.len();
                 let size32 = u32::try_from(size).map_err(|_| RpmBuildError::TooLarge(path.clone()))?;
                 cpio_header(&mut raw, &name, mode, ino, mtime, size32)?;

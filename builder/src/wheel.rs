@@ -67,7 +67,7 @@ impl<R: Read> Read for HashingReader<R> {
 fn open(source: &Source) -> Result<Box<dyn Read + '_>, WheelError> {
     Ok(match source {
         Source::File(path) => {
-            Box::new(File::open(path).map_err(|source| WheelError::Io { path: path.clone(), source })?)
+            Box::new(crate::tree::open_source(path).map_err(|source| WheelError::Io { path: path.clone(), source })?)
         }
         Source::Bytes(bytes) => Box::new(bytes.as_slice()),
     })

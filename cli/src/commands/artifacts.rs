@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::bail;
-use quarry_artifacts::{ArchiveFormat, ExtractMode};
+use quarry_artifacts::{ArchiveFormat, DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, ExtractMode};
 use quarry_stage::transfer::{self, CopyOptions, FetchOptions, PushOptions, stage_artifacts};
 use quarry_stage::{GpuSelection, LocationFlags, Run, RunLocation, load_topology};
 use quarry_topology::{Platform, Topology, split_list};
@@ -164,6 +164,14 @@ struct FetchArgs {
     /// Artifacts to leave out (names from the topology).
     #[arg(long)]
     exclude_artifacts: Option<String>,
+    /// Refuse an archive whose members add up to more than this many bytes (64 GiB by
+    /// default, far above any TheRock artifact).
+    #[arg(long, default_value_t = DEFAULT_MAX_BYTES)]
+    max_unpacked_bytes: u64,
+    /// Refuse an archive that unpacks to more than this many bytes per compressed byte once
+    /// past its first 64 MiB (real artifacts stay below 20).
+    #[arg(long, default_value_t = DEFAULT_MAX_RATIO)]
+    max_expansion_ratio: u64,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -271,6 +279,8 @@ impl From<&FetchArgs> for FetchOptions {
             extract_concurrency: args.extract_concurrency,
             exclude_components: split_list(args.exclude_components.as_deref().unwrap_or_default()),
             exclude_artifacts: split_list(args.exclude_artifacts.as_deref().unwrap_or_default()),
+            max_unpacked_bytes: args.max_unpacked_bytes,
+            max_expansion_ratio: args.max_expansion_ratio,
         }
     }
 }

@@ -332,6 +332,8 @@ async fn fetch_inputs(run: &Run, opts: &BuildOptions, gpus: GpuSelection) -> Res
         extract_concurrency: None,
         exclude_components: Vec::new(),
         exclude_artifacts: Vec::new(),
+        max_unpacked_bytes: quarry_artifacts::DEFAULT_MAX_BYTES,
+        max_expansion_ratio: quarry_artifacts::DEFAULT_MAX_RATIO,
     };
     let report = transfer::fetch(run, &fetch).await?;
     if !report.failures.is_empty() {

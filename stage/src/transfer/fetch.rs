@@ -37,6 +37,12 @@ pub struct FetchOptions {
     pub exclude_components: Vec<String>,
     /// Artifacts to leave out (names from the topology).
     pub exclude_artifacts: Vec<String>,
+    /// What one archive may unpack to, its members' sizes added up
+    /// ([`quarry_artifacts::DEFAULT_MAX_BYTES`] by default).
+    pub max_unpacked_bytes: u64,
+    /// Unpacked bytes per compressed byte one archive may reach
+    /// ([`quarry_artifacts::DEFAULT_MAX_RATIO`] by default).
+    pub max_expansion_ratio: u64,
 }
 
 impl FetchOptions {
@@ -116,6 +122,8 @@ pub async fn fetch(run: &Run, opts: &FetchOptions) -> Result<FetchReport, Transf
         // A Windows run's archives must hold only names Windows can: refused on every host.
         let limits = quarry_artifacts::Limits {
             portable_names: run.platform() == quarry_topology::Platform::Windows,
+            max_bytes: opts.max_unpacked_bytes,
+            max_ratio: opts.max_expansion_ratio,
             ..Default::default()
         };
         failures.extend(tokio::task::spawn_blocking(move || unpack_all(&downloaded, &out, mode, jobs, limits)).await??);

@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use quarry_artifacts::{
-    ArchiveFormat, ArtifactName, ExtractMode, Limits, PendingLinks, extract_deferred, read_manifest, wipe_roots,
+    ArchiveFormat, ArtifactError, ArtifactName, ExtractMode, Limits, PendingLinks, extract_deferred, read_manifest,
+    wipe_roots,
 };
 use rayon::prelude::*;
 
@@ -56,7 +57,7 @@ pub fn unpack_all(
                 let reader = open(path).map_err(|e| format!("{file}: {}", error_chain(&e)))?;
                 match extract_deferred(reader, *format, &dest, mode, limits) {
                     Ok((_, links)) => Ok((file, links)),
-                    Err(e) => Err(format!("{file}: {}", error_chain(&e))),
+                    Err(e) => Err(format!("{file}: {}{}", error_chain(&e), raise_hint(&e))),
                 }
             })
             .collect()
@@ -78,6 +79,17 @@ pub fn unpack_all(
     Ok(errors)
 }
 
+/// How to raise the limit an archive ran into, if it did (the `quarry artifacts fetch` flag).
+fn raise_hint(e: &ArtifactError) -> &'static str {
+    match e {
+        ArtifactError::Expands { .. } => " (if the archive is trusted, --max-expansion-ratio raises the limit)",
+        ArtifactError::TooLarge { what: "bytes", .. } => {
+            " (if the archive is trusted, --max-unpacked-bytes raises the limit)"
+        }
+        _ => "",
+    }
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
@@ -92,7 +104,9 @@ mod tests {
             std::fs::write(path, text).unwrap();
         }
         for (path, target) in links {
-            std::os::unix::fs::symlink(target, src.join("proj/stage").join(path)).unwrap();
+            let path = src.join("proj/stage").join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(target, path).unwrap();
         }
         std::fs::write(src.join("artifact_manifest.txt"), "proj/stage\n").unwrap();
         let out = dir.join(format!("{name}.tar.zst"));
@@ -129,5 +143,72 @@ mod tests {
         assert!(errors[0].starts_with("b_lib_generic.tar.zst: "), "{errors:?}");
         assert!(tree.join("artifacts/a_lib_generic/proj/stage/lib/liba.so.1").is_file());
         assert!(tree.join("artifacts/a_dev_generic/proj/stage/include/a.h").is_file());
+    }
+
+    fn name(n: &str) -> ArtifactName {
+        ArtifactName::parse_dir(n).unwrap()
+    }
+
+    #[test]
+    fn a_chain_across_archives_sharing_the_destination_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let deep = ('a'..='p').map(String::from).collect::<Vec<_>>().join("/");
+        let up16 = vec![".."; 16].join("/");
+        // `a_lib`'s link leads back to `proj/stage`; `b_lib`'s goes through it, 17 levels up.
+        let chain = archive(tmp.path(), "a_lib_generic", &[], &[(&format!("{deep}/s"), &up16)]);
+        let esc = format!("{deep}/s/{}", vec![".."; 17].join("/"));
+        let through = archive(tmp.path(), "b_lib_generic", &[("b.txt", "b")], &[("esc", &esc)]);
+        let archives = vec![
+            (name("b_lib_generic"), ArchiveFormat::Zstd, through),
+            (name("a_lib_generic"), ArchiveFormat::Zstd, chain),
+        ];
+        for mode in [ExtractMode::Bootstrap, ExtractMode::Flatten] {
+            let out = tmp.path().join(format!("{mode:?}"));
+            let errors = unpack_all(&archives, &out, mode, 2, Limits::default()).unwrap();
+            assert_eq!(errors.len(), 1, "{mode:?}: {errors:?}");
+            assert!(errors[0].starts_with("b_lib_generic.tar.zst: member \"proj/stage/esc\""), "{errors:?}");
+            let stage = if mode == ExtractMode::Flatten { out.clone() } else { out.join("proj/stage") };
+            assert!(std::fs::symlink_metadata(stage.join("esc")).is_err(), "{mode:?}");
+            assert_eq!(std::fs::read_to_string(stage.join("b.txt")).unwrap(), "b");
+        }
+    }
+
+    #[test]
+    fn bootstrap_never_wipes_through_a_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let lib = archive(tmp.path(), "a_lib_generic", &[("lib/liba.so.1", "elf")], &[]);
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(outside.join("stage")).unwrap();
+        std::fs::write(outside.join("stage/sentinel"), "keep").unwrap();
+        let out = tmp.path().join("boot");
+        std::fs::create_dir_all(&out).unwrap();
+        // `proj` a link out of the build directory (as an older extractor could leave).
+        std::os::unix::fs::symlink(&outside, out.join("proj")).unwrap();
+        let archives = vec![(name("a_lib_generic"), ArchiveFormat::Zstd, lib)];
+        let err = unpack_all(&archives, &out, ExtractMode::Bootstrap, 1, Limits::default()).unwrap_err();
+        let text = error_chain(&err);
+        assert!(text.contains(&format!("{} is a symlink", out.join("proj").display())), "{text}");
+        assert_eq!(std::fs::read_to_string(outside.join("stage/sentinel")).unwrap(), "keep");
+        assert!(!outside.join("stage/lib").exists());
+    }
+
+    #[test]
+    fn an_archive_over_a_limit_names_the_flag_that_raises_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let zeros = archive(tmp.path(), "z_lib_generic", &[("zeros", &"\0".repeat(4 << 20))], &[]);
+        let archives = vec![(name("z_lib_generic"), ArchiveFormat::Zstd, zeros)];
+        let tight = Limits { ratio_after: 1 << 20, ..Limits::default() };
+        let errors = unpack_all(&archives, &tmp.path().join("a"), ExtractMode::Tree, 1, tight).unwrap();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with("z_lib_generic.tar.zst: the archive expands beyond the limit of 200:1"),
+            "{errors:?}"
+        );
+        assert!(errors[0].contains("--max-expansion-ratio"), "{errors:?}");
+        let small = Limits { max_bytes: 1 << 20, ..Limits::default() };
+        let errors = unpack_all(&archives, &tmp.path().join("b"), ExtractMode::Tree, 1, small).unwrap();
+        assert!(errors[0].contains("1048576 bytes") && errors[0].contains("--max-unpacked-bytes"), "{errors:?}");
+        let loose = Limits { ratio_after: 1 << 20, max_ratio: 1 << 20, ..Limits::default() };
+        assert!(unpack_all(&archives, &tmp.path().join("c"), ExtractMode::Tree, 1, loose).unwrap().is_empty());
     }
 }
