@@ -155,7 +155,8 @@ pub struct Limits {
     /// Open connections from one client address (an IPv6 client: its /64). At the cap, that
     /// address's connection idle the longest is closed for the new one, else its busy one
     /// furthest behind; with neither, the new connection is closed. One address filling its
-    /// share cannot take the others', and still reaches `/healthz` itself.
+    /// share cannot take the others', and still reaches `/healthz` itself. Behind a reverse
+    /// proxy every client has the proxy's address: set it to `max_connections` there.
     pub max_connections_per_address: usize,
     /// A response must reach its client at least this fast, in bytes per second, averaged
     /// over [`Limits::min_rate_window`]; a slower one is cut. 0: no minimum.
