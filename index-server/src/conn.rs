@@ -25,6 +25,9 @@
 //! transfer that waits that long in one go. Each pace publishes when it will run out while it
 //! waits: that is how far behind a connection is, for making room.
 //!
+//! Socket buffers. A served socket queues at most [`NOTSENT_LOWAT`] unsent bytes (Linux), so
+//! slow readers hold little kernel memory and backpressure reaches the response's pace early.
+//!
 //! Closing ([`Paced::poll_shutdown`]). After its last response (a refusal such as hyper's
 //! `431` for an oversized head included) a connection sends its FIN, then reads and drops what
 //! the client still sends, up to [`LINGER_BYTES`] or [`LINGER_TIME`]: closing a socket with
@@ -79,6 +82,11 @@ const LINGER_BYTES: usize = 1 << 20;
 const LINGER_TIME: Duration = Duration::from_secs(2);
 /// A pace that is not waiting on its client.
 const NOT_WAITING: u64 = u64::MAX;
+/// Unsent bytes the kernel queues for one connection before it stops taking more
+/// (`TCP_NOTSENT_LOWAT`, Linux): bytes in flight still grow with the congestion window, but a
+/// slow reader no longer gets megabytes of socket buffer each (a thousand of them pushed the
+/// kernel's TCP memory past its pressure mark), and the response's pace sees the client's.
+const NOTSENT_LOWAT: u32 = 128 * 1024;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -398,6 +406,7 @@ pub(super) async fn run(
         }
     };
     let _ = stream.set_nodelay(true);
+    limit_unsent(&stream);
     let served_at = stream.local_addr().ok();
     let conn = slot.conn.clone();
     let io = TokioIo::new(Paced::new(
@@ -470,6 +479,20 @@ pub(super) async fn run(
     }
     drop(slot);
 }
+
+/// [`NOTSENT_LOWAT`] on `stream`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn limit_unsent(stream: &TcpStream) {
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_notsent_lowat(NOTSENT_LOWAT) {
+        tracing::debug!(error = %e, "TCP_NOTSENT_LOWAT could not be set");
+    }
+}
+
+/// [`NOTSENT_LOWAT`] has no counterpart here (Windows sizes its send backlog itself, from the
+/// connection's bandwidth and delay): a slow reader's unsent bytes are bounded by the socket's
+/// send buffer alone.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn limit_unsent(_stream: &TcpStream) {}
 
 /// Threads, one per core by default, each with a single-threaded runtime serving the
 /// connections handed to it. A connection's reads, kept pages and writes stay on one thread:
