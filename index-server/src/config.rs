@@ -165,6 +165,10 @@ struct LimitsFileConfig {
     keep_alive: Option<bool>,
     max_requests_per_connection: Option<u64>,
     max_header_bytes: Option<usize>,
+    max_connections_per_address: Option<usize>,
+    min_send_bytes_per_second: Option<u64>,
+    min_body_bytes_per_second: Option<u64>,
+    min_rate_window_seconds: Option<u64>,
 }
 
 impl LimitsFileConfig {
@@ -184,8 +188,17 @@ impl LimitsFileConfig {
         }
         let max_connections =
             positive("max_connections", self.max_connections.map(|n| n as u64), d.max_connections as u64)?;
+        let per_address = positive(
+            "max_connections_per_address",
+            self.max_connections_per_address.map(|n| n as u64),
+            d.max_connections_per_address as u64,
+        )?;
         Ok(Limits {
             max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+            max_connections_per_address: usize::try_from(per_address).unwrap_or(usize::MAX),
+            min_send_rate: self.min_send_bytes_per_second.unwrap_or(d.min_send_rate),
+            min_body_rate: self.min_body_bytes_per_second.unwrap_or(d.min_body_rate),
+            min_rate_window: seconds("min_rate_window_seconds", self.min_rate_window_seconds, d.min_rate_window)?,
             header_timeout: seconds("header_timeout_seconds", self.header_timeout_seconds, d.header_timeout)?,
             body_idle_timeout: seconds(
                 "body_idle_timeout_seconds",

@@ -43,6 +43,10 @@ const MAX_VALUE: usize = 1024;
 /// How much of a refused request's body is read and dropped before answering, so that a client
 /// still sending reads the answer rather than a reset connection.
 const DRAIN_BYTES: u64 = 16 * 1024 * 1024;
+/// How long a refused request's body is read at most (a client dripping it slowly would
+/// otherwise hold its connection until [`DRAIN_BYTES`]; the body's minimum rate, `conn.rs`,
+/// cuts one slower still).
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(10);
 /// Longest reason phrase sent.
 const MAX_REASON: usize = 400;
 /// Longest message in a refusal's body.
@@ -374,39 +378,51 @@ async fn read_value(field: &mut Field<'static>, keep: bool, failure: &Failure) -
         .map_err(|_| AppError::BadRequest(format!("form field {} is not UTF-8", field.name().unwrap_or_default())))
 }
 
-/// Reads and drops up to [`DRAIN_BYTES`] of what is left of a refused request.
-async fn drain(mut body: impl Stream<Item = std::io::Result<Bytes>> + Unpin) {
-    let mut read = 0u64;
-    while read < DRAIN_BYTES {
-        match body.next().await {
-            Some(Ok(chunk)) => read += chunk.len() as u64,
-            _ => return,
+/// Reads and drops up to [`DRAIN_BYTES`] of what is left of a refused request, for at most
+/// [`DRAIN_TIME`].
+async fn drain(body: impl Stream<Item = std::io::Result<Bytes>> + Unpin) {
+    drain_for(body, DRAIN_TIME).await;
+}
+
+/// [`drain`], for at most `time`.
+async fn drain_for(mut body: impl Stream<Item = std::io::Result<Bytes>> + Unpin, time: std::time::Duration) {
+    let read = async {
+        let mut read = 0u64;
+        while read < DRAIN_BYTES {
+            match body.next().await {
+                Some(Ok(chunk)) => read += chunk.len() as u64,
+                _ => return,
+            }
         }
-    }
+    };
+    let _ = tokio::time::timeout(time, read).await;
 }
 
 /// [`drain`] for a form being parsed (from the part `field`, if any).
 async fn drain_form(mut multipart: Multipart<'static>, mut field: Option<Field<'static>>) {
-    let mut read = 0u64;
-    loop {
-        // Each part is dropped before the next is asked for (multer's rule).
-        if let Some(mut current) = field.take() {
-            loop {
-                match current.chunk().await {
-                    Ok(Some(chunk)) => read += chunk.len() as u64,
-                    Ok(None) => break,
-                    Err(_) => return,
-                }
-                if read >= DRAIN_BYTES {
-                    return;
+    let read = async {
+        let mut read = 0u64;
+        loop {
+            // Each part is dropped before the next is asked for (multer's rule).
+            if let Some(mut current) = field.take() {
+                loop {
+                    match current.chunk().await {
+                        Ok(Some(chunk)) => read += chunk.len() as u64,
+                        Ok(None) => break,
+                        Err(_) => return,
+                    }
+                    if read >= DRAIN_BYTES {
+                        return;
+                    }
                 }
             }
+            match multipart.next_field().await {
+                Ok(Some(next)) => field = Some(next),
+                _ => return,
+            }
         }
-        match multipart.next_field().await {
-            Ok(Some(next)) => field = Some(next),
-            _ => return,
-        }
-    }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, read).await;
 }
 
 /// The request body as the form parser reads it: one chunk per poll (the parser buffers all a

@@ -296,3 +296,23 @@ async fn the_form_around_the_file_is_bounded() {
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{reason}");
     assert!(stored_keys(&small).await.is_empty());
 }
+
+#[tokio::test]
+async fn draining_a_refused_body_stops_at_its_deadline() {
+    // A body that drips a byte every 10 ms for ever (fast enough for any minimum rate).
+    let drip = futures_util::stream::unfold((), |()| async {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        Some((Ok(Bytes::from_static(b"x")), ()))
+    });
+    let started = std::time::Instant::now();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        drain_for(Box::pin(drip), std::time::Duration::from_millis(300)),
+    )
+    .await
+    .expect("the drain stopped at its deadline");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    // Up to DRAIN_BYTES, a fast body is read to its end.
+    let body = futures_util::stream::iter((0..4).map(|_| Ok(Bytes::from(vec![0u8; 1 << 20]))));
+    tokio::time::timeout(std::time::Duration::from_secs(5), drain(body)).await.expect("drained");
+}

@@ -149,15 +149,35 @@ pub const MIN_HEADER_BYTES: usize = 8192;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Open connections at once. At the cap, the connection idle the longest (waiting for a
-    /// request head, or kept alive between requests) is closed to make room; when every
-    /// connection is busy with a request, accepting waits for one to finish.
+    /// request head, or kept alive between requests) is closed to make room, else the busy one
+    /// furthest behind the minimum rates (waiting on its client, at least a moment behind);
+    /// when neither exists, accepting waits for a connection to finish or fall behind.
     pub max_connections: usize,
+    /// Open connections from one client address (an IPv6 client: its /64). At the cap, that
+    /// address's connection idle the longest is closed for the new one, else its busy one
+    /// furthest behind; with neither, the new connection is closed. One address filling its
+    /// share cannot take the others', and still reaches `/healthz` itself. Behind a reverse
+    /// proxy every client has the proxy's address: set it to `max_connections` there.
+    pub max_connections_per_address: usize,
+    /// A response must reach its client at least this fast, in bytes per second, averaged
+    /// over [`Limits::min_rate_window`]; a slower one is cut. 0: no minimum.
+    pub min_send_rate: u64,
+    /// A request body being read (an upload, or a refused one being drained) must arrive at
+    /// least this fast, in bytes per second, averaged over [`Limits::min_rate_window`]; a
+    /// slower one is cut (an upload answers 400). 0: no minimum.
+    pub min_body_rate: u64,
+    /// The minimum rates' window: a transfer starts with this much credit (its grace period),
+    /// spends it while it waits on its client, and earns `1 / rate` seconds per byte moved, up
+    /// to this much again. So a transfer that moves nothing is cut after this at most, and a
+    /// burst into socket buffers buys no more than this.
+    pub min_rate_window: Duration,
     /// A request head (request line and headers) must arrive within this; it also bounds how
     /// long an idle keep-alive connection waits for its next request.
     pub header_timeout: Duration,
-    /// A request body that delivers nothing for this long is cut (an upload answers 400).
+    /// A request body that delivers nothing for this long is cut (an upload answers 400). With
+    /// a minimum rate, [`Limits::min_rate_window`] cuts a stall sooner if it is shorter.
     pub body_idle_timeout: Duration,
-    /// A client that takes nothing of a response for this long is disconnected.
+    /// A client that takes nothing of a response for this long is disconnected (likewise).
     pub send_timeout: Duration,
     /// Serve several requests per connection.
     pub keep_alive: bool,
@@ -171,6 +191,10 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_connections: 1024,
+            max_connections_per_address: 256,
+            min_send_rate: 1024,
+            min_body_rate: 1024,
+            min_rate_window: Duration::from_secs(30),
             header_timeout: Duration::from_secs(30),
             body_idle_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
@@ -453,8 +477,9 @@ fn encode_path(key: &str) -> String {
 }
 
 /// Serve [`app`] on `listener` until `shutdown` completes, with the state's [`Limits`]: request
-/// heads, idle request bodies and stalled responses time out, connections are capped (the
-/// longest-idle one makes room for a new one), keep-alive is bounded. On shutdown, no new
+/// heads time out, request bodies and responses keep their minimum rates and idle timeouts,
+/// connections are capped in all and per client address (the longest-idle one, else the one
+/// furthest behind, makes room for a new one), keep-alive is bounded. On shutdown, no new
 /// connection is accepted, idle ones close, and requests in progress finish.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -465,7 +490,7 @@ pub async fn serve(
     let router = app(state.clone());
     let main = tokio::runtime::Handle::current();
     let mut lanes = conn::Lanes::start(conn::Lanes::default_count())?;
-    let connections = Arc::new(conn::Connections::new(limits.max_connections));
+    let connections = Arc::new(conn::Connections::new(&limits));
     let http = conn::builder(&limits);
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
@@ -474,31 +499,25 @@ pub async fn serve(
             () = &mut shutdown => break,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) if conn::is_connection_error(&e) => continue,
             Err(e) => {
                 // Out of file descriptors, most likely: make room and try again shortly.
-                tracing::warn!(error = %e, "accepting a connection failed; closing the longest-idle one");
-                connections.evict_longest_idle();
+                tracing::warn!(error = %e, "accepting a connection failed; closing one to make room");
+                connections.make_room();
                 tokio::select! {
                     () = &mut shutdown => break,
                     () = tokio::time::sleep(conn::ACCEPT_BACKOFF) => continue,
                 }
             }
         };
-        let slot = match connections.slot() {
-            Some(slot) => slot,
-            None => {
-                if !connections.evict_longest_idle() {
-                    tracing::debug!("every connection is busy; waiting for one to finish");
-                }
-                tokio::select! {
-                    () = &mut shutdown => break,
-                    slot = connections.wait_slot() => slot,
-                }
-            }
+        // At a cap, a connection is closed to make room (`conn`), or this one waits.
+        let slot = tokio::select! {
+            () = &mut shutdown => break,
+            slot = connections.place(peer.ip()) => slot,
         };
+        let Some(slot) = slot else { continue };
         let stream = match stream.into_std() {
             Ok(stream) => stream,
             Err(e) => {

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use crate::hashing::HashingBody;
 use crate::{
@@ -776,8 +776,7 @@ impl Store for LocalStore {
         if let Some(data) = small {
             return Ok(GetObject { meta, range: (start, end), body: crate::bytes_stream(data) });
         }
-        let reader = tokio::fs::File::from_std(file).take(end - start);
-        let body = tokio_util_stream(reader);
+        let body = file_chunks(file, end - start);
         Ok(GetObject { meta, range: (start, end), body })
     }
 
@@ -1070,14 +1069,106 @@ fn walk(dir: &Path, key_prefix: &str, found: &mut Vec<Found>) -> io::Result<()> 
     Ok(())
 }
 
-fn tokio_util_stream(reader: impl tokio::io::AsyncRead + Send + 'static) -> ByteStream {
-    const CHUNK: usize = 256 * 1024;
-    Box::pin(futures_util::stream::unfold(Box::pin(reader), |mut reader| async move {
-        let mut buf = bytes::BytesMut::with_capacity(CHUNK);
-        match reader.read_buf(&mut buf).await {
+/// Bytes of chunks larger than [`MIN_CHUNK`] held at once by the file streams of every local
+/// store in the process, wherever the chunks are (a server's socket queue holds each until it is
+/// sent: a thousand slow clients must not hold a large chunk each).
+const CHUNK_BUDGET: usize = 64 << 20;
+/// A file stream's first chunk, and every chunk once its reader falls behind or the budget is
+/// spent.
+const MIN_CHUNK: usize = 16 * 1024;
+/// The largest chunk, reached by doubling while the reader keeps up.
+const MAX_CHUNK: usize = 256 * 1024;
+/// A reader that comes back for the next chunk later than this fell behind.
+const SLOW_TAKE: std::time::Duration = std::time::Duration::from_millis(20);
+/// Bytes of [`CHUNK_BUDGET`] in use.
+static CHUNKS_HELD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A share of [`CHUNK_BUDGET`], given back when dropped (with the chunk that holds it).
+struct Charge(usize);
+
+impl Charge {
+    fn take(size: usize) -> Option<Self> {
+        CHUNKS_HELD
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                (held.saturating_add(size) <= CHUNK_BUDGET).then_some(held + size)
+            })
+            .ok()
+            .map(|_| Self(size))
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        CHUNKS_HELD.fetch_sub(self.0, Ordering::AcqRel);
+    }
+}
+
+/// A chunk's bytes with their share of the budget.
+struct Charged {
+    data: Vec<u8>,
+    _charge: Charge,
+}
+
+impl AsRef<[u8]> for Charged {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+/// `len` bytes of `file` from its position, as a stream of chunks read on the blocking pool into
+/// buffers of their own (nothing else is held between chunks). Chunks start at [`MIN_CHUNK`] and
+/// double up to [`MAX_CHUNK`] while the reader takes each within [`SLOW_TAKE`]; one that does
+/// not goes back to the smallest. A chunk larger than the smallest needs a share of
+/// [`CHUNK_BUDGET`].
+fn file_chunks(file: fs::File, len: u64) -> ByteStream {
+    struct Reading {
+        file: Option<fs::File>,
+        left: u64,
+        size: usize,
+        handed: Option<std::time::Instant>,
+    }
+    let start = Reading { file: Some(file), left: len, size: MIN_CHUNK, handed: None };
+    Box::pin(futures_util::stream::unfold(start, |mut reading| async move {
+        if reading.left == 0 {
+            return None;
+        }
+        if let Some(handed) = reading.handed {
+            reading.size = match handed.elapsed() < SLOW_TAKE {
+                true => (reading.size * 2).min(MAX_CHUNK),
+                false => MIN_CHUNK,
+            };
+        }
+        let want = usize::try_from(reading.left).unwrap_or(usize::MAX).min(reading.size);
+        let charge = (want > MIN_CHUNK).then(|| Charge::take(want)).flatten();
+        let want = if charge.is_some() { want } else { want.min(MIN_CHUNK) };
+        let file = reading.file.take()?;
+        let read = tokio::task::spawn_blocking(move || {
+            let mut data = Vec::with_capacity(want);
+            let read = io::Read::read_to_end(&mut io::Read::take(&file, want as u64), &mut data);
+            (file, data, read)
+        })
+        .await;
+        let (file, data, read) = match read {
+            Ok(read) => read,
+            Err(e) => return Some((Err(io::Error::other(format!("blocking task failed: {e}"))), reading)),
+        };
+        reading.file = Some(file);
+        match read {
+            // The file is shorter than it was: the stream ends early.
             Ok(0) => None,
-            Ok(_) => Some((Ok(buf.freeze()), reader)),
-            Err(e) => Some((Err(e), reader)),
+            Ok(n) => {
+                reading.left = reading.left.saturating_sub(n as u64);
+                reading.handed = Some(std::time::Instant::now());
+                let chunk = match charge {
+                    Some(charge) => bytes::Bytes::from_owner(Charged { data, _charge: charge }),
+                    None => bytes::Bytes::from(data),
+                };
+                Some((Ok(chunk), reading))
+            }
+            Err(e) => {
+                reading.left = 0;
+                Some((Err(e), reading))
+            }
         }
     }))
 }
