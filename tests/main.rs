@@ -14,6 +14,7 @@ mod cli;
 mod deb_builder;
 mod gc;
 mod gpu_page;
+mod guide_examples;
 mod hostile_archives;
 mod http;
 mod infra_template;

@@ -23,6 +23,8 @@ use quarry_store::layout::config::ChannelRoots;
 use quarry_store::layout::{RunSegment, UploadKind};
 use quarry_store::{Key, ObjectMeta, Store, StoreExt};
 
+use super::args::{JsonArg, KindArg, LayoutConfigArg, StoreArg};
+
 #[derive(Debug, Args)]
 pub(crate) struct PromoteArgs {
     /// The run to promote from: its prefix segment (`12345-linux`), optionally under a prefix.
@@ -40,21 +42,18 @@ pub(crate) struct PromoteArgs {
     /// every family the run has wheels for.
     #[arg(long, value_delimiter = ',')]
     families: Vec<String>,
-    /// Which packages: pip, deb, rpm (comma-separated) [default: all].
-    #[arg(long, value_delimiter = ',', default_values_t = ["pip".to_owned(), "deb".to_owned(), "rpm".to_owned()])]
-    kinds: Vec<String>,
-    /// The store: a directory, file:// or s3://bucket/prefix URL.
-    #[arg(long, env = "QUARRY_STORE")]
-    store: String,
+    /// Which packages (comma-separated; `deb` and `rpm` name apt and dnf too).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = KindArg::ALL)]
+    kinds: Vec<KindArg>,
+    #[command(flatten)]
+    store: StoreArg,
     /// Print what would be copied; change nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
-    /// `quarry.toml` whose `[layout]` names the roots [default: ./quarry.toml if present].
-    #[arg(long, env = "QUARRY_CONFIG")]
-    config: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    json: JsonArg,
+    #[command(flatten)]
+    config: LayoutConfigArg,
 }
 
 /// One file of the run and where it goes in the channel.
@@ -199,7 +198,7 @@ fn plan(
     map: &BTreeMap<&str, Vec<&str>>,
 ) -> anyhow::Result<Vec<(Key, Key)>> {
     let channel = ChannelRoots::new(&args.to, quarry_store::layout::config::configured());
-    let wants = |k: &str| args.kinds.iter().any(|w| w == k);
+    let wants = |k: KindArg| args.kinds.contains(&k);
     let run_layout = quarry_store::layout::current();
     let python = run_layout.root_dir(UploadKind::Python);
     let mut wheels: Vec<(&Key, Option<Vec<String>>)> = Vec::new();
@@ -207,18 +206,18 @@ fn plan(
     for (object, root) in files {
         let (key, name) = (&object.key, object.key.filename());
         match root.kind() {
-            RepoKind::Pip if wants("pip") => {
+            RepoKind::Pip if wants(KindArg::Pip) => {
                 let dist: DistFilename = name.parse().with_context(|| format!("{key}"))?;
                 let below = root.as_str().strip_prefix(&format!("{run}/{python}")).unwrap_or_default();
                 let dir_family = below.trim_end_matches('/');
                 let dir_family = (!dir_family.is_empty() && !dir_family.contains('/')).then_some(dir_family);
                 wheels.push((key, families_of(dist.name().as_ref(), dir_family, map)?));
             }
-            RepoKind::Apt if wants("deb") => {
+            RepoKind::Apt if wants(KindArg::Apt) => {
                 let to = format!("{}{}/{name}", channel.deb(), run_layout.deb_pool());
                 out.push((key.clone(), channel_key(to, RepoKind::Apt)?));
             }
-            RepoKind::Dnf if wants("rpm") => {
+            RepoKind::Dnf if wants(KindArg::Dnf) => {
                 let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or("x86_64");
                 out.push((key.clone(), channel_key(format!("{}{name}", channel.rpm(arch)), RepoKind::Dnf)?));
             }
@@ -253,19 +252,13 @@ fn plan(
 }
 
 pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
-    super::load_layout(args.config.as_deref())?;
-    for kind in &args.kinds {
-        if !["pip", "deb", "rpm"].contains(&kind.as_str()) {
-            bail!("--kinds: unknown kind {kind:?}: expected pip, deb or rpm");
-        }
-    }
+    args.config.load()?;
     let Some(from) = &args.from else { return init(&args).await };
     let run = from.trim_end_matches('/');
     let (_, segment) =
         quarry_store::layout::find_run(run).with_context(|| format!("--from {run:?} names no RUN-PLATFORM"))?;
     anyhow::ensure!(run.ends_with(&segment.to_string()), "--from {run:?}: give the run's own prefix (RUN-PLATFORM)");
-    let store: Arc<dyn Store> =
-        quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    let store: Arc<dyn Store> = args.store.store.open_existing().await?;
     let files = run_files(store.as_ref(), run).await?;
     anyhow::ensure!(!files.is_empty(), "{run}/ holds no wheels, sdists, debs or rpms");
     let targets = quarry_topology::families::AmdgpuTargets::builtin();
@@ -278,11 +271,11 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
         let inspections = copy_all(store.as_ref(), &mut copies, &known, &source).await?;
         reindex(store.clone(), &roots, inspections).await?;
     }
-    let install = roots.iter().map(|r| install_line(&args.store, r)).collect();
+    let install = roots.iter().map(|r| install_line(args.store.store.as_str(), r)).collect();
     let roots = roots.iter().map(ToString::to_string).collect();
     let report =
         Report { from: run.to_owned(), to: args.to.clone(), dry_run: args.dry_run, files: copies, roots, install };
-    super::print(args.json, &report, text(&report))
+    super::print(args.json.json, &report, text(&report))
 }
 
 /// Where the run's files come from: its manifest's run, platform and commit, else its prefix's.
@@ -297,12 +290,11 @@ async fn provenance(store: &dyn Store, run: &str, segment: &RunSegment<'_>) -> a
 
 /// `--init`: the channel's roots indexed while empty (an existing index is left as it is).
 async fn init(args: &PromoteArgs) -> anyhow::Result<()> {
-    let store: Arc<dyn Store> =
-        quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    let store: Arc<dyn Store> = args.store.store.open().await?;
     let channel = ChannelRoots::new(&args.to, quarry_store::layout::config::configured());
-    let wants = |k: &str| args.kinds.iter().any(|w| w == k);
+    let wants = |k: KindArg| args.kinds.contains(&k);
     let mut prefixes = Vec::new();
-    if wants("pip") {
+    if wants(KindArg::Pip) {
         if let Some(generic) = channel.generic() {
             prefixes.push((generic, RepoKind::Pip));
         } else if args.families.is_empty() {
@@ -315,10 +307,10 @@ async fn init(args: &PromoteArgs) -> anyhow::Result<()> {
             prefixes.push((channel.pip(Some(&family)), RepoKind::Pip));
         }
     }
-    if wants("deb") {
+    if wants(KindArg::Apt) {
         prefixes.push((channel.deb(), RepoKind::Apt));
     }
-    if wants("rpm") {
+    if wants(KindArg::Dnf) {
         prefixes.push((channel.rpm("x86_64"), RepoKind::Dnf));
     }
     let mut roots = BTreeSet::new();
@@ -332,10 +324,10 @@ async fn init(args: &PromoteArgs) -> anyhow::Result<()> {
     for root in &roots {
         indexer.reindex_with(root, true).await.with_context(|| format!("publishing {root}"))?;
     }
-    let install = roots.iter().map(|r| install_line(&args.store, r)).collect();
+    let install = roots.iter().map(|r| install_line(args.store.store.as_str(), r)).collect();
     let roots = roots.iter().map(ToString::to_string).collect();
     let report = Report { from: String::new(), to: args.to.clone(), dry_run: false, files: Vec::new(), roots, install };
-    super::print(args.json, &report, text(&report))
+    super::print(args.json.json, &report, text(&report))
 }
 
 /// Every target checked before anything is copied: already there with the same bytes is
