@@ -221,9 +221,22 @@ fn store_commands(work: &std::path::Path) -> Vec<(Vec<String>, &'static [i32])> 
         (strings(&["index"]), &[0]),
         (strings(&["index", "--check"]), &[0]),
         (strings(&["gc", "--keep-last", "5"]), &[0]),
-        (strings(&["prune", "--root", "v2/gfx94X-dcgpu/", "--kind", "pip", "--keep-versions", "3", "--dry-run"]), &[0]),
         (strings(&["check-origins", "a/python/", "b/python/"]), &[0]),
         (strings(&["promote", "--init", "--to", "nightly", "--kinds", "deb,rpm"]), &[0]),
+        // The root `promote --init` published.
+        (
+            strings(&[
+                "prune",
+                "--root",
+                "nightly/packages/deb/",
+                "--kind",
+                "deb",
+                "--keep-versions",
+                "3",
+                "--dry-run",
+            ]),
+            &[0],
+        ),
         (strings(&["promote", "--from", "9-linux", "--to", "nightly", "--kinds", "apt,dnf"]), &[1]),
         (strings(&["runs", "find", "--commit", "abcdef1"]), &[1]),
         (strings(&["runs", "init", "--run-id", "7", "--platform", "linux"]), &[0]),
@@ -270,7 +283,8 @@ async fn every_store_command_takes_the_same_store_forms() {
     quarry_tests::s3::s3_client(&s3).create_bucket().bucket("forms").send().await.expect("create bucket");
     let s3_env = s3.client_env();
     let dir_text = dir.display().to_string();
-    let forms: Vec<(&str, Vec<String>, Vec<(String, String)>)> = vec![
+    type Form<'a> = (&'a str, Vec<String>, Vec<(String, String)>);
+    let forms: Vec<Form> = vec![
         ("a directory", vec!["--store".into(), dir_text.clone()], vec![]),
         ("file://", vec!["--store".into(), format!("file://{dir_text}")], vec![]),
         ("s3://bucket/prefix", vec!["--store".into(), "s3://forms/some/prefix".into()], s3_env.clone()),
@@ -306,7 +320,7 @@ async fn every_store_command_takes_the_same_store_forms() {
         cmd.env_remove("QUARRY_STORE").envs(env.iter().map(|(k, v)| (k, v))).stderr(Stdio::null());
         let mut served = ServedBinary::start(cmd).await;
         let health = reqwest::get(format!("{}healthz", served.url)).await.map(|r| r.status().as_u16());
-        if health.ok() != Some(200) {
+        if health.as_ref().ok() != Some(&200) {
             wrong.push(format!("quarry serve ({form}): /healthz {health:?}"));
         }
         served.child.kill().await.ok();

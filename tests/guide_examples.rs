@@ -20,9 +20,12 @@
 //!   that file of the scratch directory, for the examples after it.
 //! - `127.0.0.1:8470` (`quarry serve`'s default address) is a free port chosen per page:
 //!   `QUARRY_ADDR` names it, the commands' text uses it, and the output shows it as 8470.
+//! - `QUARRY_GUIDE_PAGE=one-machine` runs only the pages whose path holds that text, and
+//!   `QUARRY_GUIDE_SHOW=1` prints every example's output (to write a page's expected lines).
 //! - Every other fenced shell block (`sh`, `bash`, `shell`, `console`) is refused unless the
 //!   line before it is `<!-- skip: REASON -->`: skipped examples are listed, few, and only for
 //!   what cannot run here (AWS, a GPU, a TheRock checkout).
+#![allow(clippy::print_stderr)] // the skipped examples and, on request, every example's output
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -286,6 +289,9 @@ async fn run_page(name: &str, examples: &[Example]) -> Outcome {
         let (stdout, stderr) = (read("out"), read("err"));
         let shown = format!("{stdout}{stderr}").replace(&addr, DEFAULT_ADDR).replace(&dir.display().to_string(), ".");
         let actual: Vec<&str> = shown.lines().collect();
+        if std::env::var_os("QUARRY_GUIDE_SHOW").is_some() {
+            eprintln!("{name}:{}: $ {}\n? {status}\n{shown}", example.line, example.command);
+        }
         if status != example.status || !matches(&example.expected, &actual) {
             outcome.failures.push(format!(
                 "{name}:{}: `{}`\n  exit code {status} (expected {})\n  --- expected\n{}\n  --- got\n{}",
@@ -371,7 +377,11 @@ async fn every_example_in_the_guide_and_readme_runs() {
     let all = all_examples();
     let mut failures = Vec::new();
     let (mut ran, mut skipped) = (0, Vec::new());
+    let only = std::env::var("QUARRY_GUIDE_PAGE").ok();
     for (name, page) in &all {
+        if only.as_ref().is_some_and(|only| !name.contains(only.as_str())) {
+            continue;
+        }
         for (line, reason) in &page.skipped {
             skipped.push(format!("{name}:{line}: {reason}"));
         }
@@ -384,6 +394,9 @@ async fn every_example_in_the_guide_and_readme_runs() {
     }
     eprintln!("{ran} examples ran; {} skipped:\n  {}", skipped.len(), skipped.join("\n  "));
     assert!(failures.is_empty(), "{} examples failed:\n\n{}", failures.len(), failures.join("\n\n"));
+    if only.is_some() {
+        return;
+    }
     let total: usize = all.iter().map(|(_, p)| p.examples.len()).sum();
     assert_eq!(ran, total, "every example ran");
     assert!(ran >= 40, "the guide shows {ran} examples");

@@ -6,7 +6,8 @@
 //! canonicalized and must still lie inside the directory (a symlink out is 404). A directory
 //! answers with its `index.html` (a redirect adds the missing `/` first). Pages are Quarry's own,
 //! so they may load their own scripts, styles and fonts, and nothing from elsewhere
-//! ([`DOCS_CSP`]).
+//! ([`DOCS_CSP`]); an HTML page may also run the inline scripts it holds, each allowed by its
+//! sha256 in the page's own policy, and no other.
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +21,22 @@ use crate::{AppError, AppState};
 /// framing by other sites.
 pub const DOCS_CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; \
 font-src 'self' data:; script-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'";
+
+/// [`DOCS_CSP`] for an HTML page: `script-src` also allows each inline `<script>` the page
+/// holds, by its sha256 (mdBook's pages set their theme and sidebar inline).
+fn page_csp(html: &str) -> Option<HeaderValue> {
+    use base64::Engine as _;
+    let mut sources = String::from("script-src 'self'");
+    let mut rest = html;
+    while let Some(at) = rest.find("<script>") {
+        rest = &rest[at + "<script>".len()..];
+        let Some(end) = rest.find("</script>") else { break };
+        let digest = hex::decode(quarry_store::sha256_hex(&rest.as_bytes()[..end])).ok()?;
+        sources.push_str(&format!(" 'sha256-{}'", base64::engine::general_purpose::STANDARD.encode(digest)));
+        rest = &rest[end..];
+    }
+    HeaderValue::from_str(&DOCS_CSP.replace("script-src 'self'", &sources)).ok()
+}
 
 /// The largest file served from the guide's directory.
 const MAX_FILE: u64 = 32 * 1024 * 1024;
@@ -57,11 +74,17 @@ pub(crate) async fn docs_file(
         Resolved::Missing => return Err(AppError::NotFound(format!("not found: /-/docs/{path}"))),
     };
     let body = tokio::fs::read(&file).await.map_err(|e| AppError::Internal(format!("reading {path}: {e}")))?;
+    let content_type = content_type(&file);
+    let csp = content_type
+        .starts_with("text/html")
+        .then(|| std::str::from_utf8(&body).ok().and_then(page_csp))
+        .flatten()
+        .unwrap_or(HeaderValue::from_static(DOCS_CSP));
     let mut response = (StatusCode::OK, body).into_response();
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type(&file)));
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(DOCS_CSP));
+    headers.insert(header::CONTENT_SECURITY_POLICY, csp);
     Ok(response)
 }
 
@@ -150,7 +173,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let book = dir.path().join("book");
         std::fs::create_dir_all(book.join("reference")).unwrap();
-        std::fs::write(book.join("index.html"), "<h1>guide</h1>").unwrap();
+        std::fs::write(book.join("index.html"), "<h1>guide</h1><script>let a = 1;</script>").unwrap();
         std::fs::write(book.join("reference/promote.html"), "<h1>promote</h1>").unwrap();
         std::fs::write(book.join("reference/index.html"), "<h1>reference</h1>").unwrap();
         std::fs::write(book.join("book.js"), "let x = 1;").unwrap();
@@ -164,13 +187,22 @@ mod tests {
         let app = app(state.with_docs(Some(book.clone())));
 
         let (status, headers, body) = get(&app, "/-/docs/").await;
-        assert_eq!((status, body.as_str()), (StatusCode::OK, "<h1>guide</h1>"));
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "<h1>guide</h1><script>let a = 1;</script>"));
         assert_eq!(headers["content-type"], "text/html; charset=utf-8");
-        assert_eq!(headers["content-security-policy"], super::DOCS_CSP);
+        // The page's one inline script, by its hash (`printf 'let a = 1;' | openssl sha256 -binary | base64`).
+        let csp = headers["content-security-policy"].to_str().unwrap();
+        assert_eq!(
+            csp,
+            super::DOCS_CSP.replace(
+                "script-src 'self'",
+                "script-src 'self' 'sha256-xY6QKfH9PRsQnLz56nj6MBwiK5oHg+im1Jkpdp1x/Ck='"
+            )
+        );
         assert_eq!(headers["x-content-type-options"], "nosniff");
         let (status, _, body) = get(&app, "/-/docs/reference/promote.html").await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "<h1>promote</h1>"));
         let (status, headers, _) = get(&app, "/-/docs/book.js").await;
+        assert_eq!(headers["content-security-policy"], super::DOCS_CSP);
         assert_eq!(
             (status, headers["content-type"].to_str().unwrap()),
             (StatusCode::OK, "text/javascript; charset=utf-8")
