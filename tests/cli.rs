@@ -196,3 +196,260 @@ async fn stage_configure_prints_what_configure_stage_py_prints() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown build stage \"no-such-stage\""));
 }
+
+/// `quarry` with `args`, `env` set and `QUARRY_*` from the caller's environment removed.
+async fn quarry(args: &[&str], env: &[(String, String)], cwd: &std::path::Path) -> std::process::Output {
+    let mut cmd = tokio::process::Command::new(quarry_bin());
+    cmd.args(args).current_dir(cwd);
+    for var in ["QUARRY_STORE", "QUARRY_TOKEN", "QUARRY_CONFIG", "AWS_ENDPOINT_URL", "AWS_PROFILE"] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
+    run(cmd, Duration::from_secs(120)).await
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// Every command that takes a store, with the rest of its arguments and the exit codes that
+/// mean it ran on the store (`runs find` finds no run, `mirror` reaches no upstream: 1).
+fn store_commands(work: &std::path::Path) -> Vec<(Vec<String>, &'static [i32])> {
+    let topology = quarry_tests::workspace_root().join("topology/data/BUILD_TOPOLOGY.toml");
+    let strings = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    vec![
+        (strings(&["index"]), &[0]),
+        (strings(&["index", "--check"]), &[0]),
+        (strings(&["gc", "--keep-last", "5"]), &[0]),
+        (strings(&["check-origins", "a/python/", "b/python/"]), &[0]),
+        (strings(&["promote", "--init", "--to", "nightly", "--kinds", "deb,rpm"]), &[0]),
+        // The root `promote --init` published.
+        (
+            strings(&[
+                "prune",
+                "--root",
+                "nightly/packages/deb/",
+                "--kind",
+                "deb",
+                "--keep-versions",
+                "3",
+                "--dry-run",
+            ]),
+            &[0],
+        ),
+        (strings(&["promote", "--from", "9-linux", "--to", "nightly", "--kinds", "apt,dnf"]), &[1]),
+        (strings(&["runs", "find", "--commit", "abcdef1"]), &[1]),
+        (strings(&["runs", "init", "--run-id", "7", "--platform", "linux"]), &[0]),
+        (
+            strings(&[
+                "mirror",
+                "--to",
+                "python-deps/",
+                "--upstream",
+                "http://127.0.0.1:9/simple/",
+                "--project",
+                "a==1",
+            ]),
+            &[1],
+        ),
+        (
+            vec![
+                "artifacts".into(),
+                "fetch".into(),
+                "--topology".into(),
+                topology.display().to_string(),
+                "--run-id".into(),
+                "7".into(),
+                "--platform".into(),
+                "linux".into(),
+                "--stage".into(),
+                "all".into(),
+                "--output-dir".into(),
+                work.join("fetched").display().to_string(),
+            ],
+            &[0, 1],
+        ),
+    ]
+}
+
+/// Every command that takes a store takes it the same ways: a directory, `file://`,
+/// `s3://bucket/prefix` and `QUARRY_STORE`; none refuses a form clap-side (exit 2).
+#[tokio::test(flavor = "multi_thread")]
+async fn every_store_command_takes_the_same_store_forms() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    std::fs::create_dir_all(&dir).unwrap();
+    let s3 = quarry_tests::s3::S3Server::start_s3s_fs().await;
+    quarry_tests::s3::s3_client(&s3).create_bucket().bucket("forms").send().await.expect("create bucket");
+    let s3_env = s3.client_env();
+    let dir_text = dir.display().to_string();
+    type Form<'a> = (&'a str, Vec<String>, Vec<(String, String)>);
+    let forms: Vec<Form> = vec![
+        ("a directory", vec!["--store".into(), dir_text.clone()], vec![]),
+        ("file://", vec!["--store".into(), format!("file://{dir_text}")], vec![]),
+        ("s3://bucket/prefix", vec!["--store".into(), "s3://forms/some/prefix".into()], s3_env.clone()),
+        ("QUARRY_STORE", vec![], vec![("QUARRY_STORE".to_owned(), dir_text.clone())]),
+        (
+            "QUARRY_STORE=s3://",
+            vec![],
+            [vec![("QUARRY_STORE".to_owned(), "s3://forms/env/".to_owned())], s3_env.clone()].concat(),
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (args, codes) in store_commands(tmp.path()) {
+        for (form, store_args, env) in &forms {
+            let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+            all.extend(store_args.iter().map(String::as_str));
+            let out = quarry(&all, env, tmp.path()).await;
+            let code = out.status.code().unwrap_or(-1);
+            if !codes.contains(&code) {
+                wrong.push(format!("quarry {} ({form}): exit {code}\n{}", args.join(" "), text(&out)));
+            }
+        }
+    }
+    // `quarry index DIR` still works, and the positional wins over QUARRY_STORE.
+    let env = vec![("QUARRY_STORE".to_owned(), tmp.path().join("elsewhere").display().to_string())];
+    let out = quarry(&["index", &dir_text], &env, tmp.path()).await;
+    if !out.status.success() {
+        wrong.push(format!("quarry index DIR: {}", text(&out)));
+    }
+    // `quarry serve` too: it prints its URL once the store is open.
+    for (form, store_args, env) in &forms {
+        let mut cmd = tokio::process::Command::new(quarry_bin());
+        cmd.args(["serve", "--addr", "127.0.0.1:0"]).args(store_args).current_dir(tmp.path());
+        cmd.env_remove("QUARRY_STORE").envs(env.iter().map(|(k, v)| (k, v))).stderr(Stdio::null());
+        let mut served = ServedBinary::start(cmd).await;
+        let health = reqwest::get(format!("{}healthz", served.url)).await.map(|r| r.status().as_u16());
+        if health.as_ref().ok() != Some(&200) {
+            wrong.push(format!("quarry serve ({form}): /healthz {health:?}"));
+        }
+        served.child.kill().await.ok();
+    }
+    s3.stop().await;
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+}
+
+/// A mistyped store path is bad input for every command that reads a store: exit 2, the path
+/// named, nothing created.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_store_is_bad_input_and_nothing_is_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    let typo = tmp.path().join("typo-in-the-path");
+    let typo_text = typo.display().to_string();
+    let mut wrong = Vec::new();
+    let reads: Vec<Vec<&str>> = vec![
+        vec!["index", &typo_text],
+        vec!["index", "--store", &typo_text],
+        vec!["index", "--full", "--store", &typo_text],
+        vec!["gc", "--keep-last", "3", "--store", &typo_text],
+        vec!["prune", "--root", "v2/", "--kind", "pip", "--keep-versions", "3", "--store", &typo_text],
+        vec!["prune", "--channel", "v2/", "--store", &typo_text],
+        vec!["check-origins", "a/python/", "b/python/", "--store", &typo_text],
+        vec!["promote", "--from", "9-linux", "--to", "nightly", "--store", &typo_text],
+        vec!["runs", "find", "--commit", "abcdef1", "--store", &typo_text],
+    ];
+    for args in reads {
+        let out = quarry(&args, &[], tmp.path()).await;
+        let shown = text(&out);
+        if out.status.code() != Some(2) || !shown.contains("typo-in-the-path") || !shown.contains("does not exist") {
+            wrong.push(format!("quarry {}: exit {:?}\n{shown}", args.join(" "), out.status.code()));
+        }
+        if typo.exists() {
+            wrong.push(format!("quarry {} created {}", args.join(" "), typo.display()));
+            std::fs::remove_dir_all(&typo).ok();
+        }
+    }
+    // A file where the store should be is named too.
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = quarry(&["index", "--store", &file.display().to_string()], &[], tmp.path()).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("is not a directory"), "{}", text(&out));
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+}
+
+/// Values clap knows the type of are checked by clap: a bad one exits 2 naming the choices.
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_enum_values_and_store_urls_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().display().to_string();
+    for (args, says) in [
+        (vec!["prune", "--root", "v2/", "--kind", "wheel", "--keep-versions", "1", "--store", &store], "wheel"),
+        (vec!["promote", "--from", "9-linux", "--to", "n", "--kinds", "pip,whl", "--store", &store], "whl"),
+        (vec!["index", "--store", "gs://bucket/x"], "unsupported scheme"),
+        (vec!["index", "--store", "s3://"], "names no bucket"),
+        (vec!["upload", "x.whl", "--kind", "egg"], "egg"),
+        (vec!["--log-format", "xml", "index", "--store", &store], "xml"),
+    ] {
+        let out = quarry(&args, &[], tmp.path()).await;
+        assert_eq!(out.status.code(), Some(2), "quarry {}: {}", args.join(" "), text(&out));
+        let shown = text(&out);
+        assert!(shown.contains(says) && shown.contains("invalid value"), "quarry {}: {shown}", args.join(" "));
+    }
+}
+
+/// A file that is no package is refused naming it, before any upload token is looked for.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_non_package_is_refused_before_the_token_is_asked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let passwd = tmp.path().join("passwd");
+    std::fs::write(&passwd, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+    // No token anywhere, and a server that is not there: only the input is judged.
+    let out = quarry(
+        &["upload", &passwd.display().to_string(), "--to", "http://127.0.0.1:9/123-linux/python/"],
+        &[],
+        tmp.path(),
+    )
+    .await;
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("passwd is not a package"), "{shown}");
+    assert!(!shown.contains("no upload token"), "{shown}");
+}
+
+/// `scripts/demo` installs the example through the find-links page and through the simple API.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_demo_installs_through_find_links_and_the_simple_api() {
+    let root = quarry_tests::workspace_root();
+    let venv_bin = quarry_tests::venv().join("bin");
+    let path = std::env::join_paths(
+        std::iter::once(venv_bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+    let mut cmd = tokio::process::Command::new(root.join("scripts/demo"));
+    cmd.env("QUARRY_DEMO_BIN", quarry_bin()).env("PATH", path).env("PIP_CONFIG_FILE", "/dev/null");
+    let out = run(cmd, Duration::from_secs(300)).await;
+    assert_success(&out, "scripts/demo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let after = |step: &str| {
+        let at = lines.iter().position(|l| l.starts_with(step)).unwrap_or_else(|| panic!("no {step:?} in\n{stdout}"));
+        lines.get(at + 1).copied().unwrap_or_default()
+    };
+    assert_eq!(after("==> pip install --no-index --find-links http://127.0.0.1:"), "installed quarry-hello 1.0.0");
+    assert_eq!(after("==> pip install --index-url http://127.0.0.1:"), "installed quarry-hello 1.0.0", "{stdout}");
+}
+
+/// `quarry --help` lists the commands by task with one line each, and the global options once;
+/// a command's help shows its own options first and the global ones after, in a line each.
+#[tokio::test(flavor = "multi_thread")]
+async fn help_reads_by_task_with_the_global_options_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = quarry(&["--help"], &[], tmp.path()).await;
+    assert_success(&out, "quarry --help");
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    for heading in ["Serve and upload:", "Releases and retention:", "TheRock builds:", "Global options:"] {
+        assert_eq!(help.matches(heading).count(), 1, "{heading} once in\n{help}");
+    }
+    assert!(help.contains("\n  check-origins  "), "{help}");
+    assert!(!help.contains("self-wheel") && !help.contains("self-docs"), "{help}");
+    let out = quarry(&["index", "--help"], &[], tmp.path()).await;
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    let own = help.find("--store").expect("--store");
+    let global = help.find("Global options:").expect("a global options heading");
+    assert!(own < global, "the command's own options come first:\n{help}");
+    assert_eq!(help.matches("--log-format").count(), 1, "{help}");
+    // Four global options, a line or two each: no long descriptions repeated in every command.
+    let section: Vec<&str> = help[global..].lines().skip(1).take_while(|l| !l.trim().is_empty()).collect();
+    assert!(section.len() <= 8, "{section:#?}");
+}

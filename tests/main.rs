@@ -15,6 +15,7 @@ mod consistency;
 mod deb_builder;
 mod gc;
 mod gpu_page;
+mod guide_examples;
 mod hostile_archives;
 mod http;
 mod infra_template;

@@ -2,10 +2,8 @@
 
 mod commands;
 
-use clap::Parser;
-
 fn main() -> std::process::ExitCode {
-    let cli = commands::Cli::parse();
+    let cli = commands::parse();
     commands::init_logging(cli.verbose, cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -28,6 +28,9 @@ pub enum ConfigError {
     /// A file the settings name (configuration, signing key, topology) cannot be read.
     #[error("reading {}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
+    /// The guide's directory (`--docs`, `docs`) is not a directory.
+    #[error("the guide's pages {}: not a directory (build them with `mdbook build docs/guide`)", path.display())]
+    Docs { path: PathBuf },
     /// The configuration file is no valid TOML or holds an unknown key (`path`: the file, when
     /// it was read from one).
     #[error("{}{message}", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
@@ -92,6 +95,7 @@ impl ConfigError {
         matches!(
             self,
             Self::Syntax { .. }
+                | Self::Docs { .. }
                 | Self::Limit { .. }
                 | Self::TokenVariableUnset { .. }
                 | Self::TokenSource { .. }
@@ -127,6 +131,8 @@ pub struct ServeOptions {
     pub allowed_hosts: Option<Vec<String>>,
     /// `BUILD_TOPOLOGY.toml`, to group run artifacts by stage.
     pub topology: Option<PathBuf>,
+    /// The user guide's built pages, served under `/-/docs/`.
+    pub docs: Option<PathBuf>,
 }
 
 /// The configuration file (`quarry.toml`, keys in `docs/configuration.md`). Unknown keys are
@@ -142,6 +148,7 @@ pub struct ServeConfig {
     public_url: Option<String>,
     allowed_hosts: Option<Vec<String>>,
     topology: Option<PathBuf>,
+    docs: Option<PathBuf>,
     #[serde(default)]
     tokens: Vec<TokenConfig>,
     #[serde(default)]
@@ -325,6 +332,8 @@ pub struct Settings {
     pub allowed_hosts: Vec<String>,
     /// `BUILD_TOPOLOGY.toml` (read when the server opens).
     pub topology: Option<PathBuf>,
+    /// The user guide's built pages (a directory), served under `/-/docs/`.
+    pub docs: Option<PathBuf>,
     /// The file's `[[tokens]]` (the token file's and `QUARRY_TOKEN` are added when the server
     /// opens).
     pub tokens: Vec<Token>,
@@ -355,6 +364,7 @@ impl Settings {
             public_url: options.public_url.or(file.public_url),
             allowed_hosts: options.allowed_hosts.or(file.allowed_hosts).unwrap_or_default(),
             topology: options.topology.or(file.topology),
+            docs: options.docs.or(file.docs),
             tokens,
             index,
             limits: file.limits.limits()?,

@@ -11,6 +11,7 @@
 //!   (`legacy_upload`), Basic `__token__` credentials, then the same path as a `PUT`.
 //! - The run browser (`browse`): `/` lists runs, `/{run}-{platform}/` shows one with install
 //!   lines, `/-/package/{run}/{project}/` one Python project.
+//! - `/-/docs/`: the user guide's built pages from a directory (`docs`).
 //! - `/healthz`, `/metrics` (Prometheus text), an access log line per request (`tracing`
 //!   target `quarry::access`).
 //! - Tokens may be scoped to key prefixes; reads may be made private (`auth`).
@@ -25,6 +26,7 @@ pub mod browse;
 mod coalesce;
 mod config;
 mod conn;
+pub mod docs;
 mod error;
 mod files;
 mod gpu;
@@ -236,6 +238,8 @@ pub struct Shared {
     allowed_hosts: Arc<[String]>,
     /// Groups a run's artifacts by the stage that produced them on its page.
     topology: Option<Arc<quarry_topology::Topology>>,
+    /// The user guide's built pages, served under `/-/docs/` ([`docs`]).
+    docs: Option<Arc<std::path::Path>>,
     log: Arc<Mutex<RequestLog>>,
     metrics: Arc<Metrics>,
     /// The store wrapped to count operations (reported on `/metrics`).
@@ -261,6 +265,7 @@ impl AppState {
             public_url: None,
             allowed_hosts: Arc::new([]),
             topology: None,
+            docs: None,
             log: Arc::default(),
             metrics: Arc::default(),
             counting,
@@ -321,6 +326,14 @@ impl AppState {
         self
     }
 
+    /// Serve the user guide's built pages (`mdbook build docs/guide`) from `dir` under
+    /// `/-/docs/`.
+    #[must_use]
+    pub fn with_docs(mut self, dir: Option<std::path::PathBuf>) -> Self {
+        self.shared().docs = dir.map(Arc::from);
+        self
+    }
+
     #[must_use]
     pub fn with_max_upload(mut self, bytes: u64) -> Self {
         self.shared().max_upload = bytes;
@@ -367,6 +380,9 @@ pub fn app(state: AppState) -> Router {
         .route("/-/channel/{*root}", get(browse::channel::channel_page))
         .route("/-/gpu/{run}", get(gpu::gpu_page))
         .route("/-/gpu/{run}/", get(gpu::gpu_page))
+        .route("/-/docs", get(docs::docs_root_redirect))
+        .route("/-/docs/", get(docs::docs_index))
+        .route("/-/docs/{*path}", get(docs::docs_file))
         .route("/{*path}", get(files::get_path).put(upload::put_path).post(legacy_upload::post_path))
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), front))

@@ -22,6 +22,10 @@ impl Settings {
     /// `QUARRY_TOKEN`), the topology read, the store caught up ([`catch_up`]) and
     /// `max_connections` fitted under the open-file limit (with a warning when lowered).
     pub async fn open(self) -> Result<AppState, ConfigError> {
+        // A guide directory that is not there is a typo: say so now, not with 404s later.
+        if let Some(dir) = self.docs.as_ref().filter(|d| !d.is_dir()) {
+            return Err(ConfigError::Docs { path: dir.clone() });
+        }
         let store = quarry_store::open(&self.store)
             .await
             .map_err(|source| ConfigError::Store { url: self.store.clone(), source })?;
@@ -59,6 +63,7 @@ impl Settings {
             .with_public_url(self.public_url)
             .with_allowed_hosts(self.allowed_hosts)
             .with_topology(topology)
+            .with_docs(self.docs)
             .with_max_upload(self.max_upload_bytes)
             .with_limits(limits)
             .with_index_config(self.index))

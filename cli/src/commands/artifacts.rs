@@ -13,6 +13,8 @@ use quarry_stage::transfer::{self, CopyOptions, FetchOptions, PushOptions, stage
 use quarry_stage::{GpuSelection, LocationFlags, Run, RunLocation, load_topology};
 use quarry_topology::{Platform, Topology, split_list};
 
+use super::args::{JsonArg, OptionalStoreArg};
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct ArtifactsArgs {
     #[command(subcommand)]
@@ -74,13 +76,12 @@ pub(crate) struct Backend {
     /// `linux` or `windows` (default: `THEROCK_PLATFORM`, else this machine's).
     #[arg(long, value_enum)]
     pub(crate) platform: Option<PlatformArg>,
-    /// A directory standing in for the bucket: `{dir}/{run}-{platform}/{file}`.
+    /// A directory standing in for the bucket: `{dir}/{run}-{platform}/{file}`. Without it or
+    /// --store: TheRock's bucket for `RELEASE_TYPE` and `GITHUB_REPOSITORY`.
     #[arg(long, env = "THEROCK_LOCAL_STAGING_DIR")]
     local_staging_dir: Option<PathBuf>,
-    /// The store when not staging locally: `s3://bucket[/prefix]` or a directory (default:
-    /// TheRock's bucket for `RELEASE_TYPE` and `GITHUB_REPOSITORY`).
-    #[arg(long)]
-    store: Option<String>,
+    #[command(flatten)]
+    store: OptionalStoreArg,
     /// `owner/repo` of the run (default: `GITHUB_REPOSITORY`, else `ROCm/TheRock`).
     #[arg(long)]
     run_github_repo: Option<String>,
@@ -97,6 +98,7 @@ struct PushArgs {
     /// to `<build-dir>/.upload_cache/` (ready archives in `artifacts/` are uploaded as they are).
     #[arg(long)]
     build_dir: PathBuf,
+    /// Archive format: zstd (`.tar.zst`) or xz (`.tar.xz`).
     #[arg(long, value_enum, default_value_t = Compression::Zstd)]
     compression_type: Compression,
     /// zstd 1–22 (default 3), xz 0–9 (default 6).
@@ -105,11 +107,11 @@ struct PushArgs {
     /// Archives written at once (each zstd archive also uses every core).
     #[arg(long, default_value_t = 1)]
     compress_concurrency: usize,
+    /// Uploads in flight at once.
     #[arg(long, default_value_t = 10)]
     upload_concurrency: usize,
-    /// Print the summary as JSON on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonArg,
 }
 
 /// Which GPU-specific artifacts to take besides the generic ones.
@@ -139,6 +141,7 @@ struct FetchArgs {
     /// The stage whose inbound artifacts are fetched (`all`: every topology artifact).
     #[arg(long, default_value = "all")]
     stage: String,
+    /// Where the artifacts are unpacked (or, with --no-extract, downloaded).
     #[arg(long)]
     output_dir: PathBuf,
     /// Wipe each manifest root, unpack into `<output-dir>/<root>`, touch `<root>.prebuilt`.
@@ -153,6 +156,7 @@ struct FetchArgs {
     /// Keep downloads here (default: `<output-dir>/.download_cache`, deleted afterwards).
     #[arg(long)]
     download_cache_dir: Option<PathBuf>,
+    /// Downloads in flight at once.
     #[arg(long, default_value_t = 10)]
     download_concurrency: usize,
     /// Archives unpacked at once (default: the number of CPUs).
@@ -172,9 +176,8 @@ struct FetchArgs {
     /// past its first 64 MiB (real artifacts stay below 20).
     #[arg(long, default_value_t = DEFAULT_MAX_RATIO)]
     max_expansion_ratio: u64,
-    /// Print the summary as JSON on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonArg,
 }
 
 #[derive(Debug, clap::Args)]
@@ -198,6 +201,7 @@ struct CopyArgs {
     /// Stages whose produced artifacts are copied (`,` separated).
     #[arg(long)]
     stage: String,
+    /// Copies in flight at once.
     #[arg(long, default_value_t = 10)]
     concurrency: usize,
     /// Print what would be copied and copy nothing.
@@ -210,6 +214,7 @@ struct InfoArgs {
     /// The same flags as push and fetch (only `--topology` is read).
     #[command(flatten)]
     run: RunFlags,
+    /// The stage to describe.
     #[arg(long)]
     stage: String,
 }
@@ -221,7 +226,7 @@ impl Backend {
             run_id: self.run_id.clone(),
             platform: self.platform.map(|p| Platform::from(p).as_str().to_owned()),
             local_staging_dir: self.local_staging_dir.clone(),
-            store: self.store.clone(),
+            store: self.store.url(),
             github_repo: self.run_github_repo.clone(),
         };
         RunLocation::with_defaults(flags, |name| std::env::var(name).ok())
@@ -311,7 +316,7 @@ async fn push(args: PushArgs) -> anyhow::Result<()> {
     let (run, _) = open_run(&args.run.topology, &args.run.backend.location(), |t| Ok(opts.artifacts(t)?)).await?;
     super::runs::ensure_manifest(&run, None).await;
     let report = transfer::push(&run, &opts).await?;
-    super::print(args.json, &report, &report)?;
+    super::print(args.json.json, &report, &report)?;
     let failures = &report.failures;
     if !failures.is_empty() {
         bail!("{} of {} artifacts not pushed", failures.len(), failures.len() + report.pushed.len());
@@ -323,7 +328,7 @@ async fn fetch(args: FetchArgs) -> anyhow::Result<()> {
     let opts = FetchOptions::from(&args);
     let (run, _) = open_run(&args.run.topology, &args.run.backend.location(), |t| Ok(opts.artifacts(t)?)).await?;
     let report = transfer::fetch(&run, &opts).await?;
-    super::print(args.json, &report, &report)?;
+    super::print(args.json.json, &report, &report)?;
     if !report.failures.is_empty() {
         bail!("{} artifacts could not be fetched:\n  {}", report.failures.len(), report.failures.join("\n  "));
     }

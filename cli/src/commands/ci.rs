@@ -14,6 +14,7 @@ use quarry_ci::{FirstPicker, GitContext, Inputs, Matrix, Picker, SeededPicker};
 use quarry_stage::{checkout, load_topology};
 
 use super::UsageError;
+use super::args::JsonArg;
 use super::artifacts::PlatformArg;
 
 #[derive(Debug, clap::Args)]
@@ -61,8 +62,10 @@ struct MatrixArgs {
     /// The event payload (PR labels, the push's `before`).
     #[arg(long, env = "GITHUB_EVENT_PATH")]
     event_path: Option<PathBuf>,
+    /// The workflow run id (seeds weighted runner picks).
     #[arg(long, env = "GITHUB_RUN_ID", default_value = "")]
     run_id: String,
+    /// The branch or tag the workflow runs on.
     #[arg(long, env = "GITHUB_REF_NAME", default_value = "")]
     ref_name: String,
     /// release, asan, host-asan, tsan.
@@ -80,22 +83,28 @@ struct MatrixArgs {
     /// Anything but "false" turns it on.
     #[arg(long, env = "BUILD_JAX", default_value = "false")]
     build_jax: String,
+    /// The Python version of the PyTorch and JAX wheel jobs (default: the matrix data's).
     #[arg(long, env = "PYTHON_VERSION", default_value = "")]
     python_version: String,
     /// Matrix keys, comma separated, or `all` / `none` (workflow_dispatch and schedule).
     #[arg(long, env = "LINUX_AMDGPU_FAMILIES", default_value = "")]
     linux_amdgpu_families: String,
+    /// Like --linux-amdgpu-families, for Windows.
     #[arg(long, env = "WINDOWS_AMDGPU_FAMILIES", default_value = "")]
     windows_amdgpu_families: String,
+    /// Test labels for Linux (comma separated).
     #[arg(long, env = "LINUX_TEST_LABELS", default_value = "")]
     linux_test_labels: String,
+    /// Test labels for Windows (comma separated).
     #[arg(long, env = "WINDOWS_TEST_LABELS", default_value = "")]
     windows_test_labels: String,
     /// Stages to take from a baseline run instead of building (comma list or `all`).
     #[arg(long, env = "PREBUILT_STAGES", default_value = "")]
     prebuilt_stages: String,
+    /// The run whose artifacts --prebuilt-stages takes.
     #[arg(long, env = "BASELINE_RUN_ID", default_value = "")]
     baseline_run_id: String,
+    /// `owner/repo` of the baseline run.
     #[arg(long, env = "THEROCK_REPOSITORY", default_value = "")]
     baseline_repository: String,
     /// JSON `{"repository": "owner/name", …}` when another repository calls the workflow.
@@ -120,9 +129,9 @@ struct MatrixArgs {
     /// or `first` (always the first label).
     #[arg(long, value_enum, default_value_t = RunnerPick::Seeded)]
     runner_pick: RunnerPick,
-    /// Print the outputs as one JSON object on stdout (also done when GITHUB_OUTPUT is unset).
-    #[arg(long)]
-    json: bool,
+    // Also printed when GITHUB_OUTPUT is unset.
+    #[command(flatten)]
+    json: JsonArg,
 }
 
 pub(crate) async fn run(args: CiArgs) -> anyhow::Result<()> {
@@ -244,7 +253,7 @@ fn matrix(args: MatrixArgs) -> anyhow::Result<()> {
     let lines: String = outputs.github_output().into_iter().map(|(key, value)| format!("{key}={value}\n")).collect();
     let written = super::append_to_github_file("GITHUB_OUTPUT", &lines)?;
     super::append_to_github_file("GITHUB_STEP_SUMMARY", &outputs.summary())?;
-    if args.json || !written {
+    if args.json.json || !written {
         super::print_json(&outputs.to_json())?;
     }
     Ok(())

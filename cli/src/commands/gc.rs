@@ -1,23 +1,19 @@
 //! `quarry gc`: delete whole CI runs (`{run}-{platform}/` prefixes) by age or count, then
 //! reindex every remaining pip, apt and dnf root; the work is `quarry_index::retention`.
 
-use std::sync::Arc;
-
-use anyhow::Context;
 use clap::Args;
 use jiff::{SignedDuration, SpanRelativeTo, Timestamp};
 use quarry_index::retention::RetentionOptions;
 use quarry_index::{IndexConfig, Indexer};
-use quarry_store::Store;
 
 use super::UsageError;
+use super::args::{JsonArg, StoreArg};
 
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
 pub(crate) struct GcArgs {
-    /// The store: a directory, file:// or s3://bucket/prefix URL.
-    #[arg(long)]
-    store: String,
+    #[command(flatten)]
+    store: StoreArg,
     /// Select runs whose newest upload is older than this: 30d, 12h, 90m, 3600s, or any span
     /// jiff parses ("1d 12h", "P30D"; days are 24 hours, months and years are refused).
     #[arg(long, value_name = "AGE", value_parser = parse_age)]
@@ -29,9 +25,8 @@ pub(crate) struct GcArgs {
     /// Print what would be deleted and collected; change nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonArg,
     /// Only runs directly under this key prefix (TheRock's external bucket keeps runs under
     /// `<owner>-<repo>/`); default the store root.
     #[arg(long, default_value = "")]
@@ -72,7 +67,7 @@ pub(crate) async fn run(args: GcArgs) -> anyhow::Result<()> {
     quarry_store::validate_prefix(&prefix).map_err(|e| UsageError::new(format!("--prefix {:?}: {e}", args.prefix)))?;
     let config = IndexConfig::from_env()
         .map_err(|e| UsageError::new(format!("the index configuration from the environment: {e}")))?;
-    let store = open_store(&args.store).await?;
+    let store = args.store.store.open_existing().await?;
     let options = RetentionOptions {
         prefix,
         older_than: args.older_than,
@@ -82,24 +77,11 @@ pub(crate) async fn run(args: GcArgs) -> anyhow::Result<()> {
     };
     let indexer = Indexer::new(store).with_config(config);
     let report = quarry_index::retention::apply(&indexer, &options, Timestamp::now()).await?;
-    super::print(args.json, &report, &report)?;
+    super::print(args.json.json, &report, &report)?;
     if !report.failures.is_empty() {
         anyhow::bail!("{} failures; run `quarry gc` again to finish (it is idempotent)", report.failures.len());
     }
     Ok(())
-}
-
-/// Open the store; a local store must exist already (opening one would create it, and a
-/// mistyped path would then quietly hold no runs).
-async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
-    let local = !url.contains("://") || url.starts_with("file://");
-    if local {
-        let path = std::path::Path::new(url.strip_prefix("file://").unwrap_or(url));
-        if !path.is_dir() {
-            return Err(UsageError::new(format!("store {url}: {} is not a directory", path.display())).into());
-        }
-    }
-    quarry_store::open(url).await.with_context(|| format!("opening store {url}"))
 }
 
 #[cfg(test)]

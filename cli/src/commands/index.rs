@@ -7,16 +7,21 @@ use clap::Args;
 use quarry_index::{Indexer, Refreshed, RepoRoot, Scope, discover_scopes};
 use quarry_store::CountingStore;
 
+use super::UsageError;
+use super::args::{JsonArg, LayoutConfigArg, OptionalStoreArg, StoreUrl};
+
 #[derive(Debug, Args)]
 pub(crate) struct IndexArgs {
-    /// The store: a directory, file:// or s3://bucket/prefix URL.
-    store: String,
+    #[command(flatten)]
+    store: OptionalStoreArg,
+    /// The store, as `--store` (the older spelling `quarry index DIR`).
+    #[arg(value_name = "STORE", hide = true)]
+    store_positional: Option<StoreUrl>,
     /// Only roots under this key prefix (e.g. `12345-linux/`).
     #[arg(long, default_value = "")]
     prefix: String,
-    /// Print the reports as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonArg,
     /// Republish every page even where the state says nothing changed.
     #[arg(long)]
     force: bool,
@@ -38,15 +43,30 @@ pub(crate) struct IndexArgs {
     /// non-zero on any problem.
     #[arg(long, conflicts_with = "force")]
     check: bool,
-    /// `quarry.toml` whose `[layout]` names the roots beyond a run's [default: ./quarry.toml if
-    /// present].
-    #[arg(long, env = "QUARRY_CONFIG")]
-    config: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    config: LayoutConfigArg,
+}
+
+impl IndexArgs {
+    /// `--store` (or `QUARRY_STORE`), or the positional spelling, which wins over the variable;
+    /// both on the command line must agree.
+    fn store(&self) -> anyhow::Result<&StoreUrl> {
+        match (&self.store_positional, &self.store.store) {
+            (Some(dir), Some(flag))
+                if dir != flag && std::env::var("QUARRY_STORE").ok().as_deref() != Some(flag.as_str()) =>
+            {
+                Err(UsageError::new(format!("two stores: {dir} and --store {flag}; give one")).into())
+            }
+            (Some(dir), _) => Ok(dir),
+            (None, Some(flag)) => Ok(flag),
+            (None, None) => Err(UsageError::new("no store: give --store STORE (or set QUARRY_STORE)").into()),
+        }
+    }
 }
 
 pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
-    super::load_layout(args.config.as_deref())?;
-    let inner = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    let inner = args.store()?.open_existing().await?;
+    args.config.load()?;
     let store = Arc::new(CountingStore::new(inner));
     let started = std::time::Instant::now();
     // A prefix naming one pip root is that root: no need to list everything below it first.
@@ -98,7 +118,7 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
     if reports.is_empty() && listings.is_empty() {
         writeln!(text, "no pip roots found under {:?}", args.prefix)?;
     }
-    super::print(args.json, &reports, text)?;
+    super::print(args.json.json, &reports, text)?;
     tracing::info!(
         roots = reports.len(),
         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -142,7 +162,7 @@ async fn full(args: &IndexArgs, indexer: &Indexer, scopes: &BTreeSet<Scope>) -> 
     if scopes.is_empty() {
         writeln!(text, "nothing to index under {:?}", args.prefix)?;
     }
-    super::print(args.json, &reports, text)?;
+    super::print(args.json.json, &reports, text)?;
     if !failed.is_empty() {
         anyhow::bail!("{} of {} failed to reconcile:\n  {}", failed.len(), scopes.len(), failed.join("\n  "));
     }
@@ -159,7 +179,7 @@ async fn check(
         reports.push(quarry_index::check(store, root).await.with_context(|| format!("checking {root}"))?);
     }
     let text: String = reports.iter().map(|r| format!("{r}\n")).collect();
-    super::print(args.json, &reports, text)?;
+    super::print(args.json.json, &reports, text)?;
     let problems: usize = reports.iter().map(|r| r.problems.len()).sum();
     if problems > 0 {
         anyhow::bail!("{problems} problems in {} roots; `quarry index --force` republishes every page", reports.len());

@@ -13,12 +13,12 @@ use quarry_upload::mirror::{
 };
 
 use super::UsageError;
+use super::args::{JsonArg, KindArg, StoreArg};
 
 #[derive(Debug, Args)]
 pub(crate) struct MirrorArgs {
-    /// The store: a directory, file:// or s3://bucket/prefix URL.
-    #[arg(long)]
-    store: String,
+    #[command(flatten)]
+    store: StoreArg,
     /// The pip root to fill (e.g. `python-deps/`).
     #[arg(long, value_name = "PREFIX")]
     to: String,
@@ -66,22 +66,19 @@ pub(crate) struct MirrorArgs {
     /// before it is downloaded.
     #[arg(long)]
     allow_unhashed: bool,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonArg,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct CheckOriginsArgs {
-    /// The store: a directory, file:// or s3://bucket/prefix URL.
-    #[arg(long)]
-    store: String,
+    #[command(flatten)]
+    store: StoreArg,
     /// The composed roots (`[pip:|apt:|dnf:]PREFIX`; without a kind, the layout's, else pip).
     #[arg(required = true, num_args = 2.., value_name = "PREFIX")]
     roots: Vec<String>,
-    /// Print the conflicts as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonArg,
 }
 
 fn parse_python(text: &str) -> Result<(u32, u32), String> {
@@ -90,24 +87,17 @@ fn parse_python(text: &str) -> Result<(u32, u32), String> {
     Ok((major.parse().map_err(|_| bad())?, minor.parse().map_err(|_| bad())?))
 }
 
-/// The kinds of root a command names, by their labels (`pip`, `apt`, `dnf`).
-const KINDS: [RepoKind; 3] = [RepoKind::Pip, RepoKind::Apt, RepoKind::Dnf];
-
-/// A root kind by its label: `quarry prune --kind`, the `KIND:` of [`parse_root`].
-pub(crate) fn parse_kind(label: &str) -> Result<RepoKind, String> {
-    KINDS.into_iter().find(|k| k.label() == label).ok_or_else(|| format!("{label:?}: expected pip, apt or dnf"))
-}
-
 /// A key prefix naming a directory: no leading `/`, one trailing `/` (empty stays empty).
 pub(crate) fn dir_prefix(text: &str) -> String {
     let trimmed = text.trim_matches('/');
     if trimmed.is_empty() { String::new() } else { format!("{trimmed}/") }
 }
 
-/// A root from `[pip:|apt:|dnf:]PREFIX`: the kind given, else the layout's, else pip.
+/// A root from `[pip:|apt:|dnf:]PREFIX` (`deb:`, `rpm:` too): the kind given, else the
+/// layout's, else pip.
 pub(crate) fn parse_root(text: &str) -> anyhow::Result<RepoRoot> {
     let bad = |e: quarry_store::KeyError| UsageError::new(format!("root {text:?}: {e}"));
-    let kind = text.split_once(':').and_then(|(label, rest)| Some((parse_kind(label).ok()?, rest)));
+    let kind = text.split_once(':').and_then(|(label, rest)| Some((RepoKind::from(KindArg::parse(label)?), rest)));
     if let Some((kind, prefix)) = kind {
         return RepoRoot::with_kind(prefix, kind).map_err(|e| bad(e).into());
     }
@@ -135,7 +125,7 @@ pub(crate) async fn run(args: MirrorArgs) -> anyhow::Result<()> {
     let config = IndexConfig::from_env()
         .map_err(|e| UsageError::new(format!("the index configuration from the environment: {e}")))?;
     super::load_layout(args.config.as_deref())?;
-    let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    let store = args.store.store.open().await?;
     if compose_with.is_empty() {
         compose_with = composed_by_layout(store.as_ref(), &root).await?;
     }
@@ -154,7 +144,7 @@ pub(crate) async fn run(args: MirrorArgs) -> anyhow::Result<()> {
     };
     let indexer = Indexer::new(store).with_config(config);
     let report = quarry_upload::mirror::mirror(&indexer, &options).await?;
-    super::print(args.json, &report, &report)?;
+    super::print(args.json.json, &report, &report)?;
     if !report.failures.is_empty() {
         anyhow::bail!("{} files or projects failed; the rest is mirrored and indexed", report.failures.len());
     }
@@ -187,10 +177,10 @@ async fn composed_by_layout(store: &dyn quarry_store::Store, root: &RepoRoot) ->
 
 pub(crate) async fn check_origins(args: CheckOriginsArgs) -> anyhow::Result<()> {
     let roots = args.roots.iter().map(|r| parse_root(r)).collect::<anyhow::Result<Vec<_>>>()?;
-    let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    let store = args.store.store.open_existing().await?;
     let conflicts = find_conflicts(store.as_ref(), &roots).await?;
     let text: String = conflicts.iter().map(|c| format!("{c}\n")).collect();
-    super::print(args.json, &conflicts, text)?;
+    super::print(args.json.json, &conflicts, text)?;
     if !conflicts.is_empty() {
         anyhow::bail!("{} projects have more than one origin", conflicts.len());
     }

@@ -1,3 +1,4 @@
+mod args;
 mod artifacts;
 mod ci;
 mod gc;
@@ -9,6 +10,7 @@ mod pipeline;
 mod promote;
 mod prune;
 mod runs;
+mod self_docs;
 mod self_wheel;
 mod serve;
 mod stage;
@@ -21,58 +23,133 @@ use tracing_subscriber::EnvFilter;
 
 /// Quarry: an artifact store and pip, apt and dnf index server for CI-built software.
 #[derive(Debug, Parser)]
-#[command(name = "quarry", version, about, propagate_version = true, after_help = EXIT_CODES)]
+#[command(
+    name = "quarry",
+    version,
+    about,
+    propagate_version = true,
+    after_help = EXIT_CODES,
+    disable_help_flag = true,
+    disable_version_flag = true
+)]
 pub(crate) struct Cli {
-    /// More log output on stderr (repeat for more). `RUST_LOG` overrides.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    /// More log output on stderr (-vv for all); `RUST_LOG` overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = GLOBAL)]
     pub(crate) verbose: u8,
-    /// Log lines as `text` or `json` (one object per line, for log shippers).
-    #[arg(long, global = true, env = "QUARRY_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    /// Log lines as `text` or `json` (one object a line).
+    #[arg(long, global = true, env = "QUARRY_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, help_heading = GLOBAL)]
     pub(crate) log_format: LogFormat,
+    /// Print help (`--help` for more than `-h`).
+    #[arg(short, long, global = true, action = clap::ArgAction::Help, help_heading = GLOBAL)]
+    help: Option<bool>,
+    /// Print the version.
+    #[arg(short = 'V', long, global = true, action = clap::ArgAction::Version, help_heading = GLOBAL)]
+    version: Option<bool>,
     #[command(subcommand)]
     command: Command,
 }
 
+/// The heading of the options every command takes, shown after a command's own.
+const GLOBAL: &str = "Global options";
+
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve a store over HTTP: files, pip/apt/dnf indexes, run browser, authenticated uploads.
+    /// Serve a store over HTTP: indexes, run pages, uploads.
+    ///
+    /// Files and their pip (find-links, PEP 503/691 simple), apt and dnf indexes, the run
+    /// browser, `/metrics`, `/healthz`, and authenticated uploads reindexed as they land.
     Serve(serve::ServeArgs),
-    /// Reindex every pip, apt and dnf root and run listing in a store once; print what changed.
+    /// Reindex a store's pip, apt and dnf roots; audit or repair them.
+    ///
+    /// Every pip, apt and dnf root and run listing under `--prefix` is reindexed once, and what
+    /// changed is printed; `--check` audits without writing, `--full` reconciles and repairs.
     Index(index::IndexArgs),
-    /// Upload packages or artifacts to a Quarry server, an S3 bucket or a local store.
+    /// Upload packages or artifacts to a server, a bucket or a directory.
     Upload(upload::UploadArgs),
-    /// Build native packages (deb, rpm) and the rocm-sdk Python distributions from TheRock stage artifacts.
+    /// Build .debs, .rpms and the rocm-sdk wheels from stage artifacts.
     Package(package::PackageArgs),
-    /// TheRock build stages: list, info, and the CMake arguments to configure one.
+    /// TheRock's build stages: list, info, configure, build one.
     Stage(stage::StageArgs),
-    /// Stage artifacts: push a stage's outputs, fetch what a stage needs (local staging or S3).
+    /// Stage artifacts: push a stage's outputs, fetch a stage's inputs.
     Artifacts(artifacts::ArtifactsArgs),
-    /// The whole topology locally: every stage in dependency order through a staging directory.
+    /// Build every stage in dependency order, locally.
     Pipeline(pipeline::PipelineArgs),
-    /// Runs: write a run's manifest (commit, branch, workflow), find the runs that built a commit.
+    /// A run's manifest; the runs that built a commit.
     #[command(visible_alias = "run")]
     Runs(runs::RunsArgs),
-    /// CI configuration: the multi-arch matrix of a workflow run.
+    /// CI configuration: a workflow run's build matrix.
     Ci(Box<ci::CiArgs>),
-    /// Delete whole CI runs by age or count; keep every remaining index consistent.
+    /// Delete whole CI runs by age or count.
+    ///
+    /// Every remaining pip, apt and dnf root is then reindexed, so every index stays
+    /// consistent.
     Gc(gc::GcArgs),
-    /// Fill a pip root (e.g. `python-deps/`) with chosen projects from an upstream simple index.
+    /// Fill a pip root with chosen projects from an upstream index.
     Mirror(mirror::MirrorArgs),
-    /// Report projects that two composed roots both supply (exit code 1 when any).
+    /// Report projects that composed roots both supply.
+    ///
+    /// Exits 1 when any project has more than one origin.
     CheckOrigins(mirror::CheckOriginsArgs),
-    /// Prune old versions inside one pip, apt or dnf root; reindex it.
+    /// Delete old versions inside one pip, apt or dnf root.
+    ///
+    /// By age and/or count per project; the root is reindexed afterwards.
     Prune(prune::PruneArgs),
-    /// Copy a run's wheels, debs and rpms into a channel's roots and reindex them.
+    /// Copy a run's packages into a release channel.
+    ///
+    /// A run's wheels, sdists, debs and rpms are copied into the channel's roots, which are
+    /// then reindexed.
     Promote(promote::PromoteArgs),
     /// TheRock's package versions (pip, deb, rpm) for a release type.
     Version(version::VersionArgs),
     /// Pack this binary as a wheel (`scripts/build-wheel` runs it).
     #[command(hide = true)]
     SelfWheel(self_wheel::SelfWheelArgs),
+    /// Write the guide's command reference pages (`docs/guide/src/reference/`).
+    #[command(hide = true)]
+    SelfDocs(self_docs::SelfDocsArgs),
+}
+
+/// `quarry --help` lists the commands by task, in this order; every visible command is in one
+/// group (a test checks).
+const COMMAND_GROUPS: &[(&str, &[&str])] = &[
+    ("Serve and upload", &["serve", "upload", "index"]),
+    ("Releases and retention", &["promote", "mirror", "check-origins", "prune", "gc"]),
+    ("TheRock builds", &["stage", "artifacts", "pipeline", "package", "version", "runs", "ci"]),
+];
+
+/// The `quarry` command line: [`Cli`] with its commands listed by task ([`COMMAND_GROUPS`]).
+pub(crate) fn command() -> clap::Command {
+    use clap::CommandFactory as _;
+    let cmd = Cli::command();
+    let header = cmd.get_styles().get_header();
+    let literal = cmd.get_styles().get_literal();
+    let width = cmd.get_subcommands().map(|c| c.get_name().len()).max().unwrap_or(0);
+    let mut groups = String::new();
+    for (title, names) in COMMAND_GROUPS {
+        groups.push_str(&format!("{header}{title}:{header:#}\n"));
+        for name in *names {
+            let Some(sub) = cmd.find_subcommand(name) else { continue };
+            let about = sub.get_about().map(ToString::to_string).unwrap_or_default();
+            let pad = " ".repeat(width - name.len());
+            groups.push_str(&format!("  {literal}{name}{literal:#}{pad}  {about}\n"));
+        }
+        groups.push('\n');
+    }
+    let template = format!(
+        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{groups}{header}{GLOBAL}:{header:#}\n{{options}}{{after-help}}"
+    );
+    cmd.help_template(template)
+}
+
+/// Parses the command line (exits on bad input with code 2, or after `--help`).
+pub(crate) fn parse() -> Cli {
+    use clap::FromArgMatches as _;
+    let matches = command().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 const EXIT_CODES: &str = "Exit codes: 0 success; 1 the work failed (a build step, missing artifacts, \
-I/O, network); 2 bad input (unknown flag, stage or GPU family, an invalid topology or matrix file).";
+I/O, network); 2 bad input (an unknown flag or value, a missing store, an invalid topology or matrix file).";
 
 /// Bad input from the user (exit code 2): the message says what and how to fix it.
 #[derive(Debug)]
@@ -150,9 +227,7 @@ pub(crate) fn source_date_epoch() -> anyhow::Result<Option<u64>> {
 /// How log lines are written on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum LogFormat {
-    /// Human-readable lines.
     Text,
-    /// One JSON object per line.
     Json,
 }
 
@@ -191,6 +266,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Prune(args) => prune::run(args).await,
         Command::Version(args) => version::run(args).await,
         Command::SelfWheel(args) => self_wheel::run(&args),
+        Command::SelfDocs(args) => self_docs::run(&args),
     }
 }
 
@@ -205,4 +281,55 @@ pub(crate) fn load_layout(path: Option<&std::path::Path>) -> anyhow::Result<()> 
         tracing::debug!(file = %loaded.display(), roots = layout.roots.len(), runs = layout.runs, "layout");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_visible_command_is_in_exactly_one_group() {
+        let cmd = command();
+        let grouped: Vec<&str> = COMMAND_GROUPS.iter().flat_map(|(_, names)| names.iter().copied()).collect();
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let name = sub.get_name();
+            assert_eq!(grouped.iter().filter(|n| **n == name).count(), 1, "{name} in {grouped:?}");
+        }
+        for name in grouped {
+            assert!(cmd.find_subcommand(name).is_some_and(|s| !s.is_hide_set()), "{name} is no visible command");
+        }
+    }
+
+    /// Every argument a user can see says what it is (`quarry artifacts info --stage` once
+    /// showed nothing), and every command's one-line description fits one line.
+    #[test]
+    fn every_visible_argument_and_command_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+                if arg.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+                let name = format!("{path} {}", sub.get_name());
+                let about = sub.get_about().map(ToString::to_string).unwrap_or_default();
+                // `quarry --help` shows a command's description on one line.
+                let most = if path == "quarry" { 72 } else { usize::MAX };
+                if about.trim().is_empty() || about.len() > most {
+                    missing.push(format!("{name}: about {about:?} (one line, at most {most} characters)"));
+                }
+                walk(sub, &name, missing);
+            }
+        }
+        let mut cmd = command();
+        cmd.build();
+        let mut missing = Vec::new();
+        walk(&cmd, "quarry", &mut missing);
+        assert!(missing.is_empty(), "without help:\n  {}", missing.join("\n  "));
+    }
+
+    #[test]
+    fn the_command_line_definitions_are_consistent() {
+        command().debug_assert();
+    }
 }

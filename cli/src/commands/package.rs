@@ -16,6 +16,7 @@ use quarry_builder::therock::{
 use quarry_builder::{Compression, RpmCompression};
 use quarry_packaging::therock::{self, PkgType, PlanOptions, base_target};
 
+use super::args::JsonArg;
 use super::package_python;
 
 /// Which packages `quarry package` builds.
@@ -132,9 +133,8 @@ pub(crate) struct PackageArgs {
     /// depend on it.
     #[arg(long)]
     jobs: Option<usize>,
-    /// Print the summary as JSON on stdout.
-    #[arg(long)]
-    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) json: JsonArg,
     #[command(flatten)]
     pub(crate) variants: package_python::VariantsArg,
 }
@@ -259,7 +259,7 @@ fn run_blocking(args: &PackageArgs) -> anyhow::Result<()> {
     if let Some(bar) = bar.get() {
         bar.finish_and_clear();
     }
-    report(&summary?, args.json)
+    report(&summary?, args.json.json)
 }
 
 /// Logs the plan and keeps a progress bar (on stderr, when it is a terminal) over the builds.

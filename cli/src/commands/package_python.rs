@@ -59,7 +59,7 @@ pub(crate) fn run(
         targets: split_targets(&args.target),
     };
     let variants = args.variants.request();
-    report(&package_wheels(staged, &opts, &variants, settings, progress)?, args.json)
+    report(&package_wheels(staged, &opts, &variants, settings, progress)?, args.json.json)
 }
 
 /// The wheel platform tag: `ROCM_SDK_WHEEL_PLATFORM_TAG`, else the platform the artifacts'

@@ -15,6 +15,7 @@ use quarry_stage::{BuildOptions, BuildProgress, PipelineProgress, PipelineReport
 use quarry_topology::split_list;
 
 use super::UsageError;
+use super::args::JsonArg;
 use super::artifacts::{Backend, RunFlags, archive_mtime, open_run};
 use super::print_json;
 
@@ -32,6 +33,7 @@ pub(crate) struct BuildArgs {
     /// The superproject.
     #[arg(long, default_value = ".")]
     source_dir: PathBuf,
+    /// The stage's build directory.
     #[arg(long, default_value = "build")]
     build_dir: PathBuf,
     /// More CMake arguments, after the stage's.
@@ -58,6 +60,7 @@ struct RunArgs {
     /// GPU families: per-arch stages run once per family.
     #[arg(long)]
     families: String,
+    /// The superproject.
     #[arg(long, default_value = ".")]
     source_dir: PathBuf,
     /// Build directories go under here: `<build-root>/<stage>` and `<build-root>/<stage>-<family>`.
@@ -69,9 +72,8 @@ struct RunArgs {
     /// At most this many stage builds at once (each runs its own Ninja).
     #[arg(long, default_value_t = 4)]
     parallel: usize,
-    /// Print the summary as JSON on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonArg,
 }
 
 /// One build's progress: its line in the live view, or log lines.
@@ -197,5 +199,5 @@ pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
     let stages = run_pipeline(&run, &jobs, &opts, &view).await?;
     let report = PipelineReport { seconds: started.elapsed().as_secs_f64(), stages };
     step_summary(&format!("Pipeline ({:.1} s)", report.seconds), &report.stages)?;
-    super::print(args.json, &report, &report)
+    super::print(args.json.json, &report, &report)
 }

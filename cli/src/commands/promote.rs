@@ -6,11 +6,12 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use anyhow::Context;
 use clap::Args;
 use quarry_index::promote::{Copied, PromoteError, PromoteReport, Promotion};
 use quarry_index::{Indexer, RepoKind, RepoRoot};
 use quarry_store::Store;
+
+use super::args::{JsonArg, KindArg, LayoutConfigArg, StoreArg};
 
 #[derive(Debug, Args)]
 pub(crate) struct PromoteArgs {
@@ -29,21 +30,18 @@ pub(crate) struct PromoteArgs {
     /// every family the run has wheels for.
     #[arg(long, value_delimiter = ',')]
     families: Vec<String>,
-    /// Which packages: pip, deb, rpm (comma-separated) [default: all].
-    #[arg(long, value_delimiter = ',', default_values_t = ["pip".to_owned(), "deb".to_owned(), "rpm".to_owned()])]
-    kinds: Vec<String>,
-    /// The store: a directory, file:// or s3://bucket/prefix URL.
-    #[arg(long, env = "QUARRY_STORE")]
-    store: String,
+    /// Which packages (comma-separated; `deb` and `rpm` name apt and dnf too).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = KindArg::ALL)]
+    kinds: Vec<KindArg>,
+    #[command(flatten)]
+    store: StoreArg,
     /// Print what would be copied; change nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
-    /// `quarry.toml` whose `[layout]` names the roots [default: ./quarry.toml if present].
-    #[arg(long, env = "QUARRY_CONFIG")]
-    config: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    json: JsonArg,
+    #[command(flatten)]
+    config: LayoutConfigArg,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -56,26 +54,14 @@ struct Report {
     install: Vec<String>,
 }
 
-/// `--kinds`' words as the roots they name (`deb`/`apt`, `rpm`/`dnf`, `pip`).
-fn kinds(words: &[String]) -> anyhow::Result<BTreeSet<RepoKind>> {
-    words
-        .iter()
-        .map(|k| match k.as_str() {
-            "pip" => Ok(RepoKind::Pip),
-            "deb" | "apt" => Ok(RepoKind::Apt),
-            "rpm" | "dnf" => Ok(RepoKind::Dnf),
-            other => {
-                Err(super::UsageError::new(format!("--kinds: unknown kind {other:?}: expected pip, deb or rpm")).into())
-            }
-        })
-        .collect()
-}
-
 pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
-    super::load_layout(args.config.as_deref())?;
-    let kinds = kinds(&args.kinds)?;
-    let store: Arc<dyn Store> =
-        quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    args.config.load()?;
+    let kinds: BTreeSet<RepoKind> = args.kinds.iter().copied().map(RepoKind::from).collect();
+    // Promoting reads a store that must be there; `--init` may create the channel's store.
+    let store: Arc<dyn Store> = match &args.from {
+        Some(_) => args.store.store.open_existing().await?,
+        None => args.store.store.open().await?,
+    };
     let config = quarry_index::IndexConfig::from_env()?;
     let signed = config.signer.is_some();
     let indexer = Indexer::new(store).with_config(config);
@@ -98,8 +84,8 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
         PromoteError::BadInput(message) => anyhow::Error::new(super::UsageError::new(message)),
         other => anyhow::Error::new(other),
     })?;
-    let report = printed(&args.store, report, signed);
-    super::print(args.json, &report, text(&report))
+    let report = printed(args.store.store.as_str(), report, signed);
+    super::print(args.json.json, &report, text(&report))
 }
 
 fn printed(store: &str, report: PromoteReport, signed: bool) -> Report {

@@ -9,9 +9,10 @@ use clap::Args;
 use jiff::Timestamp;
 use quarry_index::prune::PruneReport;
 use quarry_index::prune::{PrunePolicy, prune_root};
-use quarry_index::{IndexConfig, Indexer, RepoKind, RepoRoot};
+use quarry_index::{IndexConfig, Indexer, RepoRoot};
 
 use super::UsageError;
+use super::args::{JsonArg, KindArg, StoreArg};
 
 #[derive(Debug, Args)]
 #[command(after_help = "With both --keep-days and --keep-versions, a version is pruned only if both select it. \
@@ -19,15 +20,14 @@ A version's age is its newest file's upload-time in the root's state. The root i
 indexer's environment (QUARRY_SIGNING_KEY[_FILE], QUARRY_GRACE_SECONDS, …); apt by-hash and dnf repodata \
 generations stay for the grace period.")]
 pub(crate) struct PruneArgs {
-    /// The store: a directory, file:// or s3://bucket/prefix URL.
-    #[arg(long)]
-    store: String,
+    #[command(flatten)]
+    store: StoreArg,
     /// The root to prune (e.g. `v2/gfx94X-dcgpu/`, `v3/packages/deb/`).
     #[arg(long, value_name = "PREFIX", required_unless_present = "channel", requires = "kind")]
     root: Option<String>,
-    /// What the root serves: pip, apt or dnf.
-    #[arg(long, value_parser = super::mirror::parse_kind)]
-    kind: Option<RepoKind>,
+    /// What the root serves.
+    #[arg(long, value_enum)]
+    kind: Option<KindArg>,
     /// Prune every root under this prefix (e.g. `v2/`) that the layout gives a retention, with
     /// the layout's `keep_days`/`keep_versions` (the flags below override them).
     #[arg(long, value_name = "PREFIX", conflicts_with_all = ["root", "kind"])]
@@ -48,9 +48,8 @@ pub(crate) struct PruneArgs {
     /// Print what would be pruned; change nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonArg,
 }
 
 pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
@@ -59,11 +58,11 @@ pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
     // Also for --root: a generic root's reindex refreshes the per-family views the layout names.
     super::load_layout(args.config.as_deref())?;
     if let Some(channel) = &args.channel {
-        let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+        let store = args.store.store.open_existing().await?;
         let indexer = Indexer::new(store).with_config(config);
         let reports = prune_channel(&indexer, channel, &args).await?;
         let text: String = reports.iter().map(ToString::to_string).collect();
-        return super::print(args.json, &reports, text);
+        return super::print(args.json.json, &reports, text);
     }
     let policy = PrunePolicy { keep_days: args.keep_days, keep_versions: args.keep_versions };
     if !policy.is_set() {
@@ -72,11 +71,12 @@ pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
     let (Some(prefix), Some(kind)) = (&args.root, args.kind) else {
         return Err(UsageError::new("give --root PREFIX --kind KIND, or --channel PREFIX").into());
     };
-    let root = RepoRoot::with_kind(prefix, kind).map_err(|e| UsageError::new(format!("--root {prefix:?}: {e}")))?;
-    let store = quarry_store::open(&args.store).await.with_context(|| format!("opening store {}", args.store))?;
+    let root =
+        RepoRoot::with_kind(prefix, kind.into()).map_err(|e| UsageError::new(format!("--root {prefix:?}: {e}")))?;
+    let store = args.store.store.open_existing().await?;
     let indexer = Indexer::new(store).with_config(config);
     let report = prune_root(&indexer, &root, policy, args.now.unwrap_or_else(Timestamp::now), args.dry_run).await?;
-    super::print(args.json, &report, &report)
+    super::print(args.json.json, &report, &report)
 }
 
 /// Every root the store holds under `channel` that the configured layout gives a retention

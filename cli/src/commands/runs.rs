@@ -12,6 +12,7 @@ use quarry_store::Store;
 use quarry_store::runs::{RunManifest, check_commit, ensure_run_manifest, find_runs};
 
 use super::UsageError;
+use super::args::{JsonArg, OptionalStoreArg};
 use super::artifacts::Backend;
 
 #[derive(Debug, clap::Args)]
@@ -34,13 +35,13 @@ enum RunsCommand {
 
 #[derive(Debug, clap::Args)]
 struct FindArgs {
-    /// The commit: its full sha or an abbreviation (at least 7 hex digits).
+    /// The commit: its full sha or an abbreviation (at least 7 hex digits). Without --store,
+    /// the runs in TheRock's bucket for `RELEASE_TYPE` and `GITHUB_REPOSITORY`.
     #[arg(long)]
     commit: String,
-    /// The store: `s3://bucket[/prefix]` or a directory (default: TheRock's bucket for
-    /// `RELEASE_TYPE` and `GITHUB_REPOSITORY`).
-    #[arg(long)]
-    store: Option<String>,
+    // Without it: TheRock's bucket for `RELEASE_TYPE` and `GITHUB_REPOSITORY`.
+    #[command(flatten)]
+    store: OptionalStoreArg,
     /// `owner/repo` whose runs to search (default: `GITHUB_REPOSITORY`, else `ROCm/TheRock`).
     #[arg(long)]
     run_github_repo: Option<String>,
@@ -50,9 +51,8 @@ struct FindArgs {
     /// Only the newest run.
     #[arg(long)]
     latest: bool,
-    /// Print the runs and their manifests as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonArg,
 }
 
 pub(crate) async fn run(args: RunsArgs) -> anyhow::Result<()> {
@@ -68,11 +68,14 @@ pub(crate) async fn run(args: RunsArgs) -> anyhow::Result<()> {
 
 async fn find(args: FindArgs) -> anyhow::Result<()> {
     check_commit(&args.commit).map_err(|e| UsageError::new(e.to_string()))?;
+    if let Some(store) = &args.store.store {
+        store.check_exists()?;
+    }
     // The run prefix of a placeholder run, less the run: where this repository's runs lie.
     let flags = LocationFlags {
         run_id: Some("0".into()),
         platform: Some("linux".into()),
-        store: args.store.clone(),
+        store: args.store.url(),
         github_repo: args.run_github_repo.clone(),
         ..LocationFlags::default()
     };
@@ -94,7 +97,7 @@ async fn find(args: FindArgs) -> anyhow::Result<()> {
             quarry_store::runs::MANIFEST_FILE
         );
     }
-    if args.json {
+    if args.json.json {
         let runs: Vec<serde_json::Value> = found
             .iter()
             .map(|(name, m)| serde_json::json!({"run": name, "prefix": format!("{name}/"), "manifest": m}))

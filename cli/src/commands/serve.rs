@@ -6,18 +6,21 @@ use anyhow::Context;
 use clap::Args;
 use quarry_index_server::{ServeOptions, Settings, serve};
 
+use super::args::OptionalStoreArg;
+
 /// `quarry serve`. Every setting comes from, highest first: the flag, its `QUARRY_*`
 /// variable, the configuration file (`--config`, `QUARRY_CONFIG`), the default. The file's
 /// keys are documented in `docs/configuration.md`.
 #[derive(Debug, Args)]
+#[command(after_help = "Without --store, the store is ./quarry-store (created if missing). Every setting may also \
+come from quarry.toml (--config; docs/configuration.md lists the keys).")]
 pub(crate) struct ServeArgs {
     /// Configuration file (TOML, see docs/configuration.md).
     #[arg(long, env = "QUARRY_CONFIG")]
     config: Option<PathBuf>,
-    /// The store to serve: a directory (created if missing), file:// or s3://bucket/prefix
-    /// [default: ./quarry-store].
-    #[arg(long, env = "QUARRY_STORE")]
-    store: Option<String>,
+    // The store to serve: a directory is created if missing [default: ./quarry-store].
+    #[command(flatten)]
+    store: OptionalStoreArg,
     /// Address to listen on. Port 0 picks a free port; the URL is printed on stdout
     /// [default: 127.0.0.1:8470].
     #[arg(long, env = "QUARRY_ADDR")]
@@ -45,13 +48,17 @@ pub(crate) struct ServeArgs {
     /// BUILD_TOPOLOGY.toml: run pages group artifacts by the stage that produced them.
     #[arg(long, env = "QUARRY_TOPOLOGY")]
     topology: Option<PathBuf>,
+    /// The user guide's built pages (`mdbook build docs/guide`, into docs/guide/book/), served
+    /// under `/-/docs/`.
+    #[arg(long, env = "QUARRY_DOCS", value_name = "DIR")]
+    docs: Option<PathBuf>,
 }
 
 impl From<ServeArgs> for ServeOptions {
     fn from(args: ServeArgs) -> Self {
         Self {
             config: args.config,
-            store: args.store,
+            store: args.store.url(),
             addr: args.addr,
             token_file: args.token_file,
             max_upload_bytes: args.max_upload_bytes,
@@ -59,6 +66,7 @@ impl From<ServeArgs> for ServeOptions {
             public_url: args.public_url,
             allowed_hosts: (!args.allowed_hosts.is_empty()).then_some(args.allowed_hosts),
             topology: args.topology,
+            docs: args.docs,
         }
     }
 }

@@ -9,6 +9,7 @@ use quarry_stage::load_topology;
 use quarry_topology::Platform;
 use quarry_topology::configure::{ConfigureOptions, cmake_args, pip_install_args, render};
 
+use super::args::JsonArg;
 use super::artifacts::PlatformArg;
 use super::print_json;
 
@@ -27,10 +28,11 @@ enum StageCommand {
     List,
     /// What a stage produces and what it fetches first.
     Info {
+        /// The stage.
         #[arg(long)]
         stage: String,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        json: JsonArg,
     },
     /// The CMake arguments for a stage, exactly as configure_stage.py prints them.
     Configure(ConfigureArgs),
@@ -40,6 +42,7 @@ enum StageCommand {
 
 #[derive(Debug, clap::Args)]
 struct ConfigureArgs {
+    /// The stage to configure.
     #[arg(long)]
     stage: String,
     /// `-DTHEROCK_AMDGPU_FAMILIES`, verbatim.
@@ -86,7 +89,7 @@ pub(crate) async fn run(args: StageArgs) -> anyhow::Result<()> {
                 writeln!(out, "{name}\t{kind}\t{}", stage.artifact_groups.join(","))?;
             }
         }
-        StageCommand::Info { stage, json } => {
+        StageCommand::Info { stage, json: JsonArg { json } } => {
             let produced = topology.produced(&stage)?;
             let inbound = topology.inbound(&stage)?;
             if json {

@@ -11,6 +11,7 @@ use quarry_upload::{
 };
 
 use super::UsageError;
+use super::args::JsonArg;
 
 #[derive(Debug, Args)]
 pub(crate) struct UploadArgs {
@@ -55,9 +56,8 @@ pub(crate) struct UploadArgs {
     /// Uploads in flight at once.
     #[arg(long, default_value_t = 4)]
     pub(super) jobs: usize,
-    /// Print a JSON summary (with the find-links URL) on stdout.
-    #[arg(long)]
-    pub(super) json: bool,
+    #[command(flatten)]
+    pub(super) json: JsonArg,
 }
 
 /// What `--kind` takes: what is uploaded.
@@ -103,10 +103,12 @@ pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
         Some(Destination::Store(to)) => return super::upload_store::run(&args, group(to), files, false).await,
         None => return super::upload_store::run(&args, computed_destination(&args)?, files, true).await,
     };
+    // What a server takes is judged before any credential is looked for.
+    check_packages(&files)?;
     if args.dry_run {
         let client = ServerClient::new(base, String::new())?;
         let targets = files.iter().map(|(path, rel)| Ok((client.url_of(rel)?.to_string(), path.clone())));
-        return dry_run(args.json, targets.collect::<anyhow::Result<_>>()?);
+        return dry_run(args.json.json, targets.collect::<anyhow::Result<_>>()?);
     }
     let token = super::read_tokens(args.token_file.as_deref())?
         .into_iter()
@@ -122,9 +124,27 @@ pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
     }
     let failed = files.len() - uploaded.len();
     let summary = ServerSummary::new(client.base(), uploaded)?;
-    super::print(args.json, &summary, summary.text())?;
+    super::print(args.json.json, &summary, summary.text())?;
     if failed > 0 {
         bail!("{failed} of {} uploads failed", files.len());
+    }
+    Ok(())
+}
+
+/// A server takes packages only: wheels and sdists (by their names), `.deb`s and `.rpm`s. Any
+/// other file is bad input, named, before anything is sent.
+fn check_packages(files: &[(PathBuf, String)]) -> Result<(), UsageError> {
+    for (path, rel) in files {
+        let name = rel.rsplit('/').next().unwrap_or(rel);
+        if name.ends_with(".deb") || name.ends_with(".rpm") {
+            continue;
+        }
+        if let Err(e) = name.parse::<quarry_packaging::DistFilename>() {
+            return Err(UsageError::new(format!(
+                "{} is not a package: a server takes wheels, sdists, .debs and .rpms ({e})",
+                path.display()
+            )));
+        }
     }
     Ok(())
 }

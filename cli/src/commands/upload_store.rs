@@ -22,7 +22,7 @@ pub(crate) async fn run(
     if args.dry_run {
         let base = store_url.trim_end_matches('/');
         let targets = files.into_iter().map(|(path, rel)| (format!("{base}/{}", destination.key(&rel)), path));
-        return dry_run(args.json, targets.collect());
+        return dry_run(args.json.json, targets.collect());
     }
     let store: Arc<dyn Store> = quarry_store::open(&store_url).await.with_context(|| format!("opening {store_url}"))?;
     // The first upload into a run gives it its manifest (commit, branch, workflow), so
@@ -38,7 +38,7 @@ pub(crate) async fn run(
     let summary = quarry_upload::upload_to_store(store, files, &options, &Bars::default()).await;
     super::append_to_github_file("GITHUB_OUTPUT", &summary.github_output())?;
     super::append_to_github_file("GITHUB_STEP_SUMMARY", &summary.step_summary())?;
-    super::print(args.json, &summary, summary.text())?;
+    super::print(args.json.json, &summary, summary.text())?;
     for f in &summary.failed {
         tracing::error!("{f}");
     }

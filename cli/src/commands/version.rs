@@ -9,6 +9,7 @@ use quarry_packaging::therock::version::{PackageVersions, ReleaseType, Suffix, V
 use quarry_stage::checkout::{VersionRequest, package_versions};
 
 use super::UsageError;
+use super::args::JsonArg;
 
 const ABOUT: &str = "TheRock's package versions (pip, deb, rpm) for a release type, from version.json and git.";
 
@@ -99,9 +100,8 @@ pub(crate) struct VersionArgs {
     /// `Release: SUFFIX`.
     #[arg(long)]
     version_suffix: Option<String>,
-    /// Print one JSON object on stdout instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonArg,
     /// Also append TheRock's outputs (rocm_package_version, rocm_deb_package_version,
     /// rocm_rpm_package_version) to the file $GITHUB_OUTPUT names.
     #[arg(long)]
@@ -129,7 +129,7 @@ pub(crate) async fn run(args: VersionArgs) -> anyhow::Result<()> {
         write_github_output(&resolved.versions)?;
     }
     let report = VersionReport::new(&resolved.inputs, &resolved.versions, args.version_suffix.as_deref());
-    super::print(args.json, &report, &report)
+    super::print(args.json.json, &report, &report)
 }
 
 fn write_github_output(versions: &PackageVersions) -> anyhow::Result<()> {
