@@ -22,7 +22,7 @@
 //! - with [`Limits::portable_names`] (always on Windows), every member must be a name Windows
 //!   can hold: no reserved device name (`CON`, `aux.txt`, `COM1`…), no trailing dot or space,
 //!   none of `<>:"|?*`, no two members differing only in case
-//!   ([`quarry_topology::platform::PortableNames`]).
+//!   ([`quarry_store::portable::PortableNames`]).
 //!
 //! Modes: [`ExtractMode::Tree`] rebuilds the artifact directory (manifest + `<root>/…`) in a
 //! sibling scratch directory and renames it into place only when the whole archive was good;
@@ -39,7 +39,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use quarry_topology::platform::PortableNames;
+use quarry_store::portable::PortableNames;
 
 use crate::archive::manifest_roots;
 use crate::resolve::{Node, resolve_link};

@@ -18,16 +18,7 @@ use md5::Digest as _;
 
 use crate::compress::{FinishWrite, encoder};
 
-/// What goes into the package, by install path (relative, no leading `/`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Item {
-    /// A regular file copied from `source`.
-    File { source: PathBuf, mode: u32 },
-    /// A directory.
-    Dir { mode: u32 },
-    /// A symbolic link to `target` (may be relative).
-    Symlink { target: String },
-}
+pub use crate::tree::Item;
 
 /// Payload compression of `data.tar` (the rpm payload codecs too).
 pub use crate::compress::Compression;

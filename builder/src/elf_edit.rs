@@ -21,7 +21,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use object::elf::{
     DT_AUDIT, DT_AUXILIARY, DT_CONFIG, DT_DEPAUDIT, DT_FILTER, DT_NEEDED, DT_NULL, DT_RPATH, DT_RUNPATH, DT_SONAME,
@@ -31,7 +31,17 @@ use object::elf::{
 use object::read::elf::{Dyn as _, FileHeader, ProgramHeader as _, SectionHeader as _, Sym as _};
 use object::{Endian as _, Endianness, ReadCache, ReadRef};
 
-use crate::rpath::RpathError;
+/// Why a file's search path could not be read or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum RpathError {
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{}: malformed ELF file: {message}", path.display())]
+    Malformed { path: PathBuf, message: String },
+    /// A well-formed file whose search path cannot be changed soundly (nothing was written).
+    #[error("{}: cannot change this ELF file's search path: {message}", path.display())]
+    Unsupported { path: PathBuf, message: String },
+}
 
 /// The longest search path written (bytes).
 const MAX_PATH_LEN: usize = 64 * 1024;

@@ -26,8 +26,9 @@ use object::elf::{DT_NULL, DT_RPATH, DT_RUNPATH, DT_STRSZ, DT_STRTAB, FileHeader
 use object::read::elf::{Dyn as _, FileHeader, ProgramHeader as _};
 use object::{Endian as _, Endianness, ReadCache, ReadRef};
 
-use crate::deb::Item;
+pub use crate::elf_edit::RpathError;
 use crate::elf_edit::{PathTag, set_search_path};
+use crate::tree::Item;
 
 /// The longest search path read back (bytes); a longer one is reported as malformed.
 const MAX_PATH_LEN: u64 = 64 * 1024;
@@ -40,18 +41,6 @@ pub enum RpathPolicy {
     ForceRpath,
     /// Files are packaged as they are (`--runpath-pkg`).
     KeepRunpath,
-}
-
-/// Why a file's search path could not be read or changed.
-#[derive(Debug, thiserror::Error)]
-pub enum RpathError {
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
-    #[error("{}: malformed ELF file: {message}", path.display())]
-    Malformed { path: PathBuf, message: String },
-    /// A well-formed file whose search path cannot be changed soundly (nothing was written).
-    #[error("{}: cannot change this ELF file's search path: {message}", path.display())]
-    Unsupported { path: PathBuf, message: String },
 }
 
 /// The search paths of an ELF file's dynamic section.

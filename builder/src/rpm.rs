@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use sha2::Digest as _;
 
 use crate::compress::{Compression, Sha256Writer, encoder};
-use crate::deb::Item;
+use crate::tree::Item;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RpmCompression {

@@ -25,7 +25,16 @@ use quarry_artifacts::archive::mode_of;
 use quarry_artifacts::{LinkRefusal, MANIFEST, Node, link_stays_inside, resolve_link};
 use quarry_packaging::therock::{ArtifactIndex, ContentPath};
 
-use crate::deb::Item;
+/// What goes into the package, by install path (relative, no leading `/`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    /// A regular file copied from `source`.
+    File { source: PathBuf, mode: u32 },
+    /// A directory.
+    Dir { mode: u32 },
+    /// A symbolic link to `target` (may be relative).
+    Symlink { target: String },
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TreeError {

@@ -2,7 +2,7 @@
 //!
 //! - `/` lists runs (`{run}-{platform}/` prefixes), newest first, 50 a page: size, file count,
 //!   age, what each holds (python, deb, rpm, artifacts, logs), the commit and branch of its
-//!   manifest (`quarry_store::runs`); `/?commit=SHA` lists only the runs that built a commit.
+//!   manifest (`quarry_layout::runs`); `/?commit=SHA` lists only the runs that built a commit.
 //! - `/{run}-{platform}/` shows the run: pip, apt and dnf repos with package counts and
 //!   copy-paste install lines, stage artifacts grouped by the stage that produced them (when
 //!   the server knows the topology) with each stage's logs, the build summary (every stage
@@ -37,8 +37,8 @@ use futures_util::StreamExt as _;
 use quarry_artifacts::ArtifactName;
 use quarry_index::listing::{SHA256SUM_SUFFIX, human_size};
 use quarry_index::{RepoKind, RepoRoot, RepoState};
+use quarry_layout::{self as layout, RunSegment, UploadKind, run_id_order};
 use quarry_packaging::{DistFilename, PackageName};
-use quarry_store::layout::{self, RunSegment, UploadKind, run_id_order};
 use quarry_store::{Key, ObjectMeta, Store, StoreExt as _};
 
 use crate::{AppError, AppState, ServedAt, encode_path};
@@ -233,7 +233,7 @@ fn run_row(name: &str, objects: &[ObjectMeta], now: jiff::Timestamp) -> RunRow {
 
 impl RunRow {
     /// The row with what the run's manifest says.
-    fn with_manifest(mut self, manifest: Option<&quarry_store::runs::RunManifest>) -> Self {
+    fn with_manifest(mut self, manifest: Option<&quarry_layout::runs::RunManifest>) -> Self {
         if let Some(m) = manifest {
             self.commit = m.commit.as_deref().map(|c| c.chars().take(12).collect()).unwrap_or_default();
             self.branch = m.branch.clone().unwrap_or_default();
@@ -266,8 +266,8 @@ pub(crate) struct PageQuery {
 /// (newest manifest first).
 async fn listed_runs(store: &dyn Store, commit: Option<&str>) -> Result<Vec<String>, AppError> {
     let Some(commit) = commit else { return run_names(store).await };
-    let found = quarry_store::runs::find_runs(store, "", commit).await.map_err(|e| match e {
-        quarry_store::runs::RunsError::Store(e) => AppError::from(e),
+    let found = quarry_layout::runs::find_runs(store, "", commit).await.map_err(|e| match e {
+        quarry_layout::runs::RunsError::Store(e) => AppError::from(e),
         other => AppError::BadRequest(other.to_string()),
     })?;
     Ok(found.into_iter().map(|(name, _)| name).collect())
@@ -287,7 +287,7 @@ pub(crate) async fn runs_page(State(state): State<AppState>, Query(q): Query<Pag
             let store = store.clone();
             async move {
                 let objects = store.list_all(&format!("{name}/"), false).await?.objects;
-                let manifest = quarry_store::runs::read_manifest(store.as_ref(), &name).await.ok().flatten();
+                let manifest = quarry_layout::runs::read_manifest(store.as_ref(), &name).await.ok().flatten();
                 Ok(run_row(&name, &objects, now).with_manifest(manifest.as_ref()))
             }
         })
@@ -311,7 +311,7 @@ pub(crate) async fn runs_page(State(state): State<AppState>, Query(q): Query<Pag
                 .map(|c| format!("&commit={}", encode_path(c).trim_start_matches('/')))
                 .unwrap_or_default(),
             commit,
-            channels: !quarry_store::layout::config::configured().roots.is_empty(),
+            channels: !quarry_layout::config::configured().roots.is_empty(),
         }
         .render(),
     )

@@ -155,7 +155,7 @@ pub struct ServeConfig {
     index: IndexFileConfig,
     #[serde(default)]
     limits: LimitsFileConfig,
-    /// `[layout]`: read by `quarry_store::layout::config` (checked there).
+    /// `[layout]`: read by `quarry_layout::config` (checked there).
     #[serde(default)]
     #[allow(dead_code)]
     layout: Option<toml::Value>,

@@ -7,8 +7,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use futures_util::TryStreamExt;
 use quarry_index::RepoRoot;
+use quarry_layout::RunSegment;
 use quarry_packaging::PackageName;
-use quarry_store::layout::RunSegment;
 use quarry_store::{ByteRange, Key, ObjectMeta, StoreError};
 
 use crate::negotiate::{SimpleFormat, negotiate};

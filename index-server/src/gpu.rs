@@ -17,9 +17,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use quarry_index::{RepoRoot, RepoState};
+use quarry_layout::config::{ChannelRoots, configured};
+use quarry_layout::{self as layout, RunSegment, UploadKind};
 use quarry_store::ListOptions;
-use quarry_store::layout::config::{ChannelRoots, configured};
-use quarry_store::layout::{self, RunSegment, UploadKind};
 use serde::Serialize;
 
 use crate::browse::{base_url, shell_line, url_of};

@@ -487,9 +487,7 @@ fn decode_path(raw: &str) -> Result<String, AppError> {
 
 /// Percent-encode a key as an absolute URL path (for `Location` headers and links).
 fn encode_path(key: &str) -> String {
-    const SEGMENT: &percent_encoding::AsciiSet =
-        &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
-    format!("/{}", percent_encoding::utf8_percent_encode(key, SEGMENT))
+    format!("/{}", quarry_store::url::encode_path(key))
 }
 
 /// Serve [`app`] on `listener` until `shutdown` completes, with the state's [`Limits`]: request

@@ -54,7 +54,7 @@ pub fn route_of(method: &str, path: &str) -> &'static str {
         return "browse";
     }
     let trimmed = path.trim_matches('/');
-    if path.ends_with('/') && !trimmed.contains('/') && quarry_store::layout::RunSegment::parse(trimmed).is_some() {
+    if path.ends_with('/') && !trimmed.contains('/') && quarry_layout::RunSegment::parse(trimmed).is_some() {
         return "browse";
     }
     if path.contains("/simple/") || path.ends_with("/simple") {

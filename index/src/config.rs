@@ -76,7 +76,7 @@ impl IndexConfig {
 
     /// Whether the pip root at `root` (a prefix) gets a find-links page: as set here, else as
     /// `layout` configures the root (a run root always does).
-    pub fn find_links(&self, layout: &quarry_store::layout::config::Layout, root: &str) -> bool {
+    pub fn find_links(&self, layout: &quarry_layout::config::Layout, root: &str) -> bool {
         self.find_links
             .unwrap_or_else(|| layout.rule_for(root.trim_end_matches('/')).is_none_or(|rule| rule.find_links))
     }

@@ -39,11 +39,11 @@ pub use config::{APT_LABEL_ENV, APT_ORIGIN_ENV, ConfigError, DEFAULT_GRACE_SECON
 pub use error::{IndexError, InspectError};
 pub use ops::check::{CheckReport, check, check_listing};
 pub use reindex::discover::{discover, discover_scopes};
+pub use reindex::indexer::{Indexer, ProjectScope, Request};
 pub use reindex::inspect::{Inspected, Inspections, inspect};
 pub use reindex::plan::{LEAVING_SUFFIX, METADATA_SUFFIX, YANK_SUFFIX};
-pub use reindex::publish::{Indexer, Request};
 pub use reindex::report::ReindexReport;
-pub use reindex::scope::{ProjectScope, Refreshed, Scope};
+pub use reindex::scope::{Refreshed, Scope};
 pub use render::listing::{ListingDir, ListingReport, update_listing};
 pub use render::pip::{Extra, Page, Stage, render, render_with_extra};
 pub use render::sign::{SignError, Signer};

@@ -61,7 +61,7 @@ impl HandlerError {
 /// The Lambda's layout (`[layout]` of a `quarry.toml`): inline in `QUARRY_LAYOUT`, else the
 /// object `QUARRY_LAYOUT_KEY` (e.g. `quarry.toml`) of `store` (the bucket's store, read
 /// at init), else the default run layout. A bad layout fails the init, naming the line.
-pub async fn layout_from_env(store: Option<&dyn Store>) -> Result<quarry_store::layout::config::Layout, String> {
+pub async fn layout_from_env(store: Option<&dyn Store>) -> Result<quarry_layout::config::Layout, String> {
     let inline = std::env::var("QUARRY_LAYOUT").ok();
     let key = std::env::var("QUARRY_LAYOUT_KEY").ok();
     load_layout(inline.as_deref(), key.as_deref(), store).await
@@ -72,8 +72,8 @@ pub async fn load_layout(
     inline: Option<&str>,
     key: Option<&str>,
     store: Option<&dyn Store>,
-) -> Result<quarry_store::layout::config::Layout, String> {
-    use quarry_store::layout::config::Layout;
+) -> Result<quarry_layout::config::Layout, String> {
+    use quarry_layout::config::Layout;
     if let Some(text) = inline.filter(|t| !t.trim().is_empty()) {
         return Layout::parse(text).map_err(|e| format!("QUARRY_LAYOUT: {e}"));
     }
@@ -333,7 +333,7 @@ impl<S: Stores> Handler<S> {
             failed: 1,
             first: format!("{bucket}: {what}: {}", quarry_store::error_chain(&e)),
         };
-        let layout = quarry_store::layout::config::configured();
+        let layout = quarry_layout::config::configured();
         let scopes = reconcile_scopes(store.as_ref(), layout, *recent_runs).await.map_err(|e| retry("listing", e))?;
         let cursor = Cursor::read(store.as_ref()).await.map_err(|e| retry("reading the cursor", e))?;
         let todo = cursor.order(scopes);

@@ -60,7 +60,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         std::env::var("QUARRY_LAYOUT_BUCKET").ok().filter(|b| !b.is_empty()).map(|b| buckets.for_bucket(&b));
     let layout = quarry_lambda_indexer::layout_from_env(layout_store.as_deref()).await?;
     tracing::info!(roots = layout.roots.len(), runs = layout.runs, "layout");
-    let _ = quarry_store::layout::config::install(layout);
+    let _ = quarry_layout::config::install(layout);
     // Scheduled events reconcile QUARRY_BUCKET (the newest QUARRY_RECONCILE_RUNS runs).
     let reconcile = quarry_lambda_indexer::Reconcile::from_env()?;
     // The bucket the function serves: events naming another are failures, not acted on.

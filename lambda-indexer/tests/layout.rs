@@ -34,7 +34,7 @@ async fn channel_roots_from_a_layout_object_in_the_bucket_are_indexed() {
     store.put_bytes(&Key::new("quarry.toml").unwrap(), layout.into(), PutOptions::default()).await.unwrap();
     let loaded = load_layout(None, Some("quarry.toml"), Some(store.as_ref() as &dyn Store)).await.unwrap();
     assert_eq!(loaded.roots.len(), 5);
-    quarry_store::layout::config::install(loaded).unwrap();
+    quarry_layout::config::install(loaded).unwrap();
 
     let wheel = WheelSpec::new("rocm-sdk-libraries-gfx94X-dcgpu", "7.10.0");
     let key = format!("v2/gfx94X-dcgpu/{}", wheel.filename());

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use quarry_store::layout::LayoutError;
+use quarry_layout::LayoutError;
 use quarry_store::{Key, Store, StoreError};
 use quarry_topology::{Platform, Topology, TopologyError};
 
@@ -96,7 +96,7 @@ impl RunLocation {
         let url = match &self.store {
             Some(url) => url.clone(),
             None => {
-                format!("s3://{}", quarry_store::layout::artifact_bucket(&self.release_type, &self.github_repo, false)?)
+                format!("s3://{}", quarry_layout::artifact_bucket(&self.release_type, &self.github_repo, false)?)
             }
         };
         let (store_url, bucket, base) = match url.strip_prefix("s3://") {
@@ -106,7 +106,7 @@ impl RunLocation {
             }
             None => (url.clone(), String::new(), String::new()),
         };
-        let run_prefix = quarry_store::layout::run_prefix(&bucket, &self.github_repo, run, platform)?;
+        let run_prefix = quarry_layout::run_prefix(&bucket, &self.github_repo, run, platform)?;
         let run_prefix = run_prefix.trim_end_matches('/');
         let prefix = if base.is_empty() { format!("{run_prefix}/") } else { format!("{base}/{run_prefix}/") };
         Ok((store_url, prefix))

@@ -46,15 +46,7 @@ pub async fn copy_through<S: Store + ?Sized>(dest: &S, source: &dyn Store, from:
 /// `key` with every byte but RFC 3986's unreserved characters and `/` percent-encoded, as S3's
 /// `x-amz-copy-source` wants it.
 pub fn encode_copy_source(bucket: &str, key: &str) -> String {
-    let mut out = format!("{bucket}/");
-    for b in key.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    format!("{bucket}/{}", crate::url::encode_path(key))
 }
 
 #[cfg(test)]

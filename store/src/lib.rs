@@ -17,14 +17,14 @@ mod counting;
 pub mod faults;
 mod hashing;
 mod key;
-pub mod layout;
 mod local;
 mod memory;
+pub mod portable;
 pub mod presentation;
-pub mod runs;
 #[cfg(feature = "s3")]
 mod s3;
 mod upload;
+pub mod url;
 
 use std::fmt;
 use std::io;

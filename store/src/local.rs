@@ -986,9 +986,8 @@ impl LocalStore {
 /// `x.` would land as `x`): never stored there, read as not found.
 #[cfg(windows)]
 fn not_portable(key: &str) -> Option<String> {
-    key.split('/').find_map(|segment| {
-        quarry_topology::platform::windows_name_problem(segment).map(|p| format!("{segment:?} {p}"))
-    })
+    key.split('/')
+        .find_map(|segment| crate::portable::windows_name_problem(segment).map(|p| format!("{segment:?} {p}")))
 }
 
 #[cfg(not(windows))]

@@ -1,7 +1,7 @@
 //! Where an upload goes: a Quarry server, a store prefix, or the prefix TheRock computes for a
 //! CI run; which [`UploadKind`] of files a destination holds, and the index URL reported for it.
 
-use quarry_store::layout::{self, LayoutError, UploadKind};
+use quarry_layout::{self as layout, LayoutError, UploadKind};
 
 /// Why a destination cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +113,7 @@ impl StoreDestination {
     }
 
     /// The URL of [`index_key`](Self::index_key): `public_url(bucket, key)` for S3 (such as
-    /// `quarry_store::layout::public_url`), else the path in the store's directory.
+    /// `quarry_layout::public_url`), else the path in the store's directory.
     pub fn index_url(&self, kind: UploadKind, public_url: fn(&str, &str) -> String) -> String {
         let index_key = self.index_key(kind);
         match (&self.bucket, self.store_url.strip_prefix("s3://")) {

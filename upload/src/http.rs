@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use quarry_store::Sha256Hex;
 use quarry_wire::UploadResponse;
 
@@ -15,8 +14,6 @@ use crate::Progress;
 /// Tries per file: a server error (5xx) or a failed request is retried; each failed try is
 /// followed by a pause of 0.5 s times its number.
 pub const ATTEMPTS: u32 = 3;
-/// What is sent as-is in a file name: RFC 3986's unreserved characters.
-const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 /// Bytes read from the file at a time.
 const CHUNK: usize = 256 * 1024;
 
@@ -135,7 +132,7 @@ impl ServerClient {
     /// The URL a file at `rel` (`/`-separated, below the root) is PUT to: each segment
     /// percent-encoded.
     pub fn url_of(&self, rel: &str) -> Result<reqwest::Url, HttpError> {
-        let encoded: Vec<String> = rel.split('/').map(|s| utf8_percent_encode(s, UNRESERVED).to_string()).collect();
+        let encoded: Vec<String> = rel.split('/').map(quarry_store::url::encode_segment).collect();
         self.base.join(&encoded.join("/")).map_err(|source| HttpError::Url { name: rel.to_owned(), source })
     }
 
@@ -216,7 +213,7 @@ mod tests {
 
     #[test]
     fn file_names_are_percent_encoded_as_before() {
-        let encode = |name: &str| utf8_percent_encode(name, UNRESERVED).to_string();
+        let encode = quarry_store::url::encode_segment;
         assert_eq!(encode("a-1.0+local_x~y.whl"), "a-1.0%2Blocal_x~y.whl");
         assert_eq!(encode("a b/é"), "a%20b%2F%C3%A9");
         let base = reqwest::Url::parse("http://h/1-linux/python/").unwrap();

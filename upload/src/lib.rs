@@ -4,7 +4,7 @@
 //!   prefix given as `s3://bucket/prefix/` or a directory ([`StoreDestination::parse`]), or one
 //!   computed from a CI run ([`RunTarget::destination`]); the [`UploadKind`] a destination holds
 //!   ([`infer_kind`]) and the index URL CI reports for it. Every layout fact comes from
-//!   [`quarry_store::layout`].
+//!   [`quarry_layout`].
 //! - [`http`]: [`ServerClient`] PUTs files to a server with a token, retrying server errors,
 //!   hashing the body as it streams and checking the server stored the same sha256.
 //! - [`store`]: [`collect`] the files of paths and directories, [`upload_to_store`] them with
@@ -28,9 +28,9 @@ use std::sync::Arc;
 
 pub use destination::{Destination, DestinationError, RunTarget, StoreDestination, infer_kind, server_base};
 pub use http::{ATTEMPTS, HttpError, ServerClient};
-pub use quarry_store::layout::UploadKind;
-pub use step::{GroupError, PythonLayout, check_group, collect_inputs, input_dir};
-pub use store::{CollectError, StoreOptions, collect, upload_to_store};
+pub use quarry_layout::UploadKind;
+pub use step::{GroupError, check_group, collect_inputs, input_dir};
+pub use store::{CollectError, PythonLayout, StoreOptions, collect, upload_to_store};
 pub use summary::{ServerSummary, StoreSummary};
 
 /// Where upload progress goes: the binary draws bars, others ignore it ([`NoProgress`]).

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use quarry_store::layout::UploadKind;
+use quarry_layout::UploadKind;
 
 use crate::store::{CollectError, collect};
 
@@ -68,40 +68,10 @@ pub fn collect_inputs(paths: &[PathBuf], kind: UploadKind) -> Result<Vec<(PathBu
     Ok(files)
 }
 
-/// How a Python upload is laid out, which decides the find-links URL and `kpack_split`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PythonLayout {
-    /// One artifact group: `python/{group}/index.html`.
-    SingleArch,
-    /// Multi-arch, every wheel at the top (per-target device wheels): `python/index.html`,
-    /// `kpack_split=true`.
-    KpackSplit,
-    /// Multi-arch with a directory per GPU family (legacy): the URL is `python` itself, later
-    /// jobs append `/{family}/index.html`.
-    PerFamily,
-}
-
-impl PythonLayout {
-    /// The layout of files (paths relative to the uploaded directory): single-arch with an
-    /// artifact group; else per-family when any file lies in a directory not starting with `.`
-    /// (`.kpack_staging` is staging, not a family), else kpack-split.
-    pub fn of(files: &[(PathBuf, String)], grouped: bool) -> Self {
-        if grouped {
-            return Self::SingleArch;
-        }
-        let families = files.iter().any(|(_, rel)| rel.split_once('/').is_some_and(|(dir, _)| !dir.starts_with('.')));
-        if families { Self::PerFamily } else { Self::KpackSplit }
-    }
-
-    /// The `kpack_split` output: `true` or `false`.
-    pub fn kpack_split(self) -> bool {
-        self == Self::KpackSplit
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::PythonLayout;
 
     fn tree(files: &[&str]) -> tempfile::TempDir {
         let tmp = tempfile::tempdir().unwrap();

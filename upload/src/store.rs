@@ -6,11 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use quarry_store::layout::UploadKind;
+use quarry_layout::UploadKind;
 use quarry_store::{Key, KeyError, Store, StoreError, Uploaded, upload_file};
 
 use crate::destination::StoreDestination;
-use crate::step::PythonLayout;
 use crate::summary::StoreSummary;
 use quarry_store::error_chain;
 
@@ -97,7 +96,7 @@ pub struct StoreOptions {
     /// Uploads in flight at once (at least one).
     pub jobs: usize,
     /// The public URL of an S3 key: `(bucket, key) -> url`, such as
-    /// `quarry_store::layout::public_url` or `public_url_from_env`.
+    /// `quarry_layout::public_url` or `public_url_from_env`.
     pub public_url: fn(&str, &str) -> String,
     /// TheRock's Python upload step: how the packages are laid out, which decides the URL
     /// reported and the `kpack_split` output. `None`: no `kpack_split` output.
@@ -158,6 +157,37 @@ async fn upload_one(
     Ok(uploaded?)
 }
 
+/// How a Python upload is laid out, which decides the find-links URL and `kpack_split`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PythonLayout {
+    /// One artifact group: `python/{group}/index.html`.
+    SingleArch,
+    /// Multi-arch, every wheel at the top (per-target device wheels): `python/index.html`,
+    /// `kpack_split=true`.
+    KpackSplit,
+    /// Multi-arch with a directory per GPU family (legacy): the URL is `python` itself, later
+    /// jobs append `/{family}/index.html`.
+    PerFamily,
+}
+
+impl PythonLayout {
+    /// The layout of files (paths relative to the uploaded directory): single-arch with an
+    /// artifact group; else per-family when any file lies in a directory not starting with `.`
+    /// (`.kpack_staging` is staging, not a family), else kpack-split.
+    pub fn of(files: &[(PathBuf, String)], grouped: bool) -> Self {
+        if grouped {
+            return Self::SingleArch;
+        }
+        let families = files.iter().any(|(_, rel)| rel.split_once('/').is_some_and(|(dir, _)| !dir.starts_with('.')));
+        if families { Self::PerFamily } else { Self::KpackSplit }
+    }
+
+    /// The `kpack_split` output: `true` or `false`.
+    pub fn kpack_split(self) -> bool {
+        self == Self::KpackSplit
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,7 +222,7 @@ mod tests {
             destination: StoreDestination::parse("s3://bucket/7-linux/python"),
             kind: UploadKind::Python,
             jobs: 2,
-            public_url: quarry_store::layout::public_url,
+            public_url: quarry_layout::public_url,
             python_layout: None,
         };
         let files = collect(&[tmp.path().to_owned()]).unwrap();

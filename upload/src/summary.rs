@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
+use quarry_layout::UploadKind;
 use quarry_store::Uploaded;
-use quarry_store::layout::UploadKind;
 use quarry_wire::UploadResponse;
 use serde::Serialize;
 

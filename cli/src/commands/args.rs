@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use quarry_index::RepoKind;
+use quarry_stage::{LocationFlags, RunLocation};
 use quarry_store::Store;
+use quarry_topology::Platform;
 
 use super::UsageError;
 
@@ -175,6 +177,61 @@ impl From<KindArg> for RepoKind {
             KindArg::Apt => RepoKind::Apt,
             KindArg::Dnf => RepoKind::Dnf,
         }
+    }
+}
+
+/// `--platform`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum PlatformArg {
+    Linux,
+    Windows,
+}
+
+impl From<PlatformArg> for Platform {
+    fn from(value: PlatformArg) -> Self {
+        match value {
+            PlatformArg::Linux => Platform::Linux,
+            PlatformArg::Windows => Platform::Windows,
+        }
+    }
+}
+
+/// Where a run's artifacts live.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Backend {
+    /// The CI run (default: `THEROCK_RUN_ID`, else `GITHUB_RUN_ID`, else `local`).
+    #[arg(long)]
+    run_id: Option<String>,
+    /// `linux` or `windows` (default: `THEROCK_PLATFORM`, else this machine's).
+    #[arg(long, value_enum)]
+    pub(crate) platform: Option<PlatformArg>,
+    /// A directory standing in for the bucket: `{dir}/{run}-{platform}/{file}`. Without it or
+    /// --store: TheRock's bucket for `RELEASE_TYPE` and `GITHUB_REPOSITORY`.
+    #[arg(long, env = "THEROCK_LOCAL_STAGING_DIR")]
+    local_staging_dir: Option<PathBuf>,
+    #[command(flatten)]
+    store: OptionalStoreArg,
+    /// `owner/repo` of the run (default: `GITHUB_REPOSITORY`, else `ROCm/TheRock`).
+    #[arg(long)]
+    run_github_repo: Option<String>,
+}
+
+impl Backend {
+    /// The run's coordinates, defaults from the environment as TheRock's tools read them.
+    pub(crate) fn location(&self) -> RunLocation {
+        let flags = LocationFlags {
+            run_id: self.run_id.clone(),
+            platform: self.platform.map(|p| Platform::from(p).as_str().to_owned()),
+            local_staging_dir: self.local_staging_dir.clone(),
+            store: self.store.url(),
+            github_repo: self.run_github_repo.clone(),
+        };
+        RunLocation::with_defaults(flags, |name| std::env::var(name).ok())
+    }
+
+    /// The platform CMake is configured for: `--platform`, else this machine's.
+    pub(crate) fn cmake_platform(&self) -> Platform {
+        self.platform.map_or_else(Platform::host, Platform::from)
     }
 }
 

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 use quarry_artifacts::{ArchiveFormat, DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, ExtractMode};
 use quarry_stage::transfer::{self, CopyOptions, FetchOptions, PushOptions, stage_artifacts};
-use quarry_stage::{GpuSelection, LocationFlags, Run, RunLocation, load_topology};
-use quarry_topology::{Platform, Topology, split_list};
+use quarry_stage::{GpuSelection, Run, RunLocation, load_topology};
+use quarry_topology::{Topology, split_list};
 
-use super::args::{JsonArg, OptionalStoreArg};
+use super::args::{Backend, JsonArg};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ArtifactsArgs {
@@ -34,22 +34,6 @@ enum ArtifactsCommand {
     Info(InfoArgs),
 }
 
-/// `--platform`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum PlatformArg {
-    Linux,
-    Windows,
-}
-
-impl From<PlatformArg> for Platform {
-    fn from(value: PlatformArg) -> Self {
-        match value {
-            PlatformArg::Linux => Platform::Linux,
-            PlatformArg::Windows => Platform::Windows,
-        }
-    }
-}
-
 /// `--compression-type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Compression {
@@ -65,26 +49,6 @@ pub(crate) struct RunFlags {
     pub(crate) topology: PathBuf,
     #[command(flatten)]
     pub(crate) backend: Backend,
-}
-
-/// Where a run's artifacts live.
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct Backend {
-    /// The CI run (default: `THEROCK_RUN_ID`, else `GITHUB_RUN_ID`, else `local`).
-    #[arg(long)]
-    run_id: Option<String>,
-    /// `linux` or `windows` (default: `THEROCK_PLATFORM`, else this machine's).
-    #[arg(long, value_enum)]
-    pub(crate) platform: Option<PlatformArg>,
-    /// A directory standing in for the bucket: `{dir}/{run}-{platform}/{file}`. Without it or
-    /// --store: TheRock's bucket for `RELEASE_TYPE` and `GITHUB_REPOSITORY`.
-    #[arg(long, env = "THEROCK_LOCAL_STAGING_DIR")]
-    local_staging_dir: Option<PathBuf>,
-    #[command(flatten)]
-    store: OptionalStoreArg,
-    /// `owner/repo` of the run (default: `GITHUB_REPOSITORY`, else `ROCm/TheRock`).
-    #[arg(long)]
-    run_github_repo: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -217,25 +181,6 @@ struct InfoArgs {
     /// The stage to describe.
     #[arg(long)]
     stage: String,
-}
-
-impl Backend {
-    /// The run's coordinates, defaults from the environment as TheRock's tools read them.
-    pub(crate) fn location(&self) -> RunLocation {
-        let flags = LocationFlags {
-            run_id: self.run_id.clone(),
-            platform: self.platform.map(|p| Platform::from(p).as_str().to_owned()),
-            local_staging_dir: self.local_staging_dir.clone(),
-            store: self.store.url(),
-            github_repo: self.run_github_repo.clone(),
-        };
-        RunLocation::with_defaults(flags, |name| std::env::var(name).ok())
-    }
-
-    /// The platform CMake is configured for: `--platform`, else this machine's.
-    pub(crate) fn cmake_platform(&self) -> Platform {
-        self.platform.map_or_else(Platform::host, Platform::from)
-    }
 }
 
 /// Loads the topology, checks the command's input against it (bad input stops before anything

@@ -15,7 +15,7 @@ use quarry_stage::{checkout, load_topology};
 
 use super::UsageError;
 use super::args::JsonArg;
-use super::artifacts::PlatformArg;
+use super::args::PlatformArg;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct CiArgs {

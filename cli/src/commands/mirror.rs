@@ -154,7 +154,7 @@ pub(crate) async fn run(args: MirrorArgs) -> anyhow::Result<()> {
 /// The roots the store holds that the layout's `compose_with` patterns for `root` configure
 /// (e.g. every `v2/{family}/` beside `python-deps/`); none without such a rule.
 async fn composed_by_layout(store: &dyn quarry_store::Store, root: &RepoRoot) -> anyhow::Result<Vec<RepoRoot>> {
-    let layout = quarry_store::layout::config::configured();
+    let layout = quarry_layout::config::configured();
     let Some(rule) = layout.rule_for(root.as_str().trim_end_matches('/')) else { return Ok(Vec::new()) };
     let mut composed = Vec::new();
     for pattern in &rule.compose_with {

@@ -5,6 +5,7 @@ mod gc;
 mod index;
 mod mirror;
 mod package;
+mod package_args;
 mod package_python;
 mod pipeline;
 mod promote;
@@ -15,7 +16,6 @@ mod self_wheel;
 mod serve;
 mod stage;
 mod upload;
-mod upload_store;
 mod version;
 
 use clap::{Parser, Subcommand};
@@ -67,7 +67,7 @@ enum Command {
     /// Upload packages or artifacts to a server, a bucket or a directory.
     Upload(upload::UploadArgs),
     /// Build .debs, .rpms and the rocm-sdk wheels from stage artifacts.
-    Package(package::PackageArgs),
+    Package(package_args::PackageArgs),
     /// TheRock's build stages: list, info, configure, build one.
     Stage(stage::StageArgs),
     /// Stage artifacts: push a stage's outputs, fetch a stage's inputs.
@@ -276,8 +276,8 @@ pub(crate) use quarry_index_server::read_tokens;
 /// Reads the `[layout]` of `quarry.toml` (`path`, else `./quarry.toml` if present; else the
 /// default run layout) and makes it the process's layout.
 pub(crate) fn load_layout(path: Option<&std::path::Path>) -> anyhow::Result<()> {
-    if let Some(loaded) = quarry_store::layout::config::load(path)? {
-        let layout = quarry_store::layout::config::configured();
+    if let Some(loaded) = quarry_layout::config::load(path)? {
+        let layout = quarry_layout::config::configured();
         tracing::debug!(file = %loaded.display(), roots = layout.roots.len(), runs = layout.runs, "layout");
     }
     Ok(())

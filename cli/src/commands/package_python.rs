@@ -5,38 +5,11 @@ use std::io::Write as _;
 
 use anyhow::bail;
 use quarry_builder::therock::{
-    BuildSettings, OnProgress, StagedArtifacts, VariantRequest, WheelSummary, artifacts_platform, package_wheels,
+    BuildSettings, OnProgress, StagedArtifacts, WheelSummary, artifacts_platform, package_wheels,
 };
 use quarry_packaging::therock::wheels::{WheelOptions, platform_tag};
 
-use super::package::{PackageArgs, PackageKind, split_targets};
-
-/// `--variants`, flattened into `quarry package`'s arguments.
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct VariantsArg {
-    /// python (kpack): also build each GPU target's device wheel as a wheel variant (PEP 825)
-    /// of `rocm-sdk-device`, labelled with the target and holding `amd :: gfx_arch :: {target}`,
-    /// beside the extras-based `rocm-sdk-device-{target}` wheels. Alone or `all`: every target;
-    /// else the targets (comma, `;` or space separated).
-    /// Parsed once, by clap (`VariantRequest::parse`): a value that is no target is refused
-    /// before anything else runs.
-    #[arg(long, num_args = 0..=1, default_missing_value = "all", value_name = "TARGETS", value_parser = VariantRequest::parse)]
-    pub(crate) variants: Option<VariantRequest>,
-}
-
-impl VariantsArg {
-    /// Refuses `--variants` for debs and rpms, before any artifact is unpacked.
-    pub(crate) fn check(&self, kind: PackageKind) -> anyhow::Result<()> {
-        match (&self.variants, kind) {
-            (None, _) | (Some(_), PackageKind::Python) => Ok(()),
-            (Some(_), _) => bail!("--variants builds rocm-sdk wheel variants: it is for `quarry package python` only"),
-        }
-    }
-
-    fn request(&self) -> VariantRequest {
-        self.variants.clone().unwrap_or_default()
-    }
-}
+use super::package_args::{PackageArgs, split_targets};
 
 /// Builds the distributions of the staged artifacts and prints the summary.
 pub(crate) fn run(

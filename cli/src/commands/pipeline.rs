@@ -15,8 +15,9 @@ use quarry_stage::{BuildOptions, BuildProgress, PipelineProgress, PipelineReport
 use quarry_topology::split_list;
 
 use super::UsageError;
+use super::args::Backend;
 use super::args::JsonArg;
-use super::artifacts::{Backend, RunFlags, archive_mtime, open_run};
+use super::artifacts::{RunFlags, archive_mtime, open_run};
 use super::print_json;
 
 #[derive(Debug, clap::Args)]

@@ -74,7 +74,7 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
         kinds: &kinds,
         dry_run: args.dry_run,
         families_map: &families_map,
-        layout: quarry_store::layout::config::configured(),
+        layout: quarry_layout::config::configured(),
     };
     let done = match &args.from {
         Some(_) => quarry_index::promote::promote(&indexer, &promotion).await,
@@ -100,7 +100,7 @@ fn install_line(store: &str, root: &RepoRoot, signed: bool) -> String {
     let destination = quarry_upload::destination::StoreDestination::parse(store);
     let key = destination.key(root.as_str());
     let url = match destination.store_url.strip_prefix("s3://") {
-        Some(bucket) => quarry_store::layout::public_url_from_env(bucket, &key),
+        Some(bucket) => quarry_layout::public_url_from_env(bucket, &key),
         None => format!("{}/{key}", destination.store_url.trim_end_matches('/')),
     };
     // apt and dnf roots are signed when the metadata is; a pip root's pages are not.

@@ -82,7 +82,7 @@ pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
 /// Every root the store holds under `channel` that the configured layout gives a retention
 /// (or that the flags give one), pruned with its own policy; roots without one are left alone.
 async fn prune_channel(indexer: &Indexer, channel: &str, args: &PruneArgs) -> anyhow::Result<Vec<PruneReport>> {
-    let layout = quarry_store::layout::config::configured();
+    let layout = quarry_layout::config::configured();
     let prefix = super::mirror::dir_prefix(channel);
     let (roots, _) =
         quarry_index::discover(indexer.store().as_ref(), &prefix).await.with_context(|| format!("listing {prefix}"))?;

@@ -1,5 +1,5 @@
 //! `quarry runs init | find` (also spelled `quarry run …`): a run's manifest (commit, branch,
-//! workflow, platform, time, from the CI environment; `quarry_store::runs`) and finding the
+//! workflow, platform, time, from the CI environment; `quarry_layout::runs`) and finding the
 //! runs that built a commit, so `quarry artifacts fetch --run-id $(quarry runs find --latest
 //! --commit SHA --store …)` works in a developer's shell.
 
@@ -7,13 +7,13 @@ use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
+use quarry_layout::runs::{RunManifest, check_commit, ensure_run_manifest, find_runs};
 use quarry_stage::{LocationFlags, Run, RunLocation};
 use quarry_store::Store;
-use quarry_store::runs::{RunManifest, check_commit, ensure_run_manifest, find_runs};
 
 use super::UsageError;
+use super::args::Backend;
 use super::args::{JsonArg, OptionalStoreArg};
-use super::artifacts::Backend;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunsArgs {
@@ -94,7 +94,7 @@ async fn find(args: FindArgs) -> anyhow::Result<()> {
         anyhow::bail!(
             "no run in {url}/{base} built commit {} (runs record their commit in {}; runs made before Quarry wrote one are not found)",
             args.commit.trim(),
-            quarry_store::runs::MANIFEST_FILE
+            quarry_layout::runs::MANIFEST_FILE
         );
     }
     if args.json.json {

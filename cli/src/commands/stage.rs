@@ -10,7 +10,7 @@ use quarry_topology::Platform;
 use quarry_topology::configure::{ConfigureOptions, cmake_args, pip_install_args, render};
 
 use super::args::JsonArg;
-use super::artifacts::PlatformArg;
+use super::args::PlatformArg;
 use super::print_json;
 
 #[derive(Debug, clap::Args)]

@@ -1,4 +1,5 @@
-//! `quarry upload`: flags, CI environment, progress bars and printing over `quarry_upload`.
+//! `quarry upload`: flags, CI environment, progress bars and printing over `quarry_upload`,
+//! to a server (`--to URL`) or straight into a store (S3 or a local directory), as CI jobs do.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -6,8 +7,10 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use quarry_store::Store;
 use quarry_upload::{
-    Destination, FileProgress, Progress, RunTarget, ServerClient, ServerSummary, StoreDestination, UploadKind,
+    Destination, FileProgress, Progress, PythonLayout, RunTarget, ServerClient, ServerSummary, StoreDestination,
+    StoreOptions, UploadKind,
 };
 
 use super::UsageError;
@@ -100,8 +103,8 @@ pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
             Some(g) => base.join(&format!("{}/", g.trim_matches('/'))).context("the artifact group's URL")?,
             None => base,
         },
-        Some(Destination::Store(to)) => return super::upload_store::run(&args, group(to), files, false).await,
-        None => return super::upload_store::run(&args, computed_destination(&args)?, files, true).await,
+        Some(Destination::Store(to)) => return to_store(&args, group(to), files, false).await,
+        None => return to_store(&args, computed_destination(&args)?, files, true).await,
     };
     // What a server takes is judged before any credential is looked for.
     check_packages(&files)?;
@@ -156,7 +159,7 @@ fn shown(paths: &[PathBuf]) -> String {
 
 /// `--dry-run`: every target (store key or URL) with the file that would go there, as text
 /// lines `would upload PATH -> TARGET` or JSON `{"dry_run": true, "targets": [...]}`.
-pub(super) fn dry_run(json: bool, targets: Vec<(String, PathBuf)>) -> anyhow::Result<()> {
+fn dry_run(json: bool, targets: Vec<(String, PathBuf)>) -> anyhow::Result<()> {
     use std::fmt::Write as _;
     let mut text = String::new();
     for (target, path) in &targets {
@@ -187,13 +190,13 @@ fn computed_destination(args: &UploadArgs) -> anyhow::Result<quarry_upload::Stor
 }
 
 /// `--kind`, else what the `--to` destination holds.
-pub(super) fn kind(args: &UploadArgs) -> UploadKind {
+fn kind(args: &UploadArgs) -> UploadKind {
     args.kind.map(UploadKind::from).unwrap_or_else(|| quarry_upload::infer_kind(args.to.as_deref()))
 }
 
 /// Progress bars on stderr, one per file in flight.
 #[derive(Default)]
-pub(super) struct Bars(MultiProgress);
+struct Bars(MultiProgress);
 
 impl Progress for Bars {
     fn start(&self, name: &str, size: u64) -> Arc<dyn FileProgress> {
@@ -211,5 +214,65 @@ impl FileProgress for Bar {
     }
     fn finish(&self) {
         self.0.finish_and_clear();
+    }
+}
+
+/// Upload `files` (path, path below the destination) to `destination`; `computed`: the
+/// destination is TheRock's run location, so a Python upload also reports `kpack_split` as
+/// `upload_python_packages.py` does.
+async fn to_store(
+    args: &UploadArgs,
+    destination: StoreDestination,
+    files: Vec<(PathBuf, String)>,
+    computed: bool,
+) -> anyhow::Result<()> {
+    let store_url = destination.store_url.clone();
+    if args.dry_run {
+        let base = store_url.trim_end_matches('/');
+        let targets = files.into_iter().map(|(path, rel)| (format!("{base}/{}", destination.key(&rel)), path));
+        return dry_run(args.json.json, targets.collect());
+    }
+    let store: Arc<dyn Store> = quarry_store::open(&store_url).await.with_context(|| format!("opening {store_url}"))?;
+    // The first upload into a run gives it its manifest (commit, branch, workflow), so
+    // `quarry runs find --commit` finds it.
+    if let Some(run_prefix) = run_prefix(&destination.prefix) {
+        super::runs::ensure_manifest_at(store.as_ref(), &run_prefix, None).await;
+    }
+    let kind = kind(args);
+    let python_layout =
+        (computed && kind == UploadKind::Python).then(|| PythonLayout::of(&files, args.artifact_group.is_some()));
+    let public_url = quarry_layout::public_url_from_env;
+    let options = StoreOptions { destination, kind, jobs: args.jobs, public_url, python_layout };
+    let summary = quarry_upload::upload_to_store(store, files, &options, &Bars::default()).await;
+    super::append_to_github_file("GITHUB_OUTPUT", &summary.github_output())?;
+    super::append_to_github_file("GITHUB_STEP_SUMMARY", &summary.step_summary())?;
+    super::print(args.json.json, &summary, summary.text())?;
+    for f in &summary.failed {
+        tracing::error!("{f}");
+    }
+    if !summary.failed.is_empty() {
+        bail!("{} of {} uploads failed", summary.failed.len(), summary.failed.len() + summary.files.len());
+    }
+    Ok(())
+}
+
+/// The prefix of the run `prefix` lies in (through its `{run}-{platform}` segment), if any.
+fn run_prefix(prefix: &str) -> Option<String> {
+    let (index, _) = quarry_layout::find_run(prefix)?;
+    let segments: Vec<&str> = prefix.split('/').take(index + 1).collect();
+    Some(format!("{}/", segments.join("/")))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_run_prefix_of_a_destination() {
+        assert_eq!(super::run_prefix("123-linux/python/").as_deref(), Some("123-linux/"));
+        assert_eq!(
+            super::run_prefix("ROCm-rocm-libraries/77-windows/logs/g/").as_deref(),
+            Some("ROCm-rocm-libraries/77-windows/")
+        );
+        assert_eq!(super::run_prefix("nightly/v2/"), None);
+        assert_eq!(super::run_prefix(""), None);
     }
 }

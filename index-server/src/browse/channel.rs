@@ -12,8 +12,8 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 use quarry_index::listing::human_size;
 use quarry_index::{Entry, RepoKind, RepoRoot, RepoState};
+use quarry_layout::config::Layout;
 use quarry_store::Store;
-use quarry_store::layout::config::Layout;
 
 use crate::{AppError, AppState, encode_path};
 
@@ -117,7 +117,7 @@ pub(crate) async fn channel_page(
     State(state): State<AppState>,
     Path(prefix): Path<String>,
 ) -> Result<Response, AppError> {
-    let layout = quarry_store::layout::config::configured();
+    let layout = quarry_layout::config::configured();
     match render_channel(state.store.as_ref(), layout, &prefix).await? {
         Some(body) => super::html(Ok(body)),
         None => Err(AppError::NotFound(format!("{prefix:?} is not a channel root the layout configures"))),
@@ -152,7 +152,7 @@ pub(crate) async fn render_channels(store: &dyn Store, layout: &Layout) -> Resul
 
 /// `/-/channel/`.
 pub(crate) async fn channels_page(State(state): State<AppState>) -> Result<Response, AppError> {
-    let layout = quarry_store::layout::config::configured();
+    let layout = quarry_layout::config::configured();
     super::html(Ok(render_channels(state.store.as_ref(), layout).await?))
 }
 

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use futures_util::StreamExt as _;
 use quarry_index::listing::human_size;
-use quarry_store::{Key, ObjectMeta, Store, StoreExt as _, layout};
+use quarry_layout as layout;
+use quarry_store::{Key, ObjectMeta, Store, StoreExt as _};
 
 use crate::encode_path;
 

@@ -14,9 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures_util::StreamExt;
+use quarry_layout::config::{ChannelRoots, Layout};
+use quarry_layout::{RunSegment, UploadKind};
 use quarry_packaging::DistFilename;
-use quarry_store::layout::config::{ChannelRoots, Layout};
-use quarry_store::layout::{RunSegment, UploadKind};
 use quarry_store::{Key, KeyError, ObjectMeta, Store, StoreError, StoreExt};
 
 use crate::{
@@ -53,7 +53,7 @@ pub enum PromoteError {
     Manifest {
         what: String,
         #[source]
-        source: quarry_store::runs::RunsError,
+        source: quarry_layout::runs::RunsError,
     },
     #[error("{what}")]
     Index {
@@ -249,7 +249,7 @@ async fn run_entries(
 fn plan(p: &Promotion<'_>, run: &str, files: &[(ObjectMeta, RepoRoot)]) -> Result<Vec<(Key, Key)>, PromoteError> {
     let channel = ChannelRoots::new(p.to, p.layout);
     let wants = |k: RepoKind| p.kinds.contains(&k);
-    let run_layout = quarry_store::layout::current();
+    let run_layout = quarry_layout::current();
     let python = run_layout.root_dir(UploadKind::Python);
     let mut wheels: Vec<(&Key, Option<Vec<String>>)> = Vec::new();
     let mut out = Vec::new();
@@ -305,7 +305,7 @@ fn plan(p: &Promotion<'_>, run: &str, files: &[(ObjectMeta, RepoRoot)]) -> Resul
 pub async fn promote(indexer: &Indexer, p: &Promotion<'_>) -> Result<PromoteReport, PromoteError> {
     let run = p.from.trim_end_matches('/');
     let bad_run = || PromoteError::BadInput(format!("--from {run:?} names no RUN-PLATFORM"));
-    let (_, segment) = quarry_store::layout::find_run(run).ok_or_else(bad_run)?;
+    let (_, segment) = quarry_layout::find_run(run).ok_or_else(bad_run)?;
     if !run.ends_with(&segment.to_string()) {
         return Err(PromoteError::BadInput(format!("--from {run:?}: give the run's own prefix (RUN-PLATFORM)")));
     }
@@ -328,7 +328,7 @@ pub async fn promote(indexer: &Indexer, p: &Promotion<'_>) -> Result<PromoteRepo
 
 /// Where the run's files come from: its manifest's run, platform and commit, else its prefix's.
 async fn provenance(store: &dyn Store, run: &str, segment: &RunSegment<'_>) -> Result<Provenance, PromoteError> {
-    let manifest = quarry_store::runs::read_manifest(store, run)
+    let manifest = quarry_layout::runs::read_manifest(store, run)
         .await
         .map_err(|source| PromoteError::Manifest { what: format!("reading {run}'s manifest"), source })?;
     Ok(match manifest {

@@ -22,8 +22,8 @@ use serde::Serialize;
 
 use crate::error::IndexError;
 use crate::ops::origin::entry_project;
+use crate::reindex::indexer::Indexer;
 use crate::reindex::plan::{LEAVING_SUFFIX, METADATA_SUFFIX, YANK_SUFFIX};
-use crate::reindex::publish::Indexer;
 use crate::reindex::report::ReindexReport;
 use crate::state::io::read_state;
 use crate::state::root::{RepoKind, RepoRoot};

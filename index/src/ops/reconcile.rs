@@ -19,13 +19,13 @@ use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use quarry_store::layout::RunSegment;
-use quarry_store::layout::config::Layout;
+use quarry_layout::RunSegment;
+use quarry_layout::config::Layout;
 use quarry_store::{Key, PutOptions, Store, StoreError, StoreExt};
 use serde::{Deserialize, Serialize};
 
 use crate::error::IndexError;
-use crate::reindex::publish::Indexer;
+use crate::reindex::indexer::Indexer;
 use crate::reindex::scope::{Refreshed, Scope};
 use crate::render::listing::{update_listing, verify_listing};
 use crate::state::io::{output_project, project_key};

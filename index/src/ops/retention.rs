@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures_util::StreamExt;
 use jiff::{SignedDuration, Timestamp};
-use quarry_store::layout::{RunSegment, run_id_order};
+use quarry_layout::{RunSegment, run_id_order};
 use quarry_store::{ObjectMeta, Store, StoreError, StoreExt};
 use serde::Serialize;
 

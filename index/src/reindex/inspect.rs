@@ -107,7 +107,8 @@ async fn inspect_read(
 ) -> Result<Inspected, InspectError> {
     let key = &object.key;
     if key.filename().ends_with(".deb") || key.filename().ends_with(".rpm") {
-        return crate::reindex::native::inspect_native(store, object).await;
+        let entry = crate::reindex::native::inspect_native(store, object).await?;
+        return Ok(Inspected { entry, core_metadata: None });
     }
     let dist: DistFilename = key.filename().parse().map_err(|e| InspectError::Rejected(format!("{e}")))?;
     // A caller that already knows the sha256 (the upload path) saves the HEAD. Without a

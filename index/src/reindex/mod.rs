@@ -5,6 +5,7 @@
 //! root: [`view`]). [`discover`] finds the roots of a store; [`task`] runs work cancellably.
 
 pub mod discover;
+pub mod indexer;
 pub mod inspect;
 pub mod native;
 pub mod plan;

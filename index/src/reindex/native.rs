@@ -14,11 +14,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use quarry_store::{ObjectMeta, Store};
 
+use crate::InspectError;
 use crate::deb::{DebReadError, read_deb_control};
 use crate::rpmhead::{RpmInfo, header_span};
 use crate::source::{RangeSource, Source, hash_body, read_whole};
 use crate::state::Entry;
-use crate::{InspectError, Inspected};
 
 /// Files up to this size are read whole for their MD5 and SHA-1 even when the sha256 is known.
 const HASH_ALL_LIMIT: u64 = 64 * 1024 * 1024;
@@ -61,7 +61,7 @@ async fn read_package(store: &dyn Store, object: &ObjectMeta) -> Result<(Entry, 
 /// Read a `.deb` or `.rpm` into an entry (filename = the key's file name; the caller sets the
 /// path relative to its root). The indexer runs its inspections in batches, each a task of its
 /// own (`Indexer::inspect_batched`), so decompression and hashing already use every worker.
-pub(crate) async fn inspect_native(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Inspected, InspectError> {
+pub(crate) async fn inspect_native(store: &Arc<dyn Store>, object: &ObjectMeta) -> Result<Entry, InspectError> {
     let key = &object.key;
     let name = key.filename().to_owned();
     if name.ends_with(".deb")
@@ -84,7 +84,7 @@ pub(crate) async fn inspect_native(store: &Arc<dyn Store>, object: &ObjectMeta) 
             RpmInfo::from_headers(&headers, span).map_err(|e| refuse(&e))?,
         )));
     }
-    Ok(Inspected { entry, core_metadata: None })
+    Ok(entry)
 }
 
 #[cfg(test)]
@@ -117,12 +117,9 @@ mod tests {
         let store: Arc<dyn Store> = counting.clone();
         for (object, body) in objects.iter().zip([&deb, &rpm]) {
             let (task_store, task_object) = (store.clone(), object.clone());
-            let spawned = tokio::spawn(async move { inspect_native(&task_store, &task_object).await })
-                .await
-                .unwrap()
-                .unwrap()
-                .entry;
-            let here = inspect_native(&store, object).await.unwrap().entry;
+            let spawned =
+                tokio::spawn(async move { inspect_native(&task_store, &task_object).await }).await.unwrap().unwrap();
+            let here = inspect_native(&store, object).await.unwrap();
             assert_eq!(spawned, here);
             assert_eq!(spawned.md5.as_deref(), Some(hex::encode(md5::Md5::digest(body)).as_str()));
             assert_eq!(spawned.sha1.as_deref(), Some(hex::encode(sha1::Sha1::digest(body)).as_str()));
@@ -132,7 +129,7 @@ mod tests {
         let counts = counting.counts();
         assert_eq!((counts.head, counts.get), (0, 4), "{counts}");
 
-        let refused = |r: Result<Inspected, InspectError>| match r {
+        let refused = |r: Result<Entry, InspectError>| match r {
             Err(InspectError::Rejected(reason)) => reason,
             other => panic!("expected a refusal, got {other:?}"),
         };
@@ -159,7 +156,7 @@ mod tests {
         let store: Arc<dyn Store> = counting.clone();
         for listed_size in [object.size, 100] {
             let listed = ObjectMeta { size: listed_size, ..object.clone() };
-            let entry = inspect_native(&store, &listed).await.unwrap().entry;
+            let entry = inspect_native(&store, &listed).await.unwrap();
             assert_eq!((entry.sha256.as_str(), entry.size), (sha256.as_str(), big.len() as u64));
             assert_eq!((entry.md5, entry.sha1), (None, None), "not read whole");
             assert_eq!(entry.deb.unwrap().package(), "pkg00003");

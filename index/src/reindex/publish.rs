@@ -5,22 +5,19 @@
 //! wrote, so the last successful commit always follows a full publish of its own pages.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use quarry_store::{ConditionalWrites, Key, PutOptions, Store, StoreExt};
+use quarry_store::{ConditionalWrites, Key, PutOptions, StoreExt};
 
-use crate::config::IndexConfig;
 use crate::error::{IndexError, InspectError};
+use crate::reindex::indexer::{Indexer, ProjectScope, Request};
 use crate::reindex::inspect::{Inspected, Inspections};
 use crate::reindex::plan::{Inspection, Output, Plan, PlanInput, RootListing, plan};
 use crate::reindex::report::ReindexReport;
-use crate::reindex::scope::ProjectScope;
 use crate::state::Rejected;
 use crate::state::io::{commit_state, ensure_unmoved, etag_value, load_state_bytes, parse_state, serialize_state};
 use crate::state::root::{RepoKind, RepoRoot};
-use quarry_store::layout::config::Layout;
 
 /// Largest yank marker read; longer reasons are cut.
 const MAX_YANK_REASON: u64 = 1024;
@@ -34,65 +31,6 @@ const INSPECT_BATCH: usize = 256;
 
 /// Attempts a project's event makes on its own before it reconciles the whole root instead.
 const PROJECT_ATTEMPTS: u32 = 2;
-
-/// Keeps repo roots' pages in step with their listings over a [`Store`] with conditional puts.
-#[derive(Debug, Clone)]
-pub struct Indexer {
-    store: Arc<dyn Store>,
-    concurrency: usize,
-    max_attempts: u32,
-    config: IndexConfig,
-    /// Which prefixes are configured roots and views (`[layout]`).
-    layout: Arc<Layout>,
-}
-
-/// What one reindex is asked to do ([`Indexer::run`]): bring `root` up to date, or only one
-/// project of it (an event about one of its files: only its files are listed, only its pages
-/// rendered; the whole root is reconciled instead when its state and the store disagree);
-/// with `force`, every page republished even when the state says nothing changed (repairs
-/// pages damaged or deleted behind the indexer's back); with files the caller has inspected
-/// already (an upload, a promotion's copies), each used instead of reading the file again
-/// while the listed object's version is still the one inspected. A generic root's views
-/// follow it, with the same project and inspections.
-#[derive(Debug, Clone)]
-pub struct Request {
-    pub(crate) root: RepoRoot,
-    pub(crate) project: Option<ProjectScope>,
-    pub(crate) force: bool,
-    pub(crate) known: Inspections,
-}
-
-impl Request {
-    /// The whole of `root`, nothing forced, nothing known.
-    pub fn new(root: RepoRoot) -> Self {
-        Self { root, project: None, force: false, known: Inspections::default() }
-    }
-
-    /// Only `project` of the root (ignored when forced, and for apt and dnf roots).
-    #[must_use]
-    pub fn project(mut self, project: ProjectScope) -> Self {
-        self.project = Some(project);
-        self
-    }
-
-    /// Every page republished when `force`.
-    #[must_use]
-    pub fn forced(mut self, force: bool) -> Self {
-        self.force = force;
-        self
-    }
-
-    /// Files the caller inspected already.
-    #[must_use]
-    pub fn knowing(mut self, known: Inspections) -> Self {
-        self.known = known;
-        self
-    }
-
-    pub fn root(&self) -> &RepoRoot {
-        &self.root
-    }
-}
 
 /// What carries from one attempt of a reindex to the next.
 pub(crate) struct Pass {
@@ -136,49 +74,6 @@ impl Pass {
 }
 
 impl Indexer {
-    /// An indexer over `store` with the default [`IndexConfig`] and the layout installed for
-    /// the process ([`quarry_store::layout::config::install`], default: runs only); give
-    /// another with [`Indexer::with_layout`].
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        let layout = Arc::new(quarry_store::layout::config::configured().clone());
-        Self { store, concurrency: 8, max_attempts: 50, config: IndexConfig::default(), layout }
-    }
-
-    /// Index with `layout`'s roots and views.
-    #[must_use]
-    pub fn with_layout(mut self, layout: Arc<Layout>) -> Self {
-        self.layout = layout;
-        self
-    }
-
-    /// The configured roots and views this indexer works with.
-    pub fn layout(&self) -> &Layout {
-        &self.layout
-    }
-
-    /// Publish apt/dnf metadata with `config` (signing key, Release fields, grace period).
-    #[must_use]
-    pub fn with_config(mut self, config: IndexConfig) -> Self {
-        self.config = config;
-        self
-    }
-
-    /// How apt/dnf metadata are published.
-    pub fn config(&self) -> &IndexConfig {
-        &self.config
-    }
-
-    /// The store indexed.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
-    }
-
-    /// Bring `root`'s pages up to date with its listing ([`Indexer::run`] of the plain
-    /// [`Request`]).
-    pub async fn reindex(&self, root: &RepoRoot) -> Result<ReindexReport, IndexError> {
-        self.run(Request::new(root.clone())).await
-    }
-
     /// A lost commit race is retried; the retry republishes every page this call wrote before,
     /// since those may have overwritten the winner's newer pages. On a store whose conditional
     /// writes are not atomic ([`ConditionalWrites::Verify`]) a commit is read back: if another
@@ -475,7 +370,11 @@ fn backoff(attempt: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use std::io::Write;
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
+
+    use quarry_store::Store;
+
+    use crate::config::IndexConfig;
 
     use quarry_store::faults::{Fault, FaultyStore, NonAtomicConditions, Op};
     use quarry_store::{

@@ -4,51 +4,13 @@
 
 use std::fmt;
 
-use quarry_packaging::{DistFilename, PackageName};
 use quarry_store::Key;
 
 use crate::error::IndexError;
-use crate::reindex::plan::YANK_SUFFIX;
-use crate::reindex::publish::Indexer;
+use crate::reindex::indexer::{Indexer, ProjectScope};
 use crate::reindex::report::ReindexReport;
 use crate::render::listing::{LISTING_PAGE, ListingDir, ListingReport, update_listing};
-use crate::state::root::{RepoKind, RepoRoot};
-
-/// One project of a pip root, as an event names it: its normalized name and the spelling of
-/// the name at the start of the event's file name (the prefix its files are listed under).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ProjectScope {
-    name: String,
-    spelling: String,
-}
-
-impl ProjectScope {
-    /// The project of a distribution file named `filename` (a wheel, an sdist), if it is one.
-    pub fn for_file(filename: &str) -> Option<Self> {
-        let name = filename.parse::<DistFilename>().ok()?.name().as_str().to_owned();
-        let spelling = spelling(filename, &name)?.to_owned();
-        Some(Self { name, spelling })
-    }
-
-    /// The normalized project name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// How the event's file spells the name (a prefix of its file name).
-    pub fn spelling(&self) -> &str {
-        &self.spelling
-    }
-}
-
-/// The prefix of `filename` before a `-` that normalizes to `name`: how the file spells its
-/// project's name (wheel and sdist names start with it).
-pub(crate) fn spelling<'a>(filename: &'a str, name: &str) -> Option<&'a str> {
-    filename
-        .match_indices('-')
-        .map(|(i, _)| &filename[..i])
-        .find(|prefix| PackageName::new(prefix).is_ok_and(|p| p.as_str() == name))
-}
+use crate::state::root::{RepoKind, RepoRoot, YANK_SUFFIX};
 
 /// What one refresh brings up to date.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

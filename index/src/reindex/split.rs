@@ -19,10 +19,11 @@ use quarry_packaging::PackageName;
 use quarry_store::{Key, StoreError, StoreExt, sha256_hex};
 
 use crate::error::IndexError;
+use crate::reindex::indexer::Indexer;
+use crate::reindex::indexer::{ProjectScope, spelling};
 use crate::reindex::plan::{Output, Plan, PlanInput, RootListing, plan};
-use crate::reindex::publish::{Indexer, Pass};
+use crate::reindex::publish::Pass;
 use crate::reindex::report::ReindexReport;
-use crate::reindex::scope::{ProjectScope, spelling};
 use crate::render::pip::{
     FIND_LINKS, Parts, SIMPLE_ROOT_HTML, SIMPLE_ROOT_JSON, Stage, file_project, simple_root_names, simple_root_pages,
     splice_find_links,

@@ -14,11 +14,11 @@
 //! A file deleted otherwise (by hand, a lifecycle rule; the Lambda then gets the delete event)
 //! is named by the views' pages until the generic root's reindex refreshes them.
 
-use quarry_store::layout::config::{Layout, RootKind, RootRule};
+use quarry_layout::config::{Layout, RootKind, RootRule};
 use quarry_store::{Store, StoreError, StoreExt};
 
 use crate::error::IndexError;
-use crate::reindex::publish::{Indexer, Request};
+use crate::reindex::indexer::{Indexer, Request};
 use crate::reindex::report::ReindexReport;
 use crate::render::pip::Extra;
 use crate::state::io::{SPLIT_VERSION, load_object, project_key, read_state};

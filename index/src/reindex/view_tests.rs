@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use quarry_store::layout::config::{Layout, configured, install};
+use quarry_layout::config::{Layout, configured, install};
 use quarry_store::{CountingStore, Key, MemoryStore, OpCounts, PutOptions, Store, StoreExt};
 
 use crate::reindex::scale_tests::wheel;

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use askama::Template;
 use bytes::Bytes;
-use quarry_store::layout;
+use quarry_layout as layout;
 use quarry_store::{Key, KeyError, PutOptions, Store, StoreError, StoreExt};
 use serde::{Deserialize, Serialize};
 
@@ -160,9 +160,6 @@ struct ListingPage<'a> {
     rows: Vec<Row>,
 }
 
-const HREF: &percent_encoding::AsciiSet =
-    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
-
 /// Render a directory's listing page, rows in codepoint order.
 pub fn render_listing(dir: &ListingDir, entries: &[ListingEntry]) -> String {
     let mut entries: Vec<&ListingEntry> = entries.iter().collect();
@@ -176,7 +173,7 @@ pub fn render_listing(dir: &ListingDir, entries: &[ListingEntry]) -> String {
                 (None, false) => String::new(),
             };
             Row {
-                href: percent_encoding::utf8_percent_encode(&href, HREF).to_string(),
+                href: quarry_store::url::encode_path(&href),
                 name: e.name.clone(),
                 size: e.size.map_or_else(|| "\u{2014}".to_owned(), human_size),
                 size_bytes: e.size.map(|s| s.to_string()).unwrap_or_default(),

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use askama::Template;
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use quarry_packaging::{DistFilename, PackageName, Version};
+pub(crate) use quarry_store::url::encode_segment;
 use serde::Serialize;
 
 pub use crate::state::file_project;
@@ -14,10 +14,6 @@ use crate::state::{Entry, RepoState};
 pub const HTML: &str = "text/html; charset=utf-8";
 pub const PEP691_JSON: &str = "application/vnd.pypi.simple.v1+json";
 pub const API_VERSION: &str = "1.1";
-
-/// Characters left as they are in an href path segment; everything else (notably `+`, which S3
-/// reads as a space) is percent-encoded.
-const HREF_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 
 /// The file name part of an output key inside a root.
 pub const FIND_LINKS: &str = "index.html";
@@ -234,7 +230,7 @@ fn variants_files(state: &RepoState) -> Vec<VariantsFile> {
 
 fn view<'a>(entry: &'a Entry, href_base: &str) -> FileView<'a> {
     FileView {
-        href: format!("{href_base}{}", utf8_percent_encode(&entry.filename, HREF_SEGMENT)),
+        href: format!("{href_base}{}", encode_segment(&entry.filename)),
         filename: &entry.filename,
         sha256: &entry.sha256,
         requires_python: entry.requires_python.as_deref(),
@@ -243,11 +239,6 @@ fn view<'a>(entry: &'a Entry, href_base: &str) -> FileView<'a> {
         size: entry.size,
         upload_time: &entry.upload_time,
     }
-}
-
-/// `segment` as it appears in an href (percent-encoded like file names).
-pub(crate) fn encode_segment(segment: &str) -> String {
-    utf8_percent_encode(segment, HREF_SEGMENT).to_string()
 }
 
 fn render_html(t: &impl Template) -> Vec<u8> {
@@ -358,7 +349,7 @@ fn project_pages(project: &Project<'_>) -> [Page; 2] {
 fn json_file<'a>(e: &'a Entry, href_prefix: &str) -> JsonFile<'a> {
     JsonFile {
         filename: &e.filename,
-        url: format!("../../{href_prefix}{}", utf8_percent_encode(&e.filename, HREF_SEGMENT)),
+        url: format!("../../{href_prefix}{}", encode_segment(&e.filename)),
         hashes: BTreeMap::from([("sha256", e.sha256.as_str())]),
         requires_python: e.requires_python.as_deref(),
         core_metadata: e.core_metadata_sha256.as_deref().map(|h| BTreeMap::from([("sha256", h)])),

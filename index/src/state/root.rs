@@ -1,7 +1,7 @@
 use std::fmt;
 
+use quarry_layout::{self as layout, UploadKind};
 use quarry_packaging::DistFilename;
-use quarry_store::layout::{self, UploadKind};
 use quarry_store::{Key, KeyError};
 
 /// Objects Quarry keeps beside a file of a pip root, by the suffix they add to its name.

@@ -87,7 +87,7 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
         if has_find_links { read_page(store, root, "index.html", &mut report).await? } else { String::new() };
     let mut on_find_links = BTreeSet::new();
     // A per-family view's links into its generic root are checked there.
-    let view = crate::reindex::view::source_for(store, quarry_store::layout::config::configured(), root).await?;
+    let view = crate::reindex::view::source_for(store, quarry_layout::config::configured(), root).await?;
     let ctx = Ctx { store, root, present: &present, state: &state, view: view.as_ref() };
     for a in anchors(&find_links) {
         check_file_link(&ctx, &a, &a.href, "index.html", &mut report).await?;

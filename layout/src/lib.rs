@@ -1,6 +1,12 @@
-//! TheRock's key layout and bucket choice (spec §5): where a run's artifacts and packages go.
+//! TheRock's key layout above the store: where a run's artifacts, logs and packages go
+//! (`{run}-{platform}/…`, spec §5), which roots beyond a run's a store holds (the `[layout]`
+//! configuration, [`config`]), and what a run is (its manifest, [`runs`]).
+//!
+//! `quarry-store` holds keys and bytes and knows nothing of this; every crate that reads or
+//! writes a run's keys asks this one, so the run grammar has one owner.
 
 pub mod config;
+pub mod runs;
 
 /// What is being uploaded, which decides the key prefix under the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

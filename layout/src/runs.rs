@@ -11,8 +11,9 @@
 
 use futures_util::StreamExt as _;
 
-use crate::layout::{RunSegment, run_id_order};
-use crate::{Condition, Key, KeyError, PutOptions, Store, StoreError, StoreExt as _};
+use quarry_store::{Condition, Key, KeyError, PutOptions, Store, StoreError, StoreExt as _};
+
+use crate::{RunSegment, run_id_order};
 
 /// The manifest's file name at the run root.
 pub const MANIFEST_FILE: &str = ".run-manifest.json";
@@ -196,7 +197,7 @@ pub async fn find_runs(store: &dyn Store, base: &str, commit: &str) -> Result<Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::MemoryStore;
+    use quarry_store::MemoryStore;
 
     fn env(sha: &'static str) -> impl Fn(&str) -> Option<String> {
         move |name| match name {
