@@ -49,6 +49,7 @@ mod s3_upload;
 mod serve_cache;
 mod server_limits;
 mod squatting;
+mod structure;
 mod upload_resets;
 mod upload_step;
 mod variants;
