@@ -403,3 +403,48 @@ fn the_import_check_finds_circles() {
     write("b.rs", "pub struct Beta;\n");
     assert!(crate_circles(&src, tmp.path()).is_empty());
 }
+
+/// ARCHITECTURE.md stays a map: at most 30 KB, no paragraph of prose over 1,200 characters
+/// (code blocks and tables are not paragraphs), and every crate of the workspace has its
+/// section with at least one invariant.
+#[test]
+fn the_architecture_map_stays_a_map() {
+    let root = workspace();
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("reading ARCHITECTURE.md");
+    assert!(text.len() <= 30_000, "ARCHITECTURE.md is {} bytes", text.len());
+    let mut in_code = false;
+    let mut paragraph = String::new();
+    let mut longest = (0, String::new());
+    for line in text.lines().chain(std::iter::once("")) {
+        if line.starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code || line.starts_with('|') {
+            continue;
+        }
+        if line.trim().is_empty() {
+            let n = paragraph.chars().count();
+            if n > longest.0 {
+                longest = (n, paragraph.chars().take(80).collect());
+            }
+            paragraph.clear();
+        } else {
+            paragraph.push_str(line);
+            paragraph.push(' ');
+        }
+    }
+    assert!(longest.0 <= 1_200, "a paragraph of {} characters: {:?}…", longest.0, longest.1);
+    let sections: Vec<&str> = text.split("\n### ").skip(1).collect();
+    for entry in std::fs::read_dir(&root).expect("reading the workspace") {
+        let dir = entry.expect("a directory entry").path();
+        let name = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        if !dir.join("Cargo.toml").is_file() || ["tests", "fuzz"].contains(&name.as_str()) {
+            continue;
+        }
+        let heading = format!("`{name}/`");
+        let section = sections.iter().find(|s| s.starts_with(&heading));
+        let section = section.unwrap_or_else(|| panic!("ARCHITECTURE.md has no section for {name}/"));
+        assert!(section.contains("**Architecture Invariant:**"), "the section of {name}/ states no invariant");
+    }
+}
