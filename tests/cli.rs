@@ -237,7 +237,8 @@ fn store_commands(work: &std::path::Path) -> Vec<(Vec<String>, &'static [i32])> 
             ]),
             &[0],
         ),
-        (strings(&["promote", "--from", "9-linux", "--to", "nightly", "--kinds", "apt,dnf"]), &[1]),
+        // A run with nothing to promote is bad input.
+        (strings(&["promote", "--from", "9-linux", "--to", "nightly", "--kinds", "apt,dnf"]), &[2]),
         (strings(&["runs", "find", "--commit", "abcdef1"]), &[1]),
         (strings(&["runs", "init", "--run-id", "7", "--platform", "linux"]), &[0]),
         (
