@@ -6,9 +6,9 @@
 //! small manifest at the state key (`.quarry-index.json`: the hashes of the root's own pages and
 //! the files no project claims) and one object per project, `.quarry-index/{project}.json`
 //! ([`PROJECTS_DIR`]), each committed with its own condition. [`read_state`] still returns the
-//! whole logical state (the manifest merged with every project's object) to every reader
-//! (promote, prune, origins, the audit, the server's pages, …). A version-1 pip state (one object) is read as it is and
-//! migrates in the root's first whole-root commit (`Indexer::attempt_split`).
+//! whole logical state (the manifest merged with every project's object) to every reader (promote,
+//! prune, origins, the audit, the server's pages, …). A version-1 pip state (one object) is read as
+//! it is and migrates in the root's first whole-root commit (`Indexer::attempt_split`).
 //!
 //! Big states: the indexer parses a single state object of 256 KiB or more in two halves on two
 //! threads (a scanner cuts the JSON between two entries near the middle into two whole

@@ -198,8 +198,10 @@ pub struct Rejected {
     pub reason: String,
 }
 
-/// One root's state, stored as JSON at `<root>/.quarry-index.json`. It is the commit point:
-/// outputs are written before it, and it is replaced only with a conditional put.
+/// One root's state, stored as JSON at the root's state key (`.quarry-index.json`,
+/// `.quarry-apt.json`, `.quarry-dnf.json`; a pip root's split into a manifest and one object per
+/// project, [`io`]). It is the commit point: outputs are written before it, and it is replaced
+/// only with a conditional put.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct RepoState {
