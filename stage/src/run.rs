@@ -2,10 +2,10 @@
 //! store (`s3://bucket[/prefix]` or a directory) under TheRock's run prefix, with TheRock's
 //! external-repo folder in the external bucket. A [`Run`] is opened once and shared.
 //!
-//! This crate reads no workflow variable itself: [`RunLocation::with_defaults`] applies
-//! TheRock's fallbacks (`THEROCK_RUN_ID`, then `GITHUB_RUN_ID`, then `local`; `THEROCK_PLATFORM`;
-//! `GITHUB_REPOSITORY`; `RELEASE_TYPE`) through the lookup the caller passes, so the command line
-//! decides where values come from and tests pass a map.
+//! A run's coordinates are not read from the environment here: [`RunLocation::with_defaults`]
+//! applies TheRock's fallbacks (`THEROCK_RUN_ID`, then `GITHUB_RUN_ID`, then `local`;
+//! `THEROCK_PLATFORM`; `GITHUB_REPOSITORY`; `RELEASE_TYPE`) through the lookup the caller passes,
+//! so the command line decides where values come from (the environment) and tests pass their own.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

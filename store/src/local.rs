@@ -17,13 +17,13 @@
 //! client that disconnects mid-upload); files left by a process that died are swept when a
 //! store is opened. A durable put fsyncs the file, renames it and fsyncs the directory.
 //!
-//! A batch ([`Store::put_many`], one blocking task) stages every body outside the lock (an
-//! unnamed file where the system has them, [`unnamed`], else a named one in `.quarry/tmp/`),
-//! syncs the durable ones concurrently (up to [`SYNC_THREADS`] at once, so the filesystem folds
-//! them into a few journal commits, one on ext4, instead of one each), then under one hold of the
-//! lock places every item with its own condition and collision checks, fsyncs each directory that
-//! holds a durable item once and writes the sidecars; it answers only once all of it is durable,
-//! each item with the result a single put would have had.
+//! A batch ([`Store::put_many`], one blocking task) stages every body outside the lock (an unnamed
+//! file where the system has them, [`unnamed`], else a named one in `.quarry/tmp/`), syncs the
+//! durable ones concurrently (up to [`SYNC_THREADS`] at once: concurrent syncs share the
+//! filesystem's journal commits, where one after another they would each pay one), then under one
+//! hold of the lock places every item with its own condition and collision checks, fsyncs each
+//! directory that holds a durable item once and writes the sidecars; it answers only once all of it
+//! is durable, each item with the result a single put would have had.
 //!
 //! Reads: [`Store::head_and_read`] takes a small object's metadata and body from one open file
 //! (a batch of them in one blocking task, each parent directory checked once), and a listing

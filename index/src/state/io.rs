@@ -10,13 +10,13 @@
 //! prune, origins, the audit, the server's pages, …). A version-1 pip state (one object) is read as
 //! it is and migrates in the root's first whole-root commit (`Indexer::attempt_split`).
 //!
-//! Big states: the indexer parses a single state object of 256 KiB or more in two halves on two
-//! threads (a scanner cuts the JSON between two entries near the middle into two whole
+//! Big states: the indexer parses an apt or dnf state object of 256 KiB or more in two halves on
+//! two threads (a scanner cuts the JSON between two entries near the middle into two whole
 //! objects); anything the scanner does not expect, or a half that fails, goes to the one-thread
 //! parse, which gives the same state or the same error (the fuzz target `state_halves`, through
-//! [`check_halves`], checks that whatever the halves accept the whole parse gives alike). A
-//! state of 1,000 entries or more is written as two halves on two threads, spliced into exactly
-//! the bytes `serde_json::to_vec` writes for it whole.
+//! [`check_halves`], checks that whatever the halves accept the whole parse gives alike). A state
+//! of 1,000 entries or more is written as two halves on two threads, spliced into exactly the bytes
+//! `serde_json::to_vec` writes for it whole.
 
 use std::collections::BTreeMap;
 

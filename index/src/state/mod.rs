@@ -8,10 +8,11 @@
 //! `.quarry-index/{project}.json`, `.quarry-apt.json`, `.quarry-dnf.json`; run listings have none
 //! (their writer lists again until page and listing agree, `render::listing`). An entry's deb
 //! control and rpm header are shared ([`Arc`]), so carrying unchanged entries into the next state
-//! copies nothing. An rpm's header record is a [`Payload`]: the JSON text as read, parsed on
-//! first use and written back as the same text, so a `+1 .rpm` reads the records of the packages
-//! it renders, not all of them. A record that does not parse makes the reindex fail with
-//! `IndexError::DamagedState` and start over from an empty state, reading every file again.
+//! copies nothing. An rpm's header record is a [`Payload`]: the JSON text as read, parsed on first
+//! use and written back as the same text, so a `+1 .rpm` reads the records of the packages it
+//! renders, not all of them. A record that does not parse is reported as
+//! `IndexError::DamagedState`, and the reindex starts over from an empty state, reading every file
+//! again.
 
 pub mod io;
 pub mod root;
