@@ -1,10 +1,15 @@
 //! The payload compressors of debs and rpms, and the hashing writer that sits on either side.
 //!
 //! zstd and xz always run their multi-threaded encoders (zstd `nbWorkers ≥ 1`, liblzma's
-//! `lzma_stream_encoder_mt` with 4 MiB blocks and its thread count capped by memory),
-//! whose output depends on the level and the block size but not on the number of threads: a package is byte-identical
-//! whether it was built with one compression thread or sixteen. Even with one thread the
-//! compression runs beside the caller, so reading and hashing overlap with compressing.
+//! `lzma_stream_encoder_mt` with 4 MiB blocks and its thread count capped by memory), whose output
+//! depends on the level and the block size but not on the number of threads: a package is
+//! byte-identical whether it was built with one compression thread or sixteen. Even with one thread
+//! the compression runs beside the caller, so reading and hashing overlap with compressing.
+//!
+//! xz's thread count is the most of the caller's that fit liblzma's own memory estimate under
+//! 240 MiB (`XZ_MEMORY_BUDGET`), at least one, so a package stays within it up to xz -7 (-6,
+//! TheRock's `-Zxz`, fits two threads). At -8 and -9 one thread alone is over the budget (about
+//! 380 and 690 MiB, as `xz -vv` reports) and it still gets that one.
 
 use std::io::{self, Write};
 

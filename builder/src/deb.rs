@@ -6,6 +6,11 @@
 //! the `ar` once its size is known. Output is reproducible: members sorted, owners root:root,
 //! every mtime the given epoch (`SOURCE_DATE_EPOCH`), and the compressors' output independent of
 //! their thread count ([`crate::compress`]).
+//!
+//! Each file is read once, 1 MiB at a time: the tar writer hands every chunk to the compressor
+//! and to a thread of its own that computes `md5sums` (md5 over a GiB costs about 1.5 s of CPU,
+//! which on the writer's thread held the compressors back); the channel between them holds a
+//! few chunks, so memory stays bounded.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

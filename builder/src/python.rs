@@ -10,10 +10,16 @@
 //! wheel already installs is a relative symlink into that wheel's package and every alias a
 //! symlink to the soname; `rocm-sdk init` unpacks it into site-packages.
 //!
-//! Not done here (TheRock does it with patchelf and a C compiler): adding `$ORIGIN/…` entries to
-//! ELF search paths (`therock::wheels` does turn DT_RUNPATH into DT_RPATH, see [`crate::rpath`])
-//! and compiled launchers for executable symlinks (a copy is shipped instead). Libraries find
-//! each other through `rocm_sdk.preload_libraries`.
+//! Search paths are not edited here: `therock::wheels` adds TheRock's `$ORIGIN/…` entries and
+//! makes them DT_RPATH on staged copies ([`crate::rpath`]). Not done yet: the launchers TheRock
+//! compiles for executable symlinks (a copy is shipped instead). Libraries
+//! are also loaded through `rocm_sdk.preload_libraries` (the runtime in `builder/python/`): on
+//! Windows it looks for `bin/{name}*.dll` and first adds every installed package's `bin`
+//! directory with `os.add_dll_directory`, so a DLL finds those it imports from another package.
+//!
+//! One mode rule, [`member_mode`], serves runtime wheels and the devel tarball alike: on Linux
+//! the host's mode plus the owner's write bit; for a Windows platform the modes Python reports
+//! on Windows, whatever the host that unpacked the artifacts said.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;

@@ -9,13 +9,18 @@
 //! `DT_RUNPATH` string first, so the search path in effect stays the same.
 //!
 //! Read through `object` with a read cache: only the headers and the dynamic segment are read,
-//! whatever the file's size. Files are edited in place: callers edit their own staged copy
-//! ([`stage_items`]), never an input tree. Malformed ELF is an error naming the file, never a
-//! panic.
+//! whatever the file's size. Files are edited in place, but only staged copies: [`stage_items`]
+//! (and [`stage_wheel_files`]) copy each file to edit into a `.quarry-elf-*` scratch directory
+//! under the destination (removed with its [`StagedEdits`]) and point the package's item at the
+//! copy, so the inputs are never written. Malformed ELF is an error naming the file, never a
+//! panic; staging packages such a file as it is and lists it ([`StagedEdits::unreadable`]), as
+//! TheRock goes on when `patchelf` fails.
 //!
 //! The rocm-sdk wheels also get TheRock's `$ORIGIN/…` entries (`patchelf --add-rpath`, then
 //! `--force-rpath`): [`extend_search_path`], through [`crate::elf_edit`], which grows the
-//! string table when the longer path does not fit.
+//! string table when the longer path does not fit. Which core-package directories each wheel
+//! kind searches is `rpath_deps` in `therock/wheels.rs` (TheRock's `rpath_dep`; Linux wheels
+//! only).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};

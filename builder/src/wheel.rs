@@ -2,6 +2,11 @@
 //! the `.dist-info` files last and `RECORD` at the very end, one timestamp
 //! (`SOURCE_DATE_EPOCH`, clamped to zip's 1980 epoch), unix modes kept, file contents streamed
 //! from disk. `RECORD` rows carry `sha256=<urlsafe base64, unpadded>` and sizes.
+//!
+//! Every zip entry is "made by Unix" with explicit permission bits, whatever the host: zip's
+//! default on a Windows host (DOS) would drop the modes pip applies on Linux, so a Windows host
+//! writes the same bytes. The modes themselves come from the caller: a Windows-platform wheel
+//! carries the modes Python reports on Windows (`crate::python::member_mode`).
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Write};

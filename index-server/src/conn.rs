@@ -32,6 +32,18 @@
 //! `431` for an oversized head included) a connection sends its FIN, then reads and drops what
 //! the client still sends, up to [`LINGER_BYTES`] or [`LINGER_TIME`]: closing a socket with
 //! unread input resets it, and the reset can overtake the response.
+//!
+//! Lanes ([`Lanes`]). Connections are served on one thread per core, each with a
+//! single-threaded runtime; the accept loop hands them out in turn. A connection's reads, kept
+//! pages ([`crate::memo`]) and writes stay on its lane's thread, with no wake-up of another
+//! worker; every request the router answers runs as a task on the main runtime (an upload's
+//! reindex spreads over every core there), aborted when its request is dropped. No handler work
+//! runs on a lane beyond the kept pages.
+//!
+//! Shutdown (`serve`): the accept loop stops and the listener is dropped; every connection is
+//! told to stop (an idle one, or one still reading a request head, closes at once; one with a
+//! request in progress finishes it); `serve` waits for the last connection to close, then stops
+//! the lanes and joins their threads, and only then returns.
 
 use std::collections::HashMap;
 use std::convert::Infallible;

@@ -14,6 +14,13 @@
 //! under `…/simple/`, of `Accept`), the ETag stands for the object's bytes and metadata, the
 //! guard runs per request, and the router's per-request headers (`Date`, `Connection`) are
 //! hyper's and the connection's, added after.
+//!
+//! A store that cannot tell from the ETag alone (`Store::unchanged` answers `None`) is asked
+//! with a `HEAD`. A kept answer is counted, logged and metered as the router would have done
+//! it (`crate::account`: the same route label, access log line and request log entry), so
+//! `/metrics` and the logs do not depend on which path answered. Bounded: at most 4,096
+//! entries and 32 MiB of bodies (mostly shared with the local store's read cache), the oldest
+//! going first; paths or `Accept` values over 1 KiB are never kept.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -1,5 +1,18 @@
 //! Writes: `PUT /<root>/<file>` streams a distribution into the store, validates it, and
 //! reindexes its root before answering.
+//!
+//! The path: the token's scope for the path, then the key (no reserved or file name as a
+//! directory, `quarry_index::check_key_segments`; a distribution's name, or a `.deb`/`.rpm`, in
+//! a root of its kind). From there the work runs in a task of its own, so a client that resets
+//! the connection cannot skip validation. A stored file the root's state rejected, or that
+//! fails inspection now, is never answered "exists": it is deleted and the new upload judged on
+//! its own; the same bytes under an existing name are "exists", other bytes a conflict. A new
+//! file is checked for a file/directory collision and streamed in with `If-None-Match`, then
+//! inspected from what the put returned (no HEAD): a refusal deletes it again and answers 400
+//! with the reason. The inspection goes with the request to the root's `Coalescer`
+//! ([`crate::coalesce`]), the answer only once a reindex that started after the upload has
+//! finished; a file that reindex refuses (a variant wheel that disagrees with its release) is
+//! deleted and answered 400 too. `legacy_upload.rs` feeds PyPI's upload form into the same path.
 
 use axum::Json;
 use axum::body::Body;

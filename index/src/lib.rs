@@ -1,17 +1,25 @@
 //! Quarry's indexer, in four wings over the parsers of `quarry-inspect`:
 //!
-//! - [`state`]: a root's committed [`RepoState`] and its object in the store;
-//! - [`render`]: every page and document rendered from a state, purely;
-//! - [`reindex`]: a change's scope, inspection, the pure plan and the race-free publish loop;
-//! - [`ops`]: the audit, reconciliation, retention, prune, origins and promotion.
+//! - [`state`]: a root's committed [`RepoState`] (its [`Entry`]s and refusals, the hash of
+//!   every output) and its objects in the store (a pip root's split per project, [`read_state`]),
+//!   and the roots themselves ([`RepoRoot`], [`check_key_segments`]);
+//! - [`render`]: every page and document rendered from a state, purely: pip's find-links and
+//!   PEP 503/691 pages with each variant release's `-variants.json` ([`render()`]), apt, dnf
+//!   with chunked compression, signatures, run listings;
+//! - [`reindex`]: the [`Indexer`], a change's [`Scope`], [`inspect`]ion of new files into
+//!   entries, the pure plan, the race-free publish loop, per-project passes and per-family views,
+//!   and [`discover_scopes`];
+//! - [`ops`]: the audit ([`check()`]), full reconciliation, retention, prune, origins and
+//!   promotion.
 //!
-//! - [`inspect`] reads one distribution file into an [`Entry`] (sha256 from store metadata or
-//!   streamed; wheel METADATA by ranged reads of the zip central directory).
-//! - [`RepoState`] is one root's committed state; [`render()`] turns it into every pip format
-//!   (find-links `index.html`, PEP 503 HTML and PEP 691 JSON simple pages, and each variant
-//!   release's `{name}-{version}-variants.json`, [`variant`]), purely.
-//! - [`Indexer::reindex`] keeps a root's pages in step with its listing, race-free over any
-//!   [`quarry_store::Store`] with conditional puts.
+//! The entry point is [`Indexer::run`] with a [`Request`]: a root, optionally one project of
+//! it, forced or not, with files the caller inspected already. It reads the root's state, lists
+//! the root, inspects only what is new, plans, publishes the pages whose bytes changed stage by
+//! stage, commits the state with a conditional put and deletes what it no longer lists, then
+//! refreshes the root's per-family views; race-free over any [`quarry_store::Store`] with
+//! conditional puts. [`Indexer::reindex`] is the plain request, and [`Indexer::refresh`] runs a
+//! [`Scope`] (a root, one pip project, or a run listing, [`update_listing`]): the dispatch the
+//! Lambda, `quarry index` and the server's catch-up use.
 //!
 //! Nothing here knows HTTP or Lambda.
 

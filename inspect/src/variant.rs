@@ -6,6 +6,14 @@
 //! with optional `feature` / `property` orders, no providers) and its successor with a
 //! `providers` table (what `variantlib` 0.2.2 validates: every namespace has a provider). Pure:
 //! no I/O; the bytes come from `wheel.rs`, the merge runs in the plan.
+//!
+//! A release's variant wheels merge ([`VariantMetadata::merge`]) when they share `$schema`,
+//! their namespace orders prefix each other (the longer one is kept), feature and value orders
+//! and providers agree where both name a namespace, and a label both hold has the same
+//! properties. A variant wheel whose metadata does not merge with the release's others is
+//! rejected by the indexer with the reason (it stays out of the pages and the state remembers
+//! why); a release with variants publishes `{name}-{version}-variants.json` beside its wheels,
+//! linked on every page that lists them (project pages and the find-links page).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -2,17 +2,29 @@
 //! where stores come from, so tests feed it real event JSON against any [`Store`].
 //!
 //! Accepted events: S3 notifications delivered directly, S3 notifications wrapped in SQS
-//! messages (batch; failures reported per message), and EventBridge "Object Created" /
-//! "Object Deleted". Keys are URL-decoded (`+` is a space there). Each key is mapped to what
+//! messages (batch; failures reported per message), also wrapped once more by SNS or sent as
+//! EventBridge events to the queue, and EventBridge "Object Created" / "Object Deleted". Keys
+//! are URL-decoded (`+` is a space there) and taken relative to the stores' key prefix
+//! (`QUARRY_KEY_PREFIX` stripped); a key outside it, or an event naming another bucket than
+//! `QUARRY_BUCKET`, is a misrouted event and fails its record. Each key is mapped to what
 //! it makes stale ([`Scope`]: its repo root, or its run listing and the parent listings); keys
 //! the indexer writes itself (pages, sidecars, state) are in no scope, so the Lambda never
 //! triggers itself. All records of one invocation are coalesced: each scope is refreshed
-//! once, through [`Indexer::refresh`].
+//! once, through [`Indexer::refresh`] (a root's projects one after another, roots
+//! concurrently, then each run's listings deepest first).
+//!
+//! An SQS batch answers with a partial batch failure: each message whose scopes failed is
+//! listed, SQS redelivers it, and after the queue's receive count the dead-letter queue keeps
+//! what never succeeds. A message body that is no S3 event is logged and dropped (retrying
+//! cannot help), as is a key that is no store key.
 //!
 //! An EventBridge "Scheduled Event" (the template's reconciliation schedule) runs the full
 //! reconciliation over the bucket [`Reconcile`] names ([`quarry_index::reconcile`]): every root
 //! the layout's rules find and the newest runs, each reindexed whole and audited, within the
 //! invocation's time; what it did not reach is resumed by the next tick.
+//! [`Handler::handle_until`] takes the deadline: the `bootstrap` passes one that keeps a quarter
+//! of the invocation's time (at least 10 s) for the scope in progress and the cursor, and no
+//! new scope starts after it (the first always does).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

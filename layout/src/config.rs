@@ -18,6 +18,19 @@
 //! generic = "nightly/generic/"
 //! compose_with = ["python-deps/"] # roots installed together with this one (`quarry mirror`)
 //! ```
+//!
+//! The preset's rules come before the table's own, and the first rule a prefix matches wins
+//! ([`Layout::rule_for`]); a prefix no rule matches is a run's root only while `runs` is on. A
+//! pattern matches a prefix with as many segments: a literal segment exactly, a `{x}` placeholder
+//! one non-empty segment not starting with `.` ([`RootRule::matches`]). [`Layout::parse`]
+//! refuses, naming the line, a pattern (`prefix`, `generic` or a `compose_with` entry) with an
+//! empty, `.` or `..` segment, a leading `.quarry` segment (the store's own area), a backslash or
+//! control character, or a literal segment that is a generated name or a file's name
+//! ([`crate::reserved_directory`]); unknown keys, kinds and views too.
+//! `compose_with` names the roots composed with this one (one origin per project): `quarry
+//! mirror`'s default `--compose-with` is every root the store holds that one of these patterns
+//! configures. [`ChannelRoots`] is the one place `quarry promote` and the GPU page learn where a
+//! channel's pip, apt and dnf roots lie.
 
 use std::sync::OnceLock;
 

@@ -4,6 +4,18 @@
 //!
 //! `quarry-store` holds keys and bytes and knows nothing of this; every crate that reads or
 //! writes a run's keys asks this one, so the run grammar has one owner.
+//!
+//! Under a run prefix `{run}-{platform}/` ([`RunSegment`]) lie the pip root `python/` (legacy
+//! layouts also have `python/{group}/` roots: any prefix with a `python` segment), the apt root
+//! `packages/deb/` with its uploads in `pool/main/`, the dnf roots `packages/rpm/{arch}/`, the
+//! stage archives at the run root itself and the logs in `logs/`. [`RunLayout`] answers every
+//! question about that layout (`root_dir`, `upload_dir`, `root_of`, `native_root_kind`,
+//! `is_listed`, `part_of`, …) and [`current`] returns the one in force, [`THEROCK`]; nobody else
+//! spells a run's directory or parses a run segment. The upload kinds, the bucket a run goes to
+//! and public URLs are here too. [`GENERATED_NAMES`] (with [`FILE_SUFFIXES`], through
+//! [`reserved_directory`]) is the one list of reserved names: the key checks
+//! (`quarry_index::check_key_segments`) and the configured root patterns ([`config`]) refuse the
+//! same names as directories.
 
 pub mod config;
 pub mod runs;

@@ -15,6 +15,11 @@
 //! Progress is reported through [`BuildProgress`] and [`PipelineProgress`]; rendering (spinners,
 //! log lines) belongs to the caller. Errors are `thiserror` enums whose `source()` chains keep
 //! every [`quarry_topology::TopologyError`] reachable, so a caller can tell bad input apart.
+//!
+//! The reports the binary prints serialize for `--json` ([`PushReport`](transfer::PushReport),
+//! [`FetchReport`](transfer::FetchReport), [`StageReport`], [`PipelineReport`]), and all but
+//! [`StageReport`] (printed as JSON, or as a row of the pipeline's table) implement `Display`
+//! for the text it prints otherwise.
 
 pub mod build;
 pub mod checkout;

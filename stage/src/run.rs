@@ -1,6 +1,11 @@
 //! Where a CI run's artifacts live: a local staging directory (`{dir}/{run}-{platform}/`) or a
 //! store (`s3://bucket[/prefix]` or a directory) under TheRock's run prefix, with TheRock's
 //! external-repo folder in the external bucket. A [`Run`] is opened once and shared.
+//!
+//! A run's coordinates are not read from the environment here: [`RunLocation::with_defaults`]
+//! applies TheRock's fallbacks (`THEROCK_RUN_ID`, then `GITHUB_RUN_ID`, then `local`;
+//! `THEROCK_PLATFORM`; `GITHUB_REPOSITORY`; `RELEASE_TYPE`) through the lookup the caller passes,
+//! so the command line decides where values come from (the environment) and tests pass their own.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

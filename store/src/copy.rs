@@ -1,5 +1,12 @@
 //! Copying an object from one store to another (or within one): server-side where the backends
 //! allow it (S3 `CopyObject`, across buckets), else read and written through this process.
+//!
+//! S3 → S3 is one server-side `CopyObject` for an object up to 5 GiB (`MAX_COPY_OBJECT`), which
+//! copies the metadata and so keeps `x-amz-meta-sha256`; there [`Store::copy_from`] HEADs the
+//! source for its size and sha256 first, and [`Store::copy_known`] takes both from the caller
+//! (an index state already holds them) and skips that HEAD. Anything else, and the other
+//! backends' defaults, goes through [`copy_through`], which passes the source's recorded sha256
+//! on to the put (checked against the bytes).
 
 use crate::{Key, PutOptions, PutResult, Result, Store};
 

@@ -3,11 +3,19 @@
 //! [`Store`] is the one interface every component reads and writes through: head, get (whole or
 //! one byte range), streaming put with an optional condition (`If-Match` / `If-None-Match`)
 //! that fails with a typed [`StoreError::Conflict`], paginated list, delete. Backends:
-//! [`LocalStore`] (a directory; the embedded default), [`MemoryStore`] (tests) and
-//! [`CountingStore`] (a wrapper that counts operations, for benchmarks).
+//! [`LocalStore`] (a directory; the embedded default), [`MemoryStore`] (tests),
+//! [`CountingStore`] (a wrapper that counts operations, for benchmarks) and `S3Store` (feature
+//! `s3`).
 //!
 //! Keys are [`Key`]s, validated on construction, so no backend ever sees `..` or an absolute
 //! path. This crate knows nothing of index formats.
+//!
+//! Batches ([`Store::put_many`], [`Store::head_and_read`], [`Store::head_and_read_many`]) are
+//! defined by their defaults: a single put per item, a HEAD then (without a recorded sha256, for
+//! a small object) a GET per key. `S3Store` and the tests' `FaultyStore` keep those defaults, so
+//! they see exactly the single operations, and [`CountingStore`] counts a batch as the single
+//! operations it stands for; [`LocalStore`] does a batch's work in one blocking task with the
+//! same result per item. Copies ([`Store::copy_from`], [`Store::copy_known`]) are in `copy.rs`.
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;

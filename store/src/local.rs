@@ -16,6 +16,25 @@
 //! collision). A temporary file is removed when its put fails or its future is dropped (a
 //! client that disconnects mid-upload); files left by a process that died are swept when a
 //! store is opened. A durable put fsyncs the file, renames it and fsyncs the directory.
+//!
+//! A batch ([`Store::put_many`], one blocking task) stages every body outside the lock (an unnamed
+//! file where the system has them, [`unnamed`], else a named one in `.quarry/tmp/`), syncs the
+//! durable ones concurrently (up to [`SYNC_THREADS`] at once: concurrent syncs share the
+//! filesystem's journal commits, where one after another they would each pay one), then under one
+//! hold of the lock places every item with its own condition and collision checks, fsyncs each
+//! directory that holds a durable item once and writes the sidecars; it answers only once all of it
+//! is durable, each item with the result a single put would have had.
+//!
+//! Reads: [`Store::head_and_read`] takes a small object's metadata and body from one open file
+//! (a batch of them in one blocking task, each parent directory checked once), and a listing
+//! stats the files of the listed directory through its handle ([`fs::DirEntry::metadata`]), not
+//! by walking each path again. A regular file of at most [`INLINE_READ`] (64 KiB) is read on the
+//! calling thread, without the hop to the blocking pool, and whole reads of pages and metadata
+//! (not of immutable package files) are kept in [`read_cache`] (32 MiB per store), served only
+//! while the file's fingerprint is the one read, so another process's write is seen at once.
+//! Larger files stream in chunks of 16 KiB doubling up to 256 KiB while the reader keeps up;
+//! every chunk over 16 KiB draws on one 64 MiB budget for the whole process ([`CHUNK_BUDGET`]),
+//! so a thousand slow clients hold a small chunk each.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs;

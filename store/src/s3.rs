@@ -7,7 +7,10 @@
 //!   `CompleteMultipartUpload`; 412 and 409 answers become [`StoreError::Conflict`]. Amazon S3
 //!   applies them atomically; S3-compatible servers (an `AWS_ENDPOINT_URL`) are assumed to
 //!   check them one request at a time ([`ConditionalWrites::Verify`]: the indexer reads back
-//!   each commit). `QUARRY_S3_CONDITIONAL_WRITES=atomic|verify|unsupported` overrides that.
+//!   each commit). `QUARRY_S3_CONDITIONAL_WRITES=atomic|verify|unsupported` overrides that. A
+//!   server that ignores preconditions (Garage ignores `If-None-Match`) is not detected: declared
+//!   `unsupported`, it is refused by the indexer (`IndexError::UnsafeStore`) rather than trusted
+//!   to keep entries; undeclared, an endpoint is taken as `verify`.
 //! - Bodies up to [`PART_SIZE`] go in one `PutObject`; larger ones stream as a multipart upload
 //!   with up to [`PARTS_IN_FLIGHT`] parts at once (a single PUT stops at 5 GiB).
 //! - The sha256 of the content is stored as `x-amz-meta-sha256` whenever it is known before

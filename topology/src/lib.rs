@@ -3,6 +3,12 @@
 //! every naming, reference, cycle and sharing problem with the table and key it is in; the
 //! queries answer what a stage produces and what it must fetch first. Pure: callers read the
 //! file.
+//!
+//! Beside the file: [`configure`] (a stage's CMake arguments as `configure_stage.py` prints
+//! them), [`families`] (GPU family → gfx targets), [`platform`] (Windows rules), and
+//! [`split_list`]: TheRock's lists of families, targets, artifacts or stages as its tools take
+//! them (items separated by `,`, `;`, spaces or tabs, empty ones dropped), read so by the
+//! command line and for the stage timings' names.
 
 use std::collections::{BTreeMap, BTreeSet};
 

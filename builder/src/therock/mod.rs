@@ -3,6 +3,17 @@
 //! mapped to control fields ([`deb_control`], [`rpm_spec`]), and every planned package or
 //! distribution built in parallel within the job count ([`package_native`],
 //! [`package_wheels`]). Reading flags and the environment, and printing, are the caller's.
+//!
+//! `jobs` ([`BuildSettings::jobs`], `--jobs`) is the whole thread budget: archives unpack and
+//! packages build on a pool of that many threads, and the native packages share it again as
+//! compression threads in proportion to their bytes (the bytes written do not depend on it).
+//! A native package that fails is reported ([`Summary::failed`]) and the others still build;
+//! wheels are all attempted, then the first that failed (in plan order) is the run's error,
+//! before the devel wheel and the sdist. The archives unpack into a `.quarry-artifacts-*`
+//! directory under the destination, removed when the [`StagedArtifacts`] is dropped. A wheel's
+//! platform tag is the caller's choice; `quarry package` takes `ROCM_SDK_WHEEL_PLATFORM_TAG`,
+//! else [`artifacts_platform`] (the first shared library of the staged artifacts: a PE DLL
+//! gives `win_amd64`), else the host's.
 
 mod control;
 mod log;

@@ -1,3 +1,15 @@
+//! `quarry index`: bring a store's indexes up to date, from the command line.
+//!
+//! Without `--key`, every scope under `--prefix` is reconciled whole: [`discover_scopes`] finds
+//! the repo roots and run listings from one listing (a prefix that is itself a root is taken as
+//! it is), and each is refreshed through [`Indexer::refresh_with`] (`--force` republishes every
+//! page). `--key KEY` (repeatable) does what that key's store event would: only the scopes it
+//! makes stale ([`Scope::affected_by`]). `--full` reconciles each scope and audits it, repairing
+//! what the store contradicts (`quarry_index::reconcile`). `--check` changes nothing: it audits
+//! each root as a client sees it. A scope that fails is logged and the others still go; the
+//! command then exits 1, as it does when `--full` leaves a problem or `--check` finds one.
+//! Reports go to stdout (`--json` or text); the store operations used go to the log.
+
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::sync::Arc;

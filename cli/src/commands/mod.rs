@@ -1,3 +1,13 @@
+//! The `quarry` commands, one module each: clap arguments turned into a library's options,
+//! environment lookups, progress, then printing. Logic found here belongs in a library.
+//!
+//! Output: [`print`] writes a report to stdout as pretty JSON with `--json`, else its `Display`
+//! text; logs go to stderr ([`init_logging`]); `$GITHUB_OUTPUT` and step summaries go through
+//! [`append_to_github_file`]. Exit codes ([`exit_code`]): 0 success; 1 the work failed; 2 bad
+//! input, when any cause in the error's chain is a [`UsageError`], a `TopologyError`, a
+//! `CiError` or a server `ConfigError` that is bad input (clap exits 2 on a bad command line by
+//! itself).
+
 mod args;
 mod artifacts;
 mod ci;

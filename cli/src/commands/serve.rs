@@ -1,3 +1,13 @@
+//! `quarry serve`: the embedded index server over a store (a directory by default).
+//!
+//! The layout is loaded, the settings resolved (flag, `QUARRY_*` variable, `quarry.toml`,
+//! default) and the store opened; opening catches up first (`quarry_index_server::catch_up`):
+//! every root and run listing [`quarry_index::discover_scopes`] finds is refreshed, since files
+//! may have landed while no server ran, and one that fails is logged and served as it is. Only
+//! then is the address bound and its URL printed on stdout. Ctrl-C (SIGTERM on Unix, the console
+//! events on Windows) stops accepting and lets requests in progress finish; connections still
+//! open after 10 s are dropped.
+
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -10,6 +10,12 @@
 //! deleted only under the root's prefix, so a file of the same name in another root (a run, a
 //! channel it was promoted from or to) is never touched. The reindex retires apt `by-hash/` and
 //! dnf `repodata/` generations as any reindex does: kept for the grace period, then collected.
+//!
+//! A version whose version string does not parse, or whose `upload-time` does not, is always
+//! kept (with that reason). The markers go in first (one batch), then the root and every view
+//! of it are republished without the marked files, then each file is deleted with its
+//! sidecars and each marker only after its file, so an interrupted prune leaves no file
+//! unmarked that a page no longer names. A dry run only reports.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;

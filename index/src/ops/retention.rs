@@ -9,6 +9,16 @@
 //! files does not make an old run young again. A run holding nothing else is aged by all of its
 //! objects. Nothing outside the selected run prefixes is deleted; the reindex only writes where
 //! a remaining root's state says so.
+//!
+//! [`select`]: `older_than` takes runs whose newest upload is older; `keep_last` keeps the N
+//! newest runs of each platform; with both rules, a run goes only if both select it. A selected
+//! run is deleted in waves, pages before what they name (its artifact listings, its repos'
+//! entry points, their other pages, then the uploads and their `.metadata`), its state objects
+//! last, listed again for anything written meanwhile (up to three passes). Then every remaining
+//! root under the prefix is reindexed, which collects the retired apt/dnf outputs past their
+//! grace period; a signed repo is left alone when no signing key is configured. A dry run
+//! changes nothing: it reports the runs it would delete and what the reindexes would collect. A
+//! run or root that fails is reported and the rest go on.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,6 +1,13 @@
 //! Reading one distribution file into an [`Entry`]: its sha256 (store metadata, or streamed
 //! once) and what its format needs from inside it (wheel METADATA by ranged reads, an sdist's
 //! PKG-INFO, a `.deb`'s control stanza, an `.rpm`'s header).
+//!
+//! A reindex inspects its new files in batches, each batch a task of its own so hashing and parsing
+//! use every worker thread (`Indexer::inspect_batched`); inside a batch (`inspect_many`) the wheels
+//! and sdists whose sha256 the listing lacks are read with one [`Store::head_and_read_many`] per 64
+//! files (`READ_BATCH`), one of at most 4 MiB with no recorded sha256 coming whole with its
+//! metadata. A `.deb` or `.rpm` ([`super::native`]) up to 64 MiB costs exactly one GET (its MD5 and
+//! SHA-1 are needed anyway); a larger one a HEAD and, with a recorded sha256, ranged reads only.
 
 use std::collections::HashMap;
 use std::sync::Arc;

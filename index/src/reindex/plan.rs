@@ -2,6 +2,14 @@
 //! new files found, decide the state to commit, the outputs to write stage by stage
 //! ([`Stage`]), and the outputs to delete once that state is committed. No store access: the
 //! publish loop (`publish.rs`) reads, calls [`plan`], then writes what it says.
+//!
+//! Deletions name pages first, then the `.metadata` sidecars they name, so no page is left
+//! pointing at a deleted sidecar. apt and dnf content-addressed outputs (`by-hash/` copies,
+//! `repodata/<sha>-…`) that the new state no longer lists move to its `retired` map and are
+//! deleted only once `QUARRY_GRACE_SECONDS` (a day by default) have passed, so a client holding
+//! an older `InRelease` or `repomd.xml` can still fetch what it names. Their `generated` time
+//! moves only when the entries change, so an unchanged repo renders and signs to the same bytes
+//! and writes nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -3,6 +3,20 @@
 //! conditionally commit the state → delete what it no longer lists. A conflict on the commit
 //! means another indexer moved the state: start over and republish everything this call
 //! wrote, so the last successful commit always follows a full publish of its own pages.
+//!
+//! Outputs go out by [`Stage`](crate::render::pip::Stage), every output of one stage before any
+//! of the next, and only those whose bytes changed: new `.metadata` sidecars and
+//! content-addressed objects (`-variants.json`, apt `by-hash/`, dnf `repodata/<sha>-…`), then the
+//! indices (pip project pages, apt `Packages`), then what points at them (`simple/index.*`, the
+//! find-links `index.html`, apt `Release`), then detached signatures, then the entry points
+//! (`InRelease`, `repomd.xml`). Then the state is committed with `If-Match` (`If-None-Match` when
+//! new), then stale outputs are deleted.
+//!
+//! A store whose conditional puts are not atomic ([`ConditionalWrites::Verify`]: moto, s3s-fs;
+//! `S3Store` takes Amazon S3 as atomic and any `AWS_ENDPOINT_URL` as verify) gets every commit
+//! read back by one more pass: if another writer's state replaced it, that pass republishes this
+//! call's pages from the current listing. A store that ignores them
+//! ([`ConditionalWrites::Unsupported`]) is refused (`IndexError::UnsafeStore`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

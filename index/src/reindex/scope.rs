@@ -1,6 +1,13 @@
 //! What one refresh brings up to date ([`Scope`]: a repo root or a run listing), which scope a
 //! changed key belongs to, and the one dispatch every caller uses ([`Indexer::refresh`]): the
-//! Lambda per event, `quarry index` and the server's catch-up per discovered scope.
+//! Lambda per event, `quarry index` and the server's catch-up per discovered scope (`quarry gc`
+//! reindexes the roots it leaves through [`Indexer::reindex`]).
+//!
+//! A distribution file or its yank marker belongs to its pip project ([`Scope::Project`]; the
+//! whole root when its name does not parse), a `.deb` or `.rpm` to its apt or dnf root, any
+//! other object in a run directory to that directory's listing and its parents'. An output of the
+//! indexer (pages, sidecars, state objects, listing pages and caches) belongs to no scope, so
+//! its own writes never trigger indexing and an event never recurses.
 
 use std::fmt;
 

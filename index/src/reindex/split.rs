@@ -11,6 +11,14 @@
 //! is not the one the manifest records, or a manifest that is missing or of the old format,
 //! makes it reconcile the whole root instead ([`Indexer::attempt_split`]), which lists the
 //! root, reads every project's object and writes those that changed, then the manifest.
+//!
+//! The whole-root pass commits the changed project objects in `Store::put_many` batches, each
+//! put conditional on the object it read, and the manifest only once every one is committed. A
+//! project's event costs the same store operations whatever the root's size: the manifest and
+//! the project's object, its prefix listings, its new files' reads, its pages, its object's
+//! commit, the manifest only when a root page changed; measured at 10 operations (13 with the
+//! find-links page, which it reads to splice and rewrites whole: the one O(root) output;
+//! `scale_tests.rs` asserts equal counts at 1,000 and 20,000 files).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -13,6 +13,16 @@
 //! ([`Indexer::reindex_before_removal`]), then deletes them, then reindexes the generic root.
 //! A file deleted otherwise (by hand, a lifecycle rule; the Lambda then gets the delete event)
 //! is named by the views' pages until the generic root's reindex refreshes them.
+//!
+//! A view's pages link a generic file as [`href_between`] the two roots plus its name, with the
+//! generic root's hash and sidecar; a file of the same name the view holds itself wins and is
+//! listed once, as the view's. [`Indexer::run`] refreshes the views after their generic root:
+//! whole after a whole reindex, that project only after a project's event. The views are
+//! found in the store by [`views_of`], one delimiter listing per `{placeholder}` level of each
+//! rule naming the generic root ([`roots_of_rule`]). A view's own project event reads only the
+//! generic root's manifest and that project's object (`project_source`), so it costs the same
+//! whatever either root holds; a view with its find-links page on (which lists every generic
+//! file), or over a generic root whose state is not split, is reconciled whole instead.
 
 use quarry_layout::config::{Layout, RootKind, RootRule};
 use quarry_store::{Store, StoreError, StoreExt};

@@ -10,15 +10,29 @@
 //!
 //! - gzip: one member per chunk (`gzip -n`-like, level 6), concatenated. apt, zlib and dnf
 //!   (libsolv) read multi-member gzip (bench/RESULTS.md). Each member's header carries an
-//!   extra field (`Qc`: the chunk's sha256 and the deflate data's length), which readers skip
-//!   and a reindex reads to learn the previous members without inflating them.
+//!   extra field (`Qc`: the chunk's [`ChunkId`], that is the sha256 of its text, its package
+//!   count and the first package's sha256 prefix; the deflate data's length; and the text
+//!   [`FORMAT`]), which readers skip and a reindex reads to learn the previous members without
+//!   inflating them. A member of another format, or without the field, teaches nothing: its
+//!   chunk is compressed again. Bump [`FORMAT`] whenever a package's text or the order of the
+//!   packages changes.
 //! - xz: ONE stream holding one block per chunk (apt 2.6 reads only the first of several
 //!   streams): each chunk is xz-compressed alone, its block lifted out of that stream and the
-//!   blocks framed with a stream header, index and footer written here.
+//!   blocks framed with a stream header, index and footer written here. Each block's LZMA2
+//!   dictionary is the smallest power of two holding its chunk (4 KiB to the preset's 4 MiB),
+//!   so the encoder does not allocate and clear the preset's match-finder tables per chunk.
 //!
-//! A [`ChunkCache`] holds compressed chunks by the sha256 of their uncompressed bytes. It is
-//! filled from the previous outputs (as the state's sha256 of them proves them to be), and a
-//! render reuses whatever chunk it finds there: the bytes are the same as compressing it again.
+//! A [`ChunkCache`] holds compressed chunks by [`ChunkId`]. It is filled from the previous
+//! outputs (read back only while their sha256 is the one the state recorded), and a render
+//! reuses whatever chunk it finds there: the bytes are the same as compressing it again, so a
+//! `+1` compresses a few chunks and still equals a from-scratch render. A document is rendered
+//! into one buffer by a [`Chunker`], which cuts it into [`Chunks`] (spans of that buffer). A dnf
+//! document may also take a chunk of the previous render whole, unrendered
+//! ([`Chunker::reuse`]), where a chunk starts and the previous document's chunk there holds the
+//! same run of unchanged packages (`dnf::old_places`); its text is inflated only for the
+//! document's open checksum ([`ChunkCache::open_digest`], which checks each member against its
+//! CRC and length too). The chunks every document lacks are compressed at once on up to
+//! `WORKERS` (4) threads.
 
 use std::collections::HashMap;
 use std::io::Write as _;

@@ -4,6 +4,15 @@
 //! The XML follows createrepo_c's (namespaces, element order, primary file rules). Each
 //! document is gzipped as one member per content-defined chunk ([`crate::render::chunked`]), so a
 //! reindex compresses only what changed.
+//!
+//! Packages are ordered by name, EVR (rpm's order), arch and file name, read from the start of
+//! each record's stored text, or through [`Payload::view`](crate::state::Payload::view) when that
+//! text holds an escape, without parsing the whole record. With the previous state and its
+//! documents' chunks at hand, `old_places` gives each unchanged package its place in the old
+//! order (the new order without what was added or changed, with what was removed or changed
+//! merged back), and a chunk of the previous document holding the same run of unchanged packages
+//! is taken whole, unrendered ([`crate::render::chunked::Chunker::reuse`]). So a `+1 .rpm` parses
+//! and renders the records of a chunk or two per document, not of every package.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};

@@ -1,4 +1,12 @@
 //! Rendering every pip index format from a repo state. Pure: same state, same bytes.
+//!
+//! [`render_parts`] renders the pages [`Parts`] names beside every project's own (a project's event
+//! renders only that project's pages), and [`splice_find_links`] replaces one project's rows in a
+//! stored find-links page, so an event does not read the other projects. The find-links
+//! `index.html` is the one page that grows with the root; it is written only where the root's
+//! option is on: a root no layout rule matches (a run's) always, a rule's root only with
+//! `find_links = true`, `IndexConfig::find_links` overriding both. Where it is off, a page left
+//! from before is deleted by the next reindex.
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,22 @@
 //! A root's state object in the store: read by readers ([`read_state`]) and by the indexer
 //! (with its ETag, for the conditional commit), and committed with `If-Match` /
 //! `If-None-Match`.
+//!
+//! apt and dnf roots keep one state object. A pip root's state is split ([`SPLIT_VERSION`] 2): a
+//! small manifest at the state key (`.quarry-index.json`: the hashes of the root's own pages and
+//! the files no project claims) and one object per project, `.quarry-index/{project}.json`
+//! ([`PROJECTS_DIR`]), each committed with its own condition. [`read_state`] still returns the
+//! whole logical state (the manifest merged with every project's object) to every reader (promote,
+//! prune, origins, the audit, the server's pages, …). A version-1 pip state (one object) is read as
+//! it is and migrates in the root's first whole-root commit (`Indexer::attempt_split`).
+//!
+//! Big states: the indexer parses an apt or dnf state object of 256 KiB or more in two halves on
+//! two threads (a scanner cuts the JSON between two entries near the middle into two whole
+//! objects); anything the scanner does not expect, or a half that fails, goes to the one-thread
+//! parse, which gives the same state or the same error (the fuzz target `state_halves`, through
+//! [`check_halves`], checks that whatever the halves accept the whole parse gives alike). A state
+//! of 1,000 entries or more is written as two halves on two threads, spliced into exactly the bytes
+//! `serde_json::to_vec` writes for it whole.
 
 use std::collections::BTreeMap;
 

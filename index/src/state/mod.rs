@@ -3,6 +3,16 @@
 //! The state wing: [`RepoState`] (this file), its object in the store ([`io`]: read, split per
 //! project, committed with conditions), and the roots it is kept for ([`root`]: where a key's
 //! root is, what names a root writes). Pure but for [`io`].
+//!
+//! State objects lie at a root: `.quarry-index.json` (a pip root's manifest) with
+//! `.quarry-index/{project}.json`, `.quarry-apt.json`, `.quarry-dnf.json`; run listings have none
+//! (their writer lists again until page and listing agree, `render::listing`). An entry's deb
+//! control and rpm header are shared ([`Arc`]), so carrying unchanged entries into the next state
+//! copies nothing. An rpm's header record is a [`Payload`]: the JSON text as read, parsed on first
+//! use and written back as the same text, so a `+1 .rpm` reads the records of the packages it
+//! renders, not all of them. A record that does not parse is reported as
+//! `IndexError::DamagedState`, and the reindex starts over from an empty state, reading every file
+//! again.
 
 pub mod io;
 pub mod root;
@@ -189,8 +199,10 @@ pub struct Rejected {
     pub reason: String,
 }
 
-/// One root's state, stored as JSON at `<root>/.quarry-index.json`. It is the commit point:
-/// outputs are written before it, and it is replaced only with a conditional put.
+/// One root's state, stored as JSON at the root's state key (`.quarry-index.json`,
+/// `.quarry-apt.json`, `.quarry-dnf.json`; a pip root's split into a manifest and one object per
+/// project, [`io`]). It is the commit point: outputs are written before it, and it is replaced
+/// only with a conditional put.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct RepoState {
