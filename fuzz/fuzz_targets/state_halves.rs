@@ -1,4 +1,4 @@
-//! The index state's two-half parse (`index/src/state_io.rs`): its scanner cuts the JSON
+//! The index state's two-half parse (`index/src/state/io.rs`): its scanner cuts the JSON
 //! between two entries without parsing it, so whatever it accepts must be exactly what the
 //! one-thread parse gives for the same bytes.
 #![no_main]
