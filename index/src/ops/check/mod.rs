@@ -78,50 +78,98 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
     let Some(state) = committed_state(store, root, files.len(), &mut report).await? else {
         return Ok(report);
     };
-
-    // The find-links page: every link resolves, and every indexed file is on it.
-    let mut page_for_project: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    // A root whose find-links page is off (`find_links = false`) has none to check.
-    let has_find_links = state.outputs.contains_key(&format!("{root}index.html"));
-    let find_links =
-        if has_find_links { read_page(store, root, "index.html", &mut report).await? } else { String::new() };
-    let mut on_find_links = BTreeSet::new();
     // A per-family view's links into its generic root are checked there.
     let view = crate::reindex::view::source_for(store, quarry_layout::config::configured(), root).await?;
     let ctx = Ctx { store, root, present: &present, state: &state, view: view.as_ref() };
-    for a in anchors(&find_links) {
-        check_file_link(&ctx, &a, &a.href, "index.html", &mut report).await?;
-        on_find_links.insert(a.href.clone());
-    }
+    // A root whose find-links page is off (`find_links = false`) has none to check.
+    let find_links = match state.outputs.contains_key(&format!("{root}index.html")) {
+        true => Some(check_find_links(&ctx, &mut report).await?),
+        false => None,
+    };
+    let html = check_simple_pages(&ctx, false, &mut report).await?;
+    check_unlinked_projects(&ctx, &html, &mut report).await?;
+    // (`pages` counts the HTML pages.)
+    let html_pages = report.pages;
+    let json = check_simple_pages(&ctx, true, &mut report).await?;
+    report.pages = html_pages;
+    check_coverage(&state, &files, &Linked { find_links, html, json }, &mut report);
+    Ok(report)
+}
 
-    // The simple index and each project page.
-    let simple = read_page(store, root, "simple/index.html", &mut report).await?;
-    for a in anchors(&simple) {
-        let Some(project) = a.href.strip_suffix('/') else {
-            report.problems.push(format!("simple/index.html: link {:?} is not a project directory", a.href));
-            continue;
-        };
-        let page_path = format!("simple/{project}/index.html");
-        let page = read_linked(store, root, "simple/index.html", &page_path, &mut report).await?;
-        let linked = page_for_project.entry(project.to_owned()).or_default();
-        for a in anchors(&page) {
+/// The files each kind of page links to: the find-links page's (when it has one), and per
+/// project its HTML and its JSON page's.
+struct Linked {
+    find_links: Option<BTreeSet<String>>,
+    html: BTreeMap<String, BTreeSet<String>>,
+    json: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// The find-links page: every link resolves. Returns the files it links to.
+async fn check_find_links(ctx: &Ctx<'_>, report: &mut CheckReport) -> Result<BTreeSet<String>, StoreError> {
+    let page = read_page(ctx.store, ctx.root, "index.html", None, report).await?;
+    let mut linked = BTreeSet::new();
+    for a in anchors(&page) {
+        check_file_link(ctx, &a, &a.href, "index.html", report).await?;
+        linked.insert(a.href.clone());
+    }
+    Ok(linked)
+}
+
+/// The simple index and each project page it links to, as pip reads them (HTML) or as uv and
+/// pip negotiating JSON read them (PEP 691, `json`): every link resolves. Returns the files
+/// each project's page links to.
+async fn check_simple_pages(
+    ctx: &Ctx<'_>,
+    json: bool,
+    report: &mut CheckReport,
+) -> Result<BTreeMap<String, BTreeSet<String>>, StoreError> {
+    let (index, name) = if json { ("simple/index.json", "index.json") } else { ("simple/index.html", "index.html") };
+    let text = read_page(ctx.store, ctx.root, index, None, report).await?;
+    let projects: Vec<String> = if json {
+        json_project_names(&text, index, report)
+    } else {
+        let mut projects = Vec::new();
+        for a in anchors(&text) {
+            match a.href.strip_suffix('/') {
+                Some(project) => projects.push(project.to_owned()),
+                None => report.problems.push(format!("{index}: link {:?} is not a project directory", a.href)),
+            }
+        }
+        projects
+    };
+    let mut linked_by_project: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for project in projects {
+        let page_path = format!("simple/{project}/{name}");
+        let page = read_page(ctx.store, ctx.root, &page_path, Some(index), report).await?;
+        let links = if json { json_file_links(&page, &page_path, report) } else { anchors(&page) };
+        let linked = linked_by_project.entry(project).or_default();
+        for a in links {
             let Some(file) = a.href.strip_prefix("../../") else {
-                report.problems.push(format!("{page_path}: link {:?} leaves the root's files", a.href));
+                let what = if json { "url" } else { "link" };
+                report.problems.push(format!("{page_path}: {what} {:?} leaves the root's files", a.href));
                 continue;
             };
-            check_file_link(&ctx, &a, file, &page_path, &mut report).await?;
+            check_file_link(ctx, &a, file, &page_path, report).await?;
             linked.insert(file.to_owned());
         }
     }
+    Ok(linked_by_project)
+}
 
-    // pip reads `simple/{project}/` without the simple index: a project page no longer linked
-    // from it (its project just removed, its deletion pending or failed) must not dangle either.
+/// pip reads `simple/{project}/` without the simple index: a project page no longer linked
+/// from it (its project just removed, its deletion pending or failed) must not dangle either.
+async fn check_unlinked_projects(
+    ctx: &Ctx<'_>,
+    linked: &BTreeMap<String, BTreeSet<String>>,
+    report: &mut CheckReport,
+) -> Result<(), StoreError> {
+    let (store, root, present) = (ctx.store, ctx.root, ctx.present);
     let listed_dirs = store.list_all(&format!("{root}simple/"), true).await?.common_prefixes;
     for dir in listed_dirs {
         let Some(project) = dir.strip_prefix(&format!("{root}simple/")).map(|d| d.trim_end_matches('/')) else {
             continue;
         };
-        if page_for_project.contains_key(project) {
+        if linked.contains_key(project) {
             continue;
         }
         for (page_path, json) in
@@ -132,14 +180,14 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e),
             };
-            let links = if json { json_file_links(&text, &page_path, &mut report) } else { anchors(&text) };
+            let links = if json { json_file_links(&text, &page_path, report) } else { anchors(&text) };
             for a in links {
                 // A view's link into its generic root is checked there.
                 let Some(file) = a.href.strip_prefix("../../").filter(|f| !f.starts_with("../")) else { continue };
-                if !exists(store, root, &present, file).await? {
+                if !exists(store, root, present, file).await? {
                     report.problems.push(format!("{page_path} (on no simple index) {MISSING_FILE} {file}"));
                 }
-                if a.core_metadata && !exists(store, root, &present, &format!("{file}{METADATA_SUFFIX}")).await? {
+                if a.core_metadata && !exists(store, root, present, &format!("{file}{METADATA_SUFFIX}")).await? {
                     report
                         .problems
                         .push(format!("{page_path} (on no simple index) {MISSING_METADATA} {file}{METADATA_SUFFIX}"));
@@ -147,28 +195,11 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
             }
         }
     }
+    Ok(())
+}
 
-    // The PEP 691 pages, as uv (and pip negotiating JSON) read them.
-    let mut json_for_project: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    // (`pages` counts the HTML pages.)
-    let html_pages = report.pages;
-    let simple_json = read_page(store, root, "simple/index.json", &mut report).await?;
-    for project in json_project_names(&simple_json, "simple/index.json", &mut report) {
-        let page_path = format!("simple/{project}/index.json");
-        let page = read_linked(store, root, "simple/index.json", &page_path, &mut report).await?;
-        let linked = json_for_project.entry(project).or_default();
-        for a in json_file_links(&page, &page_path, &mut report) {
-            let Some(file) = a.href.strip_prefix("../../") else {
-                report.problems.push(format!("{page_path}: url {:?} leaves the root's files", a.href));
-                continue;
-            };
-            check_file_link(&ctx, &a, file, &page_path, &mut report).await?;
-            linked.insert(file.to_owned());
-        }
-    }
-    report.pages = html_pages;
-
-    // Coverage: every file in the listing is on the pages, or was refused with a reason.
+/// Coverage: every file in the listing is on the pages, or was refused with a reason.
+fn check_coverage(state: &RepoState, files: &BTreeSet<&String>, linked: &Linked, report: &mut CheckReport) {
     for file in files {
         if state.rejected.contains_key(file.as_str()) {
             continue;
@@ -177,26 +208,29 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
             report.problems.push(format!("{file} is in the listing but not in the committed state"));
             continue;
         }
-        if has_find_links && !on_find_links.contains(file.as_str()) {
+        if linked.find_links.as_ref().is_some_and(|on| !on.contains(file.as_str())) {
             report.problems.push(format!("{file} is missing from index.html"));
         }
         let project = file.parse::<DistFilename>().ok().map(|d| d.name().as_str().to_owned());
-        let listed = project.as_ref().and_then(|p| page_for_project.get(p)).is_some_and(|l| l.contains(file.as_str()));
-        if !listed {
+        let on = |pages: &BTreeMap<String, BTreeSet<String>>| {
+            project.as_ref().and_then(|p| pages.get(p)).is_some_and(|l| l.contains(file.as_str()))
+        };
+        if !on(&linked.html) {
             report.problems.push(format!("{file} is missing from its simple project page"));
         }
-        let in_json = project.as_ref().and_then(|p| json_for_project.get(p)).is_some_and(|l| l.contains(file.as_str()));
-        if !in_json {
+        if !on(&linked.json) {
             report.problems.push(format!("{file} is missing from its JSON project page"));
         }
     }
-    Ok(report)
 }
 
+/// A page of the root, counted; missing, it is reported: on its own, or (`from`: the page
+/// linking to it) as a dangling link.
 async fn read_page(
     store: &dyn Store,
     root: &RepoRoot,
     path: &str,
+    from: Option<&str>,
     report: &mut CheckReport,
 ) -> Result<String, StoreError> {
     let key = root.key(path)?;
@@ -206,29 +240,10 @@ async fn read_page(
             Ok(String::from_utf8_lossy(&bytes).into_owned())
         }
         Err(e) if e.is_not_found() => {
-            report.problems.push(format!("{path} is missing"));
-            Ok(String::new())
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// A page another page links to (`from`): missing, it is a dangling link.
-async fn read_linked(
-    store: &dyn Store,
-    root: &RepoRoot,
-    from: &str,
-    path: &str,
-    report: &mut CheckReport,
-) -> Result<String, StoreError> {
-    let key = root.key(path)?;
-    match store.get_bytes(&key, MAX_PAGE).await {
-        Ok((_, bytes)) => {
-            report.pages += 1;
-            Ok(String::from_utf8_lossy(&bytes).into_owned())
-        }
-        Err(e) if e.is_not_found() => {
-            report.problems.push(format!("{path} is missing and {from}{MISSING_LINKED}"));
+            match from {
+                Some(from) => report.problems.push(format!("{path} is missing and {from}{MISSING_LINKED}")),
+                None => report.problems.push(format!("{path} is missing")),
+            }
             Ok(String::new())
         }
         Err(e) => Err(e),
