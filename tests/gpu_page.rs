@@ -1,7 +1,8 @@
 //! "Which GPU do I have?" in headless Chromium: three known GPUs (by marketing name, PCI id
 //! and name again) get their gfx target, TheRock family and the run's install lines; an unknown
 //! one gets a clear "not known" with how to find out (`rocminfo`, `offload-arch`). A target
-//! the run has a `rocm-sdk-device` variant wheel for also gets uv's variant-aware install. The
+//! the run has a variant wheel for also gets uv's variant-aware install, and a generic wheel counts
+//! for every target (a run of a variant and a generic wheel is no "no packages" run). The
 //! JSON endpoint answers the same, and the run page links the page. Promoted to a channel, the
 //! page answers from the channel's family roots with `--index-url` lines.
 
@@ -166,4 +167,36 @@ async fn the_gpu_page_shows_family_and_install_lines_in_chromium() {
         format!("uv pip install --index-url {family_index} 'rocm[libraries,device-gfx942]'").as_str()
     );
     server.stop().await;
+}
+
+/// A run whose only GPU-specific wheel is a gfx942 variant of `rocm-sdk-device`, beside a
+/// generic wheel: the page says both count (no "no packages"), gives the variant-aware line for
+/// gfx942 and the generic wheel's install line for every target.
+#[tokio::test(flavor = "multi_thread")]
+async fn generic_and_variant_wheels_count_on_the_gpu_page() {
+    let server = TestServer::start().await;
+    let run = "22-linux";
+    let root = format!("{run}/python/");
+    let generic = WheelSpec::new("demo-tool", "1.0");
+    let (status, body) = server.upload_bytes(&format!("{root}{}", generic.filename()), generic.build()).await;
+    assert_eq!(status, 201, "{body}");
+    let (filename, body) =
+        crate::variants::wheel(Some("gfx942"), Some(crate::variants::variant_json("gfx942", &["gfx942"])));
+    assert_eq!(server.upload_bytes(&format!("{root}{filename}"), body).await.0, 201, "{filename}");
+    let pip = format!("{}{root}", server.url);
+    let page = |q: &str| format!("{}-/gpu/{run}/?q={q}", server.url);
+
+    let dom = chromium_dom(&page("gfx942")).await;
+    assert!(!dom.contains("has no packages"), "{dom}");
+    assert_eq!(by_id(&dom, "install-pip-gfx942"), format!("pip install --find-links {pip} demo-tool"));
+    assert_eq!(
+        by_id(&dom, "install-uv-variants-gfx942"),
+        format!("uv pip install --preview-features wheel-variants --index-url {pip}simple/ rocm-sdk-device")
+    );
+    assert!(by_id(&dom, "generic-gfx942").contains("demo-tool"), "{dom}");
+
+    let dom = chromium_dom(&page("gfx1100")).await;
+    assert!(!dom.contains("has no packages"), "a generic wheel installs on every GPU:\n{dom}");
+    assert_eq!(by_id(&dom, "install-pip-gfx1100"), format!("pip install --find-links {pip} demo-tool"));
+    assert!(!dom.contains("install-uv-variants-gfx1100"), "{dom}");
 }

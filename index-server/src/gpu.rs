@@ -112,10 +112,21 @@ pub(crate) struct InstallLines {
     pub(crate) uv: Option<String>,
     pub(crate) apt: Option<String>,
     pub(crate) dnf: Option<String>,
-    /// When the run has a `rocm-sdk-device` variant wheel (PEP 825) for the target: uv's
-    /// variant-aware install, which picks the wheel for the machine's GPU itself.
+    /// When the run has variant wheels (PEP 825) labelled with the target: uv's variant-aware
+    /// install of their projects, which picks the wheel for the machine's GPU itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) uv_variants: Option<String>,
+    /// Projects of the run that are not TheRock's and have no GPU-specific wheel: they install
+    /// on every GPU (`pip`/`uv` install them when the run has no ROCm packages for the target).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) generic: Vec<String>,
+}
+
+impl InstallLines {
+    /// Whether anything installs on the target.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pip.is_none() && self.uv_variants.is_none() && self.apt.is_none() && self.dnf.is_none()
+    }
 }
 
 /// What the page and the JSON say about one gfx target.
@@ -142,8 +153,11 @@ struct RunPackages {
     /// `--find-links`.
     index_url: bool,
     pip_projects: BTreeSet<String>,
-    /// The variant labels of the run's `rocm-sdk-device` wheels (`quarry package python --variants`).
-    device_variants: BTreeSet<String>,
+    /// Per variant label (a gfx target for the wheels `quarry package python --variants`
+    /// builds), the projects with a wheel of that label.
+    variants: BTreeMap<String, BTreeSet<String>>,
+    /// Projects that are none of TheRock's distributions and have no labelled wheel.
+    generic: BTreeSet<String>,
     apt: BTreeSet<String>,
     dnf: BTreeSet<String>,
 }
@@ -193,19 +207,28 @@ async fn channel_answers(
 }
 
 impl RunPackages {
-    /// A pip root's project names and `rocm-sdk-device` variant labels.
+    /// A pip root's project names, variant wheels by label, and generic projects.
     fn add_pip(&mut self, pip: &RepoState) {
+        use quarry_packaging::therock::wheels::DistKind;
+        let mut labelled = BTreeSet::new();
+        let mut others = BTreeSet::new();
         for name in pip.entries.keys() {
-            if let Ok(dist) = name.parse::<quarry_packaging::DistFilename>() {
-                self.pip_projects.insert(dist.name().as_str().to_owned());
-                if let quarry_packaging::DistFilename::Wheel(w) = &dist
-                    && w.name.as_str() == DEVICE_VARIANTS_PROJECT
-                    && let Some(label) = &w.variant_label
-                {
-                    self.device_variants.insert(label.clone());
+            let Ok(dist) = name.parse::<quarry_packaging::DistFilename>() else { continue };
+            let project = dist.name().as_str().to_owned();
+            self.pip_projects.insert(project.clone());
+            match &dist {
+                quarry_packaging::DistFilename::Wheel(w) if w.variant_label.is_some() => {
+                    let label = w.variant_label.clone().unwrap_or_default();
+                    self.variants.entry(label).or_default().insert(project.clone());
+                    labelled.insert(project);
+                }
+                _ if project == ROCM_PROJECT || DistKind::from_project(&project).is_some() => {}
+                _ => {
+                    others.insert(project);
                 }
             }
         }
+        self.generic.extend(others.into_iter().filter(|p| !labelled.contains(p)));
     }
 
     /// The package names of an apt and a dnf root.
@@ -220,8 +243,8 @@ impl RunPackages {
     }
 }
 
-/// The project `quarry package python --variants` builds the device wheels as variants of.
-const DEVICE_VARIANTS_PROJECT: &str = "rocm-sdk-device";
+/// TheRock's `rocm` sdist, whose extras pull the distributions for a target.
+const ROCM_PROJECT: &str = "rocm";
 
 /// The shortest package name ending in `-{gfx}`: the target's metapackage.
 fn native_for<'a>(names: &'a BTreeSet<String>, gfx: &str) -> Option<&'a String> {
@@ -236,29 +259,30 @@ impl RunPackages {
             use quarry_packaging::therock::wheels::DistKind;
             let device = DistKind::Device(gfx.to_owned()).dist_name();
             let legacy = families.iter().map(|f| DistKind::Libraries(Some(f.to_ascii_lowercase())).dist_name());
-            let spec = if self.pip_projects.contains(&device) && self.pip_projects.contains("rocm") {
-                Some(format!("rocm[libraries,device-{gfx}]"))
+            let spec = if self.pip_projects.contains(&device) && self.pip_projects.contains(ROCM_PROJECT) {
+                Some(vec![format!("{ROCM_PROJECT}[libraries,device-{gfx}]")])
+            } else if let Some(legacy) = legacy.into_iter().find(|p| self.pip_projects.contains(p)) {
+                Some(vec![legacy])
             } else {
-                legacy.into_iter().find(|p| self.pip_projects.contains(p))
+                // No ROCm packages for the target: what installs on every GPU.
+                (!self.generic.is_empty()).then(|| self.generic.iter().cloned().collect())
             };
             let index = format!("{url}simple/");
             if let Some(spec) = spec {
                 let (flag, at) =
                     if self.index_url { ("--index-url", index.as_str()) } else { ("--find-links", url.as_str()) };
-                lines.pip = Some(shell_line(&["pip", "install", flag, at, &spec]));
-                lines.uv = Some(shell_line(&["uv", "pip", "install", flag, at, &spec]));
+                let specs = spec.iter().map(String::as_str);
+                lines.pip = Some(shell_line(
+                    &["pip", "install", flag, at].into_iter().chain(specs.clone()).collect::<Vec<_>>(),
+                ));
+                lines.uv =
+                    Some(shell_line(&["uv", "pip", "install", flag, at].into_iter().chain(specs).collect::<Vec<_>>()));
             }
-            if self.device_variants.contains(gfx) {
-                lines.uv_variants = Some(shell_line(&[
-                    "uv",
-                    "pip",
-                    "install",
-                    "--preview-features",
-                    "wheel-variants",
-                    "--index-url",
-                    &index,
-                    DEVICE_VARIANTS_PROJECT,
-                ]));
+            lines.generic = self.generic.iter().cloned().collect();
+            if let Some(projects) = self.variants.get(gfx) {
+                let install = ["uv", "pip", "install", "--preview-features", "wheel-variants", "--index-url", &index];
+                let all: Vec<&str> = install.into_iter().chain(projects.iter().map(String::as_str)).collect();
+                lines.uv_variants = Some(shell_line(&all));
             }
         }
         lines.apt = native_for(&self.apt, gfx).map(|p| shell_line(&["sudo", "apt-get", "install", p]));
@@ -476,7 +500,7 @@ mod tests {
         let packages = RunPackages {
             pip_url: Some("http://q/1-linux/python/".into()),
             pip_projects: ["rocm", "rocm-sdk-device", "rocm-sdk-device-gfx942"].into_iter().map(Into::into).collect(),
-            device_variants: ["gfx942".to_owned()].into(),
+            variants: [("gfx942".to_owned(), ["rocm-sdk-device".to_owned()].into())].into(),
             ..RunPackages::default()
         };
         assert_eq!(
@@ -486,5 +510,34 @@ mod tests {
             )
         );
         assert_eq!(answer("gfx1100", &packages).install.uv_variants, None, "no gfx1100 variant wheel");
+    }
+
+    #[test]
+    fn generic_and_variant_wheels_count_for_a_target() {
+        // A variant wheel for gfx942 and a generic wheel, no extras-based device wheel.
+        let packages = RunPackages {
+            pip_url: Some("http://q/1-linux/python/".into()),
+            pip_projects: ["rocm-sdk-device", "rocm-sdk-core", "demo-tool"].into_iter().map(Into::into).collect(),
+            variants: [("gfx942".to_owned(), ["rocm-sdk-device".to_owned()].into())].into(),
+            generic: ["demo-tool".to_owned()].into(),
+            ..RunPackages::default()
+        };
+        let a = answer("gfx942", &packages).install;
+        assert!(!a.is_empty(), "the run has packages for gfx942");
+        assert_eq!(a.pip.as_deref(), Some("pip install --find-links http://q/1-linux/python/ demo-tool"));
+        assert_eq!(
+            a.uv_variants.as_deref(),
+            Some(
+                "uv pip install --preview-features wheel-variants --index-url http://q/1-linux/python/simple/ rocm-sdk-device"
+            )
+        );
+        assert_eq!(a.generic, ["demo-tool"]);
+        // Another target gets the generic wheel only.
+        let other = answer("gfx1100", &packages).install;
+        assert_eq!(other.pip.as_deref(), Some("pip install --find-links http://q/1-linux/python/ demo-tool"));
+        assert!(other.uv_variants.is_none());
+        // TheRock's own distributions are not generic: without them nothing installs.
+        let none = RunPackages { generic: BTreeSet::new(), variants: BTreeMap::new(), ..packages };
+        assert!(answer("gfx1100", &none).install.is_empty());
     }
 }
