@@ -322,3 +322,35 @@ async fn families_that_are_no_names_of_the_topology_are_refused() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert_eq!(snapshot(&store), before, "a refused promotion changed the store");
 }
+
+/// One name, one content per channel: a generic wheel the channel holds in a family's root is
+/// refused when another run brings other bytes under its name for another of the channel's
+/// roots (here its top root: that run has no family wheels), naming both; nothing changes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_name_the_channel_holds_elsewhere_with_other_bytes_is_refused() {
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = store_dir.path().to_path_buf();
+    let s = store.display().to_string();
+    let core = WheelSpec::new("rocm-sdk-core", "7.1.0");
+    let family = WheelSpec::new("rocm-sdk-libraries-gfx94X-dcgpu", "7.1.0").requires("rocm-sdk-core==7.1.0");
+    let other_core = WheelSpec::new("rocm-sdk-core", "7.1.0").requires("numpy");
+    assert_eq!(core.filename(), other_core.filename());
+    assert_ne!(core.build(), other_core.build());
+    for spec in [&core, &family] {
+        plant(&store, &format!("701-linux/python/{}", spec.filename()), &spec.build());
+    }
+    plant(&store, &format!("702-linux/python/{}", other_core.filename()), &other_core.build());
+    assert_success(&quarry(&["index", &s]).await, "quarry index");
+    assert_success(&quarry(&["promote", "--from", "701-linux", "--to", "chan", "--store", &s]).await, "promote 701");
+    let held = format!("chan/python/gfx94X-dcgpu/{}", core.filename());
+    assert!(store.join(&held).is_file(), "the generic wheel went to the family's root");
+
+    let before = snapshot(&store);
+    let out = quarry(&["promote", "--from", "702-linux", "--to", "chan", "--store", &s]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains(&held) && said.contains(&format!("702-linux/python/{}", core.filename())), "{said}");
+    assert_eq!(snapshot(&store), before, "a refused promotion changed the store");
+    // The same bytes are no conflict: promoting 701 again copies nothing new.
+    assert_success(&quarry(&["promote", "--from", "701-linux", "--to", "chan", "--store", &s]).await, "again");
+}

@@ -7,8 +7,9 @@
 //! list), an apt root and a dnf root per architecture. Families come from the topology's map,
 //! never from a wheel's name or a run's directory alone: a name the map does not know is
 //! refused ([`PromoteError::BadInput`]). Every target is checked before any is copied (same
-//! bytes: skipped; other bytes under the same name: the whole promotion is refused, nothing
-//! changed); every copy lands before any root is reindexed, apt and dnf first, a generic root
+//! bytes: skipped; other bytes under the same name, at the target or in any other pip root of
+//! the channel: the whole promotion is refused, nothing changed: one name, one content per
+//! channel); every copy lands before any root is reindexed, apt and dnf first, a generic root
 //! before the views that list it, so no page names a file that is not there yet.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -316,7 +317,7 @@ pub async fn promote(indexer: &Indexer, p: &Promotion<'_>) -> Result<PromoteRepo
     }
     let planned = plan(p, run, &files)?;
     let known = run_entries(indexer, &files).await?;
-    let mut copies = check(store.as_ref(), &planned, &known).await?;
+    let mut copies = check(store.as_ref(), &planned, &known, &channel_pip_roots(p)).await?;
     let roots: BTreeSet<RepoRoot> = copies.iter().filter_map(|c| RepoRoot::for_key(&Key::new(&c.to).ok()?)).collect();
     if !p.dry_run {
         let source = provenance(store.as_ref(), run, &segment).await?;
@@ -378,17 +379,31 @@ pub async fn init_channel(indexer: &Indexer, p: &Promotion<'_>) -> Result<Promot
     Ok(PromoteReport { from: String::new(), to: p.to.to_owned(), dry_run: false, files: Vec::new(), roots })
 }
 
+/// Every pip root of the channel (its generic root, its top root, each family's): where a
+/// wheel's name may already live.
+fn channel_pip_roots(p: &Promotion<'_>) -> Vec<RepoRoot> {
+    let channel = ChannelRoots::new(p.to, p.layout);
+    let mut prefixes: BTreeSet<String> = p.families_map.keys().map(|f| channel.pip(Some(f))).collect();
+    prefixes.insert(channel.pip(None));
+    prefixes.extend(channel.generic());
+    prefixes.iter().filter_map(|prefix| RepoRoot::new(prefix).ok()).filter(|r| r.kind() == RepoKind::Pip).collect()
+}
+
 /// Every target checked before anything is copied: already there with the same bytes is
-/// `same`; other bytes under the name refuse the whole promotion. What the channel holds comes
-/// from one listing and one state read per root: a target's sha256 is its root's state's while
-/// the listed ETag is the one the state recorded; only a file the state does not know is HEADed.
+/// `same`; other bytes under the name refuse the whole promotion, and so does a wheel or sdist
+/// whose name lives in another pip root of the channel (`pip_roots`) with other bytes: one
+/// name, one content per channel. What the channel holds comes from one listing and one state
+/// read per root: a target's sha256 is its root's state's while the listed ETag is the one the
+/// state recorded; only a file the state does not know is HEADed.
 async fn check(
     store: &dyn Store,
     planned: &[(Key, Key)],
     known: &BTreeMap<String, Entry>,
+    pip_roots: &[RepoRoot],
 ) -> Result<Vec<Copied>, PromoteError> {
     let mut channel: BTreeMap<String, (ObjectMeta, Option<String>)> = BTreeMap::new();
-    let roots: BTreeSet<RepoRoot> = planned.iter().filter_map(|(_, to)| RepoRoot::for_key(to)).collect();
+    let mut roots: BTreeSet<RepoRoot> = planned.iter().filter_map(|(_, to)| RepoRoot::for_key(to)).collect();
+    roots.extend(pip_roots.iter().cloned());
     for root in &roots {
         let (prefix, recursive) = root.package_prefix();
         let listed = store.list_all(&prefix, !recursive).await.map_err(store_err(format!("listing {prefix}")))?;
@@ -413,10 +428,53 @@ async fn check(
         conflicts.extend(conflict);
         copies.push(copy);
     }
+    conflicts.extend(elsewhere_in_channel(store, &copies, &channel, pip_roots).await?);
     if !conflicts.is_empty() {
         return Err(PromoteError::Conflict(conflicts));
     }
     Ok(copies)
+}
+
+/// A channel file as listed, with its sha256 when its root's state vouches for it.
+type Held = (ObjectMeta, Option<String>);
+
+/// Wheels and sdists whose name the channel holds in another of its pip roots with other bytes.
+async fn elsewhere_in_channel(
+    store: &dyn Store,
+    copies: &[Copied],
+    channel: &BTreeMap<String, Held>,
+    pip_roots: &[RepoRoot],
+) -> Result<Vec<String>, PromoteError> {
+    let in_pip_root =
+        |key: &str| pip_roots.iter().any(|r| key.strip_prefix(r.as_str()).is_some_and(|f| !f.contains('/')));
+    let mut by_name: BTreeMap<&str, Vec<(&String, &Held)>> = BTreeMap::new();
+    for (key, there) in channel.iter().filter(|(key, _)| in_pip_root(key)) {
+        let name = key.rsplit('/').next().unwrap_or_default();
+        if DistFilename::has_dist_extension(name) {
+            by_name.entry(name).or_default().push((key, there));
+        }
+    }
+    let mut conflicts = Vec::new();
+    let mut reported = BTreeSet::new();
+    for copy in copies.iter().filter(|c| in_pip_root(&c.to)) {
+        let name = copy.to.rsplit('/').next().unwrap_or_default();
+        for (key, (object, sha)) in by_name.get(name).into_iter().flatten() {
+            if **key == copy.to || !reported.insert((*key).clone()) {
+                continue;
+            }
+            let (size, there_sha) = match sha {
+                Some(sha) => (object.size, sha.clone()),
+                None => sha_of(store, &object.key).await?,
+            };
+            if size != copy.size || there_sha != copy.sha256 {
+                conflicts.push(format!(
+                    "{} (the channel holds {name} as {key} with sha256 {there_sha}; the run's {} has {})",
+                    copy.to, copy.from, copy.sha256
+                ));
+            }
+        }
+    }
+    Ok(conflicts)
 }
 
 /// The size and sha256 of `key`: the stored checksum, else hashed while streaming the object.
@@ -592,10 +650,10 @@ mod tests {
             let key = |p: &str, n: &str| Key::new(format!("{p}/python/{n}-1.0.tar.gz")).unwrap();
             names.iter().map(|n| (key("9-linux", n), key("nightly", n))).collect()
         };
-        let copies = check(&store, &planned(&["a", "c"]), &known).await.unwrap();
+        let copies = check(&store, &planned(&["a", "c"]), &known, &[]).await.unwrap();
         let status: Vec<&str> = copies.iter().map(|c| c.status).collect();
         assert_eq!(status, ["same", "copy"]);
-        let err = check(&store, &planned(&["a", "b", "c"]), &known).await.unwrap_err();
+        let err = check(&store, &planned(&["a", "b", "c"]), &known, &[]).await.unwrap_err();
         assert!(err.to_string().contains("other bytes under 1 name(s)"), "{err}");
         assert!(err.to_string().contains("nightly/python/b-1.0.tar.gz"), "{err}");
     }
