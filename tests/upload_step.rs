@@ -305,3 +305,84 @@ async fn artifacts_copy_across_buckets_server_side() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("the source run is this run"), "{out:?}");
     server.stop().await;
 }
+
+/// A rerun uploads a rebuilt wheel (same name, other bytes) beside a new one: refused by default
+/// (non-zero, the stored bytes kept); with `--skip-existing` (twine's flag) the rebuilt wheel is
+/// left as stored, named on stderr and under `skipped` in `--json`, the new one is stored and
+/// the command succeeds. Into a local store directory and through a Quarry server.
+#[tokio::test(flavor = "multi_thread")]
+async fn reruns_with_other_bytes_fail_unless_skip_existing() {
+    let first = WheelSpec::new("rocm-sdk-core", "7.1.0");
+    let rebuilt = WheelSpec::new("rocm-sdk-core", "7.1.0").requires("numpy");
+    let new = WheelSpec::new("rocm-sdk-libraries", "7.1.0");
+    assert_eq!(first.filename(), rebuilt.filename());
+    assert_ne!(first.build(), rebuilt.build(), "other bytes under the same name");
+    let name = first.filename();
+    let tmp = tempfile::tempdir().unwrap();
+    let dist1 = tmp.path().join("run1/dist");
+    let dist2 = tmp.path().join("run2/dist");
+    std::fs::create_dir_all(&dist1).unwrap();
+    std::fs::create_dir_all(&dist2).unwrap();
+    first.write_to(&dist1);
+    rebuilt.write_to(&dist2);
+    new.write_to(&dist2);
+
+    // The upload as a rerun sees it, with the flags given; the output.
+    async fn upload(tmp: &Path, to: &str, dist: &Path, flags: &[&str]) -> std::process::Output {
+        let mut cmd = quarry(None, &[&["upload", "--json", "--to", to][..], flags].concat(), tmp);
+        cmd.arg(dist).env("QUARRY_TOKEN", TOKEN);
+        run(cmd, Duration::from_secs(60)).await
+    }
+    fn check_skipped(out: &std::process::Output, name: &str, new: &str, what: &str) {
+        assert_success(out, what);
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let skipped = summary["skipped"].as_array().unwrap();
+        assert_eq!(skipped.len(), 1, "{what}: {summary}");
+        assert!(skipped[0]["key"].as_str().unwrap().ends_with(name), "{what}: {summary}");
+        assert!(skipped[0]["reason"].as_str().unwrap().contains("sha256"), "{what}: {summary}");
+        let files: Vec<&str> =
+            summary["files"].as_array().unwrap().iter().map(|f| f["key"].as_str().unwrap()).collect();
+        assert!(files.len() == 1 && files[0].ends_with(new), "{what}: only the new wheel is stored: {summary}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(name) && stderr.contains("left as stored"), "{what}: said on stderr: {stderr}");
+    }
+
+    // A local store directory.
+    let store = tmp.path().join("store");
+    let to = format!("{}/77-linux/python/", store.display());
+    assert_success(&upload(tmp.path(), &to, &dist1, &[]).await, "first upload into DIR");
+    let stored = store.join("77-linux/python").join(&name);
+    assert_eq!(std::fs::read(&stored).unwrap(), first.build());
+    let refused = upload(tmp.path(), &to, &dist2, &[]).await;
+    assert!(!refused.status.success(), "other bytes under an existing name are refused by default");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains(&name), "the refusal names the file");
+    assert_eq!(std::fs::read(&stored).unwrap(), first.build(), "the stored bytes are kept");
+    let kept = upload(tmp.path(), &to, &dist2, &["--skip-existing"]).await;
+    check_skipped(&kept, &name, &new.filename(), "upload --skip-existing into DIR");
+    assert_eq!(std::fs::read(&stored).unwrap(), first.build(), "the stored bytes are unchanged");
+    let same = upload(tmp.path(), &to, &dist1, &["--skip-existing"]).await;
+    assert_success(&same, "the same bytes again");
+    let summary: serde_json::Value = serde_json::from_slice(&same.stdout).unwrap();
+    assert_eq!(summary["skipped"], serde_json::json!([]), "the same bytes are no skip: {summary}");
+    assert_eq!(summary["files"][0]["status"], "skipped", "the same bytes: unchanged, as before: {summary}");
+
+    // Through a server.
+    let server = TestServer::start().await;
+    let to = format!("{}77-linux/python/", server.root_url().trim_end_matches(quarry_tests::ROOT));
+    assert_success(&upload(tmp.path(), &to, &dist1, &[]).await, "first upload to the server");
+    let url = format!("{to}{name}");
+    let fetch = || async { reqwest::get(&url).await.unwrap().bytes().await.unwrap().to_vec() };
+    assert_eq!(fetch().await, first.build());
+    let refused = upload(tmp.path(), &to, &dist2, &[]).await;
+    assert!(!refused.status.success(), "a 409 fails the upload by default");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("409"), "{}", String::from_utf8_lossy(&refused.stderr));
+    let kept = upload(tmp.path(), &to, &dist2, &["--skip-existing"]).await;
+    check_skipped(&kept, &name, &new.filename(), "upload --skip-existing to the server");
+    assert_eq!(fetch().await, first.build(), "the server's bytes are unchanged");
+    let same = upload(tmp.path(), &to, &dist1, &["--skip-existing"]).await;
+    assert_success(&same, "the same bytes again, to the server");
+    let summary: serde_json::Value = serde_json::from_slice(&same.stdout).unwrap();
+    assert_eq!(summary["files"][0]["status"], "exists", "{summary}");
+    assert_eq!(summary["skipped"], serde_json::json!([]), "{summary}");
+    server.stop().await;
+}
