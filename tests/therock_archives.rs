@@ -5,8 +5,8 @@
 //!
 //! - Archives written TheRock's way by the real `tar` (pax), `zstd` and `xz` (no member for a
 //!   root, an empty root present only as its manifest line) are fetched by `quarry artifacts
-//!   fetch`, as artifact directories and `--bootstrap`: the trees match the sources byte for
-//!   byte, modes, symlinks, hard links and the empty root included.
+//!   fetch`, as artifact directories, `--bootstrap` and `--flatten`: the trees match the
+//!   sources byte for byte, modes, symlinks, hard links and the empty root included.
 //! - Archives `quarry artifacts push` wrote are read by a small reader here that applies
 //!   `ArtifactPopulator`'s rules (refusing, by name, a first member other than the manifest and
 //!   any member not strictly under a root), and its tree matches the sources.
@@ -171,6 +171,12 @@ async fn quarry_fetches_archives_written_the_therock_way() {
     assert!(boot.join(EMPTY_ROOT).is_dir(), "the empty root is created");
     assert_eq!(tree(&boot.join(EMPTY_ROOT)), Vec::<String>::new());
     assert!(boot.join(format!("{ROOT}.prebuilt")).is_file() && boot.join(format!("{EMPTY_ROOT}.prebuilt")).is_file());
+
+    let flat = tmp.path().join("flat");
+    let args = ["fetch", "--stage", "compiler", "--flatten", "--output-dir", flat.to_str().unwrap()];
+    let out = run(quarry_artifacts(tmp.path(), &args), T).await;
+    assert_success(&out, "artifacts fetch --flatten");
+    assert_eq!(tree(&flat), merged, "every root's contents merged into the output directory");
 }
 
 #[tokio::test(flavor = "multi_thread")]
