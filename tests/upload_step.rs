@@ -3,15 +3,19 @@
 //! `{external_repo}{run}-{platform}/python/{artifact_group}/` from `<dir>/dist`, the multi-arch
 //! `python/` with `kpack_split`, logs under `logs/{artifact_group}/` (raw ccache logs left out,
 //! profiling summaries also at the log root), `--dry-run` listing every key and writing
-//! nothing, directories uploaded to a server; and `quarry artifacts copy` from TheRock's
-//! bucket into a submodule repository's run in the external bucket, server-side.
+//! nothing, directories uploaded to a server; reruns that upload other bytes under an existing
+//! name, refused unless `--skip-existing` (a local store, S3, `quarry serve`); and `quarry
+//! artifacts copy` from TheRock's bucket into a submodule repository's run in the external
+//! bucket, server-side.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use quarry_store::{Key, S3Store, Store, StoreExt};
 use quarry_tests::s3::{S3Server, s3_client};
-use quarry_tests::{TOKEN, TestServer, WheelSpec, assert_success, quarry_bin, run, sha256_hex, workspace_root};
+use quarry_tests::{
+    ServedBinary, TOKEN, TestServer, WheelSpec, assert_success, quarry_bin, run, sha256_hex, workspace_root,
+};
 
 fn write(path: &Path, bytes: &[u8]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -304,4 +308,124 @@ async fn artifacts_copy_across_buckets_server_side() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("the source run is this run"), "{out:?}");
     server.stop().await;
+}
+
+/// Where a rerun's destination keeps the wheel, read back for comparison.
+enum Stored {
+    File(PathBuf),
+    Url(String),
+    S3(aws_sdk_s3::Client, String, String),
+}
+
+impl Stored {
+    async fn bytes(&self) -> Vec<u8> {
+        match self {
+            Stored::File(path) => std::fs::read(path).unwrap(),
+            Stored::Url(url) => reqwest::get(url).await.unwrap().bytes().await.unwrap().to_vec(),
+            Stored::S3(client, bucket, key) => {
+                let object = client.get_object().bucket(bucket).key(key).send().await.unwrap();
+                object.body.collect().await.unwrap().into_bytes().to_vec()
+            }
+        }
+    }
+}
+
+/// A rerun uploads a rebuilt wheel (same name, other bytes) beside a new one: refused by default
+/// (non-zero, the stored bytes kept); with `--skip-existing` (twine's flag) the rebuilt wheel is
+/// left as stored, named on stderr and under `skipped` in `--json`, the new one is stored and
+/// the command succeeds; the same bytes again are no skip. Into a local store directory, into
+/// S3 (s3s-fs) and through `quarry serve`.
+#[tokio::test(flavor = "multi_thread")]
+async fn reruns_with_other_bytes_fail_unless_skip_existing() {
+    let first = WheelSpec::new("rocm-sdk-core", "7.1.0");
+    let rebuilt = WheelSpec::new("rocm-sdk-core", "7.1.0").requires("numpy");
+    let new = WheelSpec::new("rocm-sdk-libraries", "7.1.0");
+    assert_eq!(first.filename(), rebuilt.filename());
+    assert_ne!(first.build(), rebuilt.build(), "other bytes under the same name");
+    let name = first.filename();
+    let tmp = tempfile::tempdir().unwrap();
+    let (dist1, dist2) = (tmp.path().join("run1/dist"), tmp.path().join("run2/dist"));
+    std::fs::create_dir_all(&dist1).unwrap();
+    std::fs::create_dir_all(&dist2).unwrap();
+    first.write_to(&dist1);
+    rebuilt.write_to(&dist2);
+    new.write_to(&dist2);
+
+    let store = tmp.path().join("store");
+    let s3 = S3Server::start_s3s_fs().await;
+    s3_client(&s3).create_bucket().bucket("reruns").send().await.expect("create bucket");
+    let token_file = tmp.path().join("tokens");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let mut cmd = tokio::process::Command::new(quarry_bin());
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--store"])
+        .arg(tmp.path().join("served"))
+        .arg("--token-file")
+        .arg(&token_file)
+        .current_dir(tmp.path())
+        .env_remove("QUARRY_TOKEN")
+        .env_remove("QUARRY_STORE")
+        .env_remove("QUARRY_PRIVATE")
+        .stderr(std::process::Stdio::null());
+    let mut served = ServedBinary::start(cmd).await;
+
+    let destinations = [
+        (
+            "a local store directory",
+            format!("{}/77-linux/python/", store.display()),
+            Stored::File(store.join("77-linux/python").join(&name)),
+            "skipped",
+            Vec::new(),
+        ),
+        (
+            "S3",
+            "s3://reruns/77-linux/python/".to_owned(),
+            Stored::S3(s3_client(&s3), "reruns".into(), format!("77-linux/python/{name}")),
+            "skipped",
+            s3.client_env(),
+        ),
+        (
+            "quarry serve",
+            format!("{}77-linux/python/", served.url),
+            Stored::Url(format!("{}77-linux/python/{name}", served.url)),
+            "exists",
+            Vec::new(),
+        ),
+    ];
+    for (what, to, stored, same_status, env) in &destinations {
+        let upload = |dist: &Path, flags: &[&str]| {
+            let mut cmd = quarry(None, &[&["upload", "--json", "--to", to.as_str()][..], flags].concat(), tmp.path());
+            cmd.arg(dist).env("QUARRY_TOKEN", TOKEN).envs(env.iter().cloned());
+            run(cmd, Duration::from_secs(60))
+        };
+        assert_success(&upload(&dist1, &[]).await, &format!("{what}: first upload"));
+        assert_eq!(stored.bytes().await, first.build(), "{what}");
+
+        let refused = upload(&dist2, &[]).await;
+        let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
+        assert!(!refused.status.success(), "{what}: other bytes under an existing name are refused by default");
+        assert!(stderr.contains(&name), "{what}: the refusal names the file: {stderr}");
+        assert_eq!(stored.bytes().await, first.build(), "{what}: the stored bytes are kept");
+
+        let kept = upload(&dist2, &["--skip-existing"]).await;
+        assert_success(&kept, &format!("{what}: upload --skip-existing"));
+        let summary: serde_json::Value = serde_json::from_slice(&kept.stdout).unwrap();
+        let skipped = summary["skipped"].as_array().unwrap();
+        assert_eq!(skipped.len(), 1, "{what}: {summary}");
+        assert!(skipped[0]["key"].as_str().unwrap().ends_with(&name), "{what}: {summary}");
+        assert!(skipped[0]["reason"].as_str().unwrap().contains("sha256"), "{what}: {summary}");
+        let files: Vec<&str> =
+            summary["files"].as_array().unwrap().iter().map(|f| f["key"].as_str().unwrap()).collect();
+        assert!(files.len() == 1 && files[0].ends_with(&new.filename()), "{what}: only the new wheel: {summary}");
+        let stderr = String::from_utf8_lossy(&kept.stderr);
+        assert!(stderr.contains(&name) && stderr.contains("left as stored"), "{what}: said on stderr: {stderr}");
+        assert_eq!(stored.bytes().await, first.build(), "{what}: the stored bytes are unchanged");
+
+        let same = upload(&dist1, &["--skip-existing"]).await;
+        assert_success(&same, &format!("{what}: the same bytes again"));
+        let summary: serde_json::Value = serde_json::from_slice(&same.stdout).unwrap();
+        assert_eq!(summary["skipped"], serde_json::json!([]), "{what}: the same bytes are no skip: {summary}");
+        assert_eq!(summary["files"][0]["status"], *same_status, "{what}: unchanged, as before: {summary}");
+    }
+    served.child.kill().await.ok();
+    s3.stop().await;
 }

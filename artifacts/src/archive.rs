@@ -1,6 +1,11 @@
-//! An artifact directory written as an archive: `artifact_manifest.txt` first, then every root
-//! the manifest names, each walked depth-first in byte order of names (TheRock walks in scandir
-//! order; sorted order makes the bytes reproducible). Owners are 0:0 without names, mtimes are
+//! An artifact directory written as an archive the way TheRock's `fileset_tool.py
+//! artifact-archive` writes one, so that TheRock's `ArtifactPopulator` (which refuses any member
+//! not strictly under a manifest root) extracts it: `artifact_manifest.txt` first, then what lies
+//! under every root the manifest names, each walked depth-first in byte order of names (TheRock
+//! walks in scandir order; sorted order makes the bytes reproducible). A root itself (and its
+//! parents) gets no member: an empty root is in the archive only as its manifest line, and the
+//! extractor creates every root the manifest names. Members are regular files, symlinks, hard
+//! links and directories, all strictly under a root. Owners are 0:0 without names, mtimes are
 //! one fixed time (`SOURCE_DATE_EPOCH` in the CLI), permission bits are kept, files sharing an
 //! inode become hard links. zstd is always written by the multi-threaded encoder, whose output
 //! does not depend on the number of workers.
@@ -106,7 +111,7 @@ pub fn write_archive<W: Write>(dir: &Path, out: W, opts: &ArchiveOptions) -> Res
     let mut header = walker.header(tar::EntryType::Regular, 0o644, manifest.len() as u64);
     tar.append_data(&mut header, MANIFEST, manifest.as_slice()).map_err(io_at(&manifest_path))?;
     for root in &roots {
-        walker.walk(&mut tar, &dir.join(root), root)?;
+        walker.children(&mut tar, &dir.join(root), root)?;
     }
     let encoder = tar.into_inner().map_err(ArtifactError::Read)?;
     let hashing = encoder.finish_into().map_err(ArtifactError::Read)?;
@@ -155,6 +160,23 @@ impl Walker<'_> {
         h
     }
 
+    /// The members under the directory `path` (archived as `name`), in byte order of names;
+    /// `name` itself gets no member (a manifest root never does).
+    fn children<T: Write>(&mut self, tar: &mut tar::Builder<T>, path: &Path, name: &str) -> Result<(), ArtifactError> {
+        let io_at = io_at(path);
+        let mut children: Vec<_> = fs::read_dir(path)
+            .map_err(io_at)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<Result<_, _>>()
+            .map_err(io_at)?;
+        children.sort();
+        for child in children {
+            let child_name = child.to_string_lossy().into_owned();
+            self.walk(tar, &path.join(&child), &format!("{name}/{child_name}"))?;
+        }
+        Ok(())
+    }
+
     fn walk<T: Write>(&mut self, tar: &mut tar::Builder<T>, path: &Path, name: &str) -> Result<(), ArtifactError> {
         let io_at = io_at(path);
         let meta = fs::symlink_metadata(path).map_err(io_at)?;
@@ -167,16 +189,7 @@ impl Walker<'_> {
         } else if kind.is_dir() {
             let mut h = self.header(tar::EntryType::Directory, mode_of(&meta, path) & 0o7777, 0);
             tar.append_data(&mut h, format!("{name}/"), io::empty()).map_err(io_at)?;
-            let mut children: Vec<_> = fs::read_dir(path)
-                .map_err(io_at)?
-                .map(|e| e.map(|e| e.file_name()))
-                .collect::<Result<_, _>>()
-                .map_err(io_at)?;
-            children.sort();
-            for child in children {
-                let child_name = child.to_string_lossy().into_owned();
-                self.walk(tar, &path.join(&child), &format!("{name}/{child_name}"))?;
-            }
+            self.children(tar, path, name)?;
         } else if kind.is_file() {
             let mode = mode_of(&meta, path) & 0o7777;
             if let Some(inode) = shared_inode(&meta) {

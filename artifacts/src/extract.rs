@@ -1,8 +1,10 @@
 //! Unpacking an artifact archive, checked member by member before anything is written:
 //!
 //! - the first member must be `artifact_manifest.txt` (≤ 1 MiB) naming relative roots;
-//! - every other member must be a root or lie under one, with no `..`, `.`, empty segment,
-//!   backslash or leading `/`;
+//! - every other member must lie under a root, with no `..`, `.`, empty segment, backslash or
+//!   leading `/` (a member for a root itself, which Quarry's archives carried before they
+//!   followed TheRock's rules, is accepted too); every root is created (tree and bootstrap
+//!   modes), members or not;
 //! - a symlink's target must stay inside the member's root, judged twice: as text (relative,
 //!   never climbing above the root: what Windows, which resolves `..` lexically, sees) and by
 //!   where it resolves when it is made ([`crate::resolve`]: the links already on disk followed
@@ -531,6 +533,7 @@ fn unpack_bounded<R: Read>(
         checked: HashSet::new(),
         links: PendingLinks { dest: dest.to_path_buf(), links: Vec::new() },
     };
+    unpacker.roots()?;
     let mut portable = limits.portable_names.then(PortableNames::default);
     for entry in entries {
         let mut entry = entry.map_err(ArtifactError::Read)?;
@@ -658,6 +661,21 @@ impl Unpacker<'_> {
         no_symlink_between(self.dest, path, false, &member, &mut self.checked)?;
         prepare(path, &member)?;
         fs::hard_link(&source, path).map_err(io_at(path))
+    }
+
+    /// Every root the manifest names, as a directory (tree and bootstrap modes): archives
+    /// written TheRock's way have no member for a root, so an empty root exists only as its
+    /// manifest line.
+    fn roots(&mut self) -> Result<(), ArtifactError> {
+        if self.mode == ExtractMode::Flatten {
+            return Ok(());
+        }
+        for root in self.roots {
+            let path = self.dest.join(root);
+            no_symlink_between(self.dest, &path, true, root, &mut self.checked)?;
+            fs::create_dir_all(&path).map_err(io_at(&path))?;
+        }
+        Ok(())
     }
 
     /// Bootstrap's `<dest>/<root>.prebuilt` markers.

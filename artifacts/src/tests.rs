@@ -61,7 +61,7 @@ fn round_trip_is_exact_and_reproducible() {
         let (again, _) = pack(&src, format, 4);
         assert_eq!(bytes, again, "same input, same bytes, whatever the thread count ({format:?})");
         assert_eq!(report.size, bytes.len() as u64);
-        assert_eq!(report.members, 11);
+        assert_eq!(report.members, 9, "no member for the two roots");
         assert_eq!(read_manifest(bytes.as_slice(), format).unwrap(), ["math-libs/BLAS/stage", "base/stage"]);
 
         let out = tmp.path().join("out/blas_lib_gfx942");
@@ -92,6 +92,52 @@ fn bootstrap_and_flatten_place_roots() {
     extract(bytes.as_slice(), ArchiveFormat::Zstd, &flat, ExtractMode::Flatten, Limits::default()).unwrap();
     assert!(flat.join("lib/libblas.so.1.2").is_file() && flat.join("bin/tool").is_file());
     assert!(!flat.join(MANIFEST).exists());
+}
+
+/// TheRock's `ArtifactPopulator` rule: the manifest first, every other member strictly under a
+/// root (no member for a root or its parents); an empty root is only its manifest line and is
+/// created on extraction; an archive with root members (Quarry's earlier shape) still extracts.
+#[test]
+fn members_lie_strictly_under_roots_and_empty_roots_round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("blas_lib_gfx942");
+    artifact(&src);
+    fs::create_dir_all(src.join("empty/stage")).unwrap();
+    fs::write(src.join(MANIFEST), "math-libs/BLAS/stage\nbase/stage\nempty/stage\n").unwrap();
+    let (bytes, _) = pack(&src, ArchiveFormat::Zstd, 2);
+    let mut archive = tar::Archive::new(zstd::stream::read::Decoder::new(bytes.as_slice()).unwrap());
+    let names: Vec<String> = archive
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path_bytes().into_owned())
+        .map(|n| String::from_utf8(n).unwrap())
+        .collect();
+    assert_eq!(names[0], MANIFEST);
+    let roots = ["math-libs/BLAS/stage/", "base/stage/", "empty/stage/"];
+    for name in &names[1..] {
+        let name = name.trim_end_matches('/');
+        assert!(roots.iter().any(|r| name.starts_with(r)), "member {name:?} is not strictly under a root: {names:?}");
+    }
+    for mode in [ExtractMode::Tree, ExtractMode::Bootstrap] {
+        let out = tmp.path().join(format!("{mode:?}"));
+        extract(bytes.as_slice(), ArchiveFormat::Zstd, &out, mode, Limits::default()).unwrap();
+        assert!(out.join("empty/stage").is_dir(), "{mode:?}: the empty root is created");
+        let blas = "math-libs/BLAS/stage";
+        assert_eq!(listing(&src.join(blas)), listing(&out.join(blas)), "{mode:?}");
+    }
+
+    use tar::EntryType::{Directory, Regular};
+    let old: Vec<Member<'_>> = vec![
+        (MANIFEST, Regular, "", b"stage\nempty\n"),
+        ("stage/", Directory, "", b""),
+        ("stage/lib/", Directory, "", b""),
+        ("stage/lib/a", Regular, "", b"a"),
+        ("empty/", Directory, "", b""),
+    ];
+    let out = tmp.path().join("old");
+    extract(hostile(&old).as_slice(), ArchiveFormat::Zstd, &out, ExtractMode::Tree, Limits::default()).unwrap();
+    assert_eq!(fs::read(out.join("stage/lib/a")).unwrap(), b"a");
+    assert!(out.join("empty").is_dir());
 }
 
 /// A raw tar member, its name written byte for byte (the tar crate refuses to build hostile

@@ -1,5 +1,10 @@
 //! The client side of a Quarry server's upload: `PUT {root}/{file}` with a bearer token, the
 //! body streamed and hashed on the way, server errors and lost connections retried.
+//!
+//! With [`ServerClient::skip_existing`] (twine's `--skip-existing`), a 409 for a file the server
+//! holds (a `HEAD` of its URL answers 2xx) leaves it as stored ([`ServerOutcome::Kept`], with
+//! the server's reason) instead of failing; a 409 for a file that is not there (a file/directory
+//! collision) stays a refusal.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -93,6 +98,22 @@ pub struct ServerClient {
     client: reqwest::Client,
     base: reqwest::Url,
     token: String,
+    skip_existing: bool,
+}
+
+/// What uploading one file to a server came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerOutcome {
+    /// Stored now, or the same bytes were there: the server's answer.
+    Stored(UploadResponse),
+    /// Its name exists with other bytes and it was left as stored
+    /// ([`ServerClient::skip_existing`]): its URL and the server's reason.
+    Kept {
+        /// The file's URL.
+        url: String,
+        /// What the server said (its 409 answer).
+        reason: String,
+    },
 }
 
 impl ServerClient {
@@ -100,7 +121,15 @@ impl ServerClient {
     pub fn new(base: reqwest::Url, token: String) -> Result<Self, HttpError> {
         let client =
             reqwest::Client::builder().connect_timeout(Duration::from_secs(30)).build().map_err(HttpError::Client)?;
-        Ok(Self { client, base, token })
+        Ok(Self { client, base, token, skip_existing: false })
+    }
+
+    /// Leave files whose names exist on the server with other bytes as stored (reported as
+    /// [`ServerOutcome::Kept`]) instead of failing them.
+    #[must_use]
+    pub fn skip_existing(mut self, skip: bool) -> Self {
+        self.skip_existing = skip;
+        self
     }
 
     /// The server root files are uploaded to.
@@ -115,12 +144,37 @@ impl ServerClient {
         files: &[(PathBuf, String)],
         jobs: usize,
         progress: &dyn Progress,
-    ) -> Vec<Result<UploadResponse, HttpError>> {
+    ) -> Vec<Result<ServerOutcome, HttpError>> {
         futures_util::stream::iter(files)
-            .map(|(path, rel)| self.upload_as(path, rel, progress))
+            .map(|(path, rel)| self.upload_or_keep(path, rel, progress))
             .buffered(jobs.max(1))
             .collect()
             .await
+    }
+
+    /// [`upload_as`](Self::upload_as), a 409 for a file the server holds being kept with
+    /// [`skip_existing`](Self::skip_existing).
+    async fn upload_or_keep(
+        &self,
+        path: &Path,
+        rel: &str,
+        progress: &dyn Progress,
+    ) -> Result<ServerOutcome, HttpError> {
+        match self.upload_as(path, rel, progress).await {
+            Err(HttpError::Refused { url, status, body })
+                if self.skip_existing && status == reqwest::StatusCode::CONFLICT && self.holds(&url).await =>
+            {
+                let reason = body.strip_prefix("error: ").unwrap_or(&body).to_owned();
+                Ok(ServerOutcome::Kept { url: url.to_string(), reason })
+            }
+            other => other.map(ServerOutcome::Stored),
+        }
+    }
+
+    /// Whether the server holds a file at `url` (a `HEAD` answers 2xx).
+    async fn holds(&self, url: &reqwest::Url) -> bool {
+        let head = self.client.head(url.clone()).bearer_auth(&self.token).send().await;
+        head.is_ok_and(|r| r.status().is_success())
     }
 
     /// Upload one file under its name; see [`upload_as`](Self::upload_as).

@@ -6,9 +6,11 @@
 //!   ([`infer_kind`]) and the index URL CI reports for it. Every layout fact comes from
 //!   [`quarry_layout`].
 //! - [`http`]: [`ServerClient`] PUTs files to a server with a token, retrying server errors,
-//!   hashing the body as it streams and checking the server stored the same sha256.
+//!   hashing the body as it streams and checking the server stored the same sha256; with
+//!   `skip_existing`, a file whose name exists with other bytes is left as stored.
 //! - [`store`]: [`collect`] the files of paths and directories, [`upload_to_store`] them with
-//!   [`quarry_store::upload_file`] (hashed first, idempotent, immutable keys).
+//!   [`quarry_store::upload_file`] (hashed first, idempotent, immutable keys; with
+//!   `skip_existing`, a key holding other bytes is left as stored).
 //! - [`step`]: TheRock's upload step conventions: `<dir>/dist` and `<dir>/logs` inputs, the
 //!   artifact group, which log files go where, the multi-arch Python layout (`kpack_split`).
 //! - [`summary`]: what a finished upload reports ([`ServerSummary`], [`StoreSummary`]): JSON,
@@ -27,11 +29,11 @@ pub mod summary;
 use std::sync::Arc;
 
 pub use destination::{Destination, DestinationError, RunTarget, StoreDestination, infer_kind, server_base};
-pub use http::{ATTEMPTS, HttpError, ServerClient};
+pub use http::{ATTEMPTS, HttpError, ServerClient, ServerOutcome};
 pub use quarry_layout::UploadKind;
 pub use step::{GroupError, check_group, collect_inputs, input_dir};
 pub use store::{CollectError, PythonLayout, StoreOptions, collect, upload_to_store};
-pub use summary::{ServerSummary, StoreSummary};
+pub use summary::{Kept, ServerSummary, StoreSummary};
 
 /// Where upload progress goes: the binary draws bars, others ignore it ([`NoProgress`]).
 pub trait Progress: Send + Sync {

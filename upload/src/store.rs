@@ -1,16 +1,20 @@
 //! Uploading straight into a store (S3 or a local directory), as CI jobs do: files by name,
 //! directories walked with their relative paths, every file through
-//! [`quarry_store::upload_file`] (hashed first, idempotent, immutable keys).
+//! [`quarry_store::upload_file`] (hashed first, idempotent, immutable keys). A key that holds
+//! other bytes is a failure, or with [`StoreOptions::skip_existing`] (twine's
+//! `--skip-existing`, TheRock's upload steps skipping existing keys) a file left as stored and
+//! reported in [`StoreSummary::skipped`]: the refusal is confirmed by reading the stored digest
+//! and hashing the file again, so no other conflict is ever skipped.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::StreamExt;
 use quarry_layout::UploadKind;
-use quarry_store::{Key, KeyError, Store, StoreError, Uploaded, upload_file};
+use quarry_store::{Key, KeyError, Store, StoreError, Uploaded, hash_file, stored_sha256, upload_file};
 
 use crate::destination::StoreDestination;
-use crate::summary::StoreSummary;
+use crate::summary::{Kept, StoreSummary};
 use quarry_store::error_chain;
 
 use crate::Progress;
@@ -101,6 +105,15 @@ pub struct StoreOptions {
     /// TheRock's Python upload step: how the packages are laid out, which decides the URL
     /// reported and the `kpack_split` output. `None`: no `kpack_split` output.
     pub python_layout: Option<PythonLayout>,
+    /// A key that already holds other bytes is left as stored and listed in
+    /// [`StoreSummary::skipped`] instead of failing.
+    pub skip_existing: bool,
+}
+
+/// What uploading one file came to.
+enum Outcome {
+    Stored(Uploaded),
+    Kept(Kept),
 }
 
 /// Upload `files` (from [`collect`]) into `store` below the destination's prefix. A file that
@@ -111,12 +124,17 @@ pub async fn upload_to_store(
     options: &StoreOptions,
     progress: &dyn Progress,
 ) -> StoreSummary {
-    let results: Vec<(String, Result<Uploaded, FileError>)> = futures_util::stream::iter(files)
+    let results: Vec<(String, Result<Outcome, FileError>)> = futures_util::stream::iter(files)
         .map(|(path, rel)| {
             let store = store.clone();
             let key = options.destination.key(&rel);
             async move {
-                let result = upload_one(store.as_ref(), &key, &path, &rel, progress).await;
+                let result = match upload_one(store.as_ref(), &key, &path, &rel, progress).await {
+                    Err(FileError::Store(e @ StoreError::Conflict { .. })) if options.skip_existing => {
+                        keep_existing(store.as_ref(), &key, &path, e).await
+                    }
+                    other => other.map(Outcome::Stored),
+                };
                 (key, result)
             }
         })
@@ -125,20 +143,41 @@ pub async fn upload_to_store(
         .await;
     let mut files = Vec::new();
     let mut failed = Vec::new();
+    let mut skipped = Vec::new();
     for (key, result) in results {
         match result {
-            Ok(u) => files.push(u),
+            Ok(Outcome::Stored(u)) => files.push(u),
+            Ok(Outcome::Kept(k)) => skipped.push(k),
             Err(e) => failed.push(format!("{key}: {}", error_chain(&e))),
         }
     }
     files.sort_by(|a, b| a.key.cmp(&b.key));
+    skipped.sort_by(|a: &Kept, b: &Kept| a.key.cmp(&b.key));
     let mut url = options.destination.index_url(options.kind, options.public_url);
     if options.python_layout == Some(PythonLayout::PerFamily) {
         // Later jobs append `/{family}/index.html`.
         url = url.trim_end_matches("index.html").trim_end_matches('/').to_owned();
     }
     let kpack_split = options.python_layout.map(PythonLayout::kpack_split);
-    StoreSummary { kind: options.kind, url, files, failed, kpack_split }
+    StoreSummary { kind: options.kind, url, files, failed, skipped, kpack_split }
+}
+
+/// `--skip-existing` after a conflict at `key`: when the key holds other bytes than `path`
+/// (read back, not guessed from the error), the file is left as stored; anything else (the
+/// key gone, the same bytes after a race, a store error) keeps the original refusal or is the
+/// upload it was.
+async fn keep_existing(store: &dyn Store, key: &str, path: &Path, refusal: StoreError) -> Result<Outcome, FileError> {
+    let parsed = Key::new(key)?;
+    let Ok(meta) = store.head(&parsed).await else { return Err(refusal.into()) };
+    let stored = stored_sha256(store, &parsed, meta.sha256).await?;
+    let (size, ours) = hash_file(path).await?;
+    if stored.eq_ignore_ascii_case(&ours) {
+        return Ok(Outcome::Stored(Uploaded { key: key.to_owned(), size, sha256: ours, status: "skipped" }));
+    }
+    Ok(Outcome::Kept(Kept {
+        key: key.to_owned(),
+        reason: format!("exists with other bytes (sha256 {stored} stored, {ours} here); left as stored"),
+    }))
 }
 
 async fn upload_one(
@@ -224,6 +263,7 @@ mod tests {
             jobs: 2,
             public_url: quarry_layout::public_url,
             python_layout: None,
+            skip_existing: false,
         };
         let files = collect(&[tmp.path().to_owned()]).unwrap();
         let summary = upload_to_store(store.clone(), files.clone(), &options, &NoProgress).await;
@@ -240,9 +280,23 @@ mod tests {
         std::fs::write(tmp.path().join("sub/b.bin"), "other bytes").unwrap();
         let bad = tmp.path().join("..");
         let files = vec![(tmp.path().join("sub/b.bin"), "sub/b.bin".to_owned()), (bad, "../x".to_owned())];
-        let refused = upload_to_store(store, files, &options, &NoProgress).await;
+        let refused = upload_to_store(store.clone(), files, &options, &NoProgress).await;
         assert!(refused.files.is_empty());
         assert_eq!(refused.failed.len(), 2, "{:?}", refused.failed);
         assert!(refused.failed.iter().any(|f| f.starts_with("7-linux/python/sub/b.bin: ")), "{:?}", refused.failed);
+
+        // --skip-existing: the other bytes are left as stored and reported; the hostile key still fails.
+        let files =
+            vec![(tmp.path().join("sub/b.bin"), "sub/b.bin".to_owned()), (tmp.path().join(".."), "../x".to_owned())];
+        let skipping = StoreOptions { skip_existing: true, ..options };
+        let kept = upload_to_store(store.clone(), files, &skipping, &NoProgress).await;
+        assert!(kept.files.is_empty(), "{:?}", kept.files);
+        assert_eq!(kept.skipped.len(), 1, "{:?}", kept.skipped);
+        assert_eq!(kept.skipped[0].key, "7-linux/python/sub/b.bin");
+        assert!(kept.skipped[0].reason.contains("other bytes"), "{}", kept.skipped[0].reason);
+        assert_eq!(kept.failed.len(), 1, "{:?}", kept.failed);
+        let stored = store.get(&Key::new("7-linux/python/sub/b.bin").unwrap(), None).await.unwrap();
+        let (_, sha) = quarry_store::hash_stream("k", stored.body, None).await.unwrap();
+        assert_eq!(sha, quarry_store::sha256_hex(b"b"), "the stored bytes are unchanged");
     }
 }

@@ -10,6 +10,16 @@ use serde::Serialize;
 
 use crate::http::UrlError;
 
+/// A file left as stored because its name exists with other bytes (`--skip-existing`): where
+/// it is and why it was not stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Kept {
+    /// The key (store) or URL (server) that already holds other bytes.
+    pub key: String,
+    /// What the store or server said.
+    pub reason: String,
+}
+
 /// What an upload to a server reports: where clients point, and the server's answer for each
 /// file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -31,6 +41,8 @@ pub struct ServerSummary {
     pub key_url: Option<String>,
     /// The server's answer for each file uploaded.
     pub files: Vec<UploadResponse>,
+    /// The files left as stored (`--skip-existing`): their names exist with other bytes.
+    pub skipped: Vec<Kept>,
 }
 
 impl ServerSummary {
@@ -51,6 +63,7 @@ impl ServerSummary {
             dnf_baseurl: None,
             key_url: key_url.as_ref().map(ToString::to_string),
             files: Vec::new(),
+            skipped: Vec::new(),
         };
         match root {
             Some(root) if repo.ends_with("/InRelease") => {
@@ -67,12 +80,14 @@ impl ServerSummary {
         Ok(summary)
     }
 
-    /// The text form: `{status} {key} sha256={sha256}` per file, then what clients point at.
+    /// The text form: `{status} {key} sha256={sha256}` per file, `skipped {key}: {reason}` per
+    /// file left as stored, then what clients point at.
     pub fn text(&self) -> String {
         let mut out = String::new();
         for f in &self.files {
             let _ = writeln!(out, "{} {} sha256={}", f.status, f.key, f.sha256);
         }
+        kept_lines(&mut out, &self.skipped);
         let lines = [
             ("find-links: ", &self.find_links_url),
             ("apt: ", &self.apt_source),
@@ -100,6 +115,8 @@ pub struct StoreSummary {
     pub files: Vec<Uploaded>,
     /// The files that failed, as `key: reason`.
     pub failed: Vec<String>,
+    /// The files left as stored (`--skip-existing`): their keys hold other bytes.
+    pub skipped: Vec<Kept>,
     /// TheRock's Python upload step: whether the wheels are kpack-split (multi-arch, all at the
     /// top), the `kpack_split` output later jobs read. `None`: not written.
     pub kpack_split: Option<bool>,
@@ -117,22 +134,29 @@ impl StoreSummary {
         }
     }
 
-    /// The JSON form: `{ "<output name>": url, "files": […], "failed": […] }`, and
-    /// `"kpack_split"` when known.
+    /// The JSON form: `{ "<output name>": url, "files": […], "failed": […], "skipped": […] }`,
+    /// and `"kpack_split"` when known.
     pub fn to_json(&self) -> serde_json::Value {
-        let mut json = serde_json::json!({ self.output_name(): self.url, "files": self.files, "failed": self.failed });
+        let mut json = serde_json::json!({
+            self.output_name(): self.url,
+            "files": self.files,
+            "failed": self.failed,
+            "skipped": self.skipped,
+        });
         if let (Some(split), Some(object)) = (self.kpack_split, json.as_object_mut()) {
             object.insert("kpack_split".into(), split.into());
         }
         json
     }
 
-    /// The text form: `{status} {key} sha256={sha256}` per stored file, then `{name}: {url}`.
+    /// The text form: `{status} {key} sha256={sha256}` per stored file, `skipped {key}:
+    /// {reason}` per file left as stored, then `{name}: {url}`.
     pub fn text(&self) -> String {
         let mut out = String::new();
         for u in &self.files {
             let _ = writeln!(out, "{} {} sha256={}", u.status, u.key, u.sha256);
         }
+        kept_lines(&mut out, &self.skipped);
         let _ = writeln!(out, "{}: {}", self.output_name(), self.url);
         out
     }
@@ -159,6 +183,13 @@ impl StoreSummary {
             let _ = writeln!(summary, "| `{}` | {} | `{}` | {} |", u.key, u.size, u.sha256, u.status);
         }
         summary
+    }
+}
+
+/// `skipped {key}: {reason}` per file left as stored.
+fn kept_lines(out: &mut String, kept: &[Kept]) {
+    for k in kept {
+        let _ = writeln!(out, "skipped {}: {}", k.key, k.reason);
     }
 }
 
@@ -227,6 +258,7 @@ mod tests {
                 status: "uploaded",
             }],
             failed: vec!["1-linux/packages/deb/pool/main/b.deb: immutable".into()],
+            skipped: Vec::new(),
             kpack_split: None,
         };
         assert_eq!(summary.github_output(), "deb_repo_url=https://b.s3.amazonaws.com/1-linux/packages/deb/\n");
@@ -244,7 +276,7 @@ mod tests {
         let json = serde_json::to_string(&summary).unwrap();
         assert_eq!(
             json,
-            r#"{"deb_repo_url":"https://b.s3.amazonaws.com/1-linux/packages/deb/","failed":["1-linux/packages/deb/pool/main/b.deb: immutable"],"files":[{"key":"1-linux/packages/deb/pool/main/a.deb","sha256":"cd","size":3,"status":"uploaded"}]}"#
+            r#"{"deb_repo_url":"https://b.s3.amazonaws.com/1-linux/packages/deb/","failed":["1-linux/packages/deb/pool/main/b.deb: immutable"],"files":[{"key":"1-linux/packages/deb/pool/main/a.deb","sha256":"cd","size":3,"status":"uploaded"}],"skipped":[]}"#
         );
         let kinds = [UploadKind::Python, UploadKind::Rpm, UploadKind::Artifacts]
             .map(|kind| StoreSummary { kind, ..summary.clone() });

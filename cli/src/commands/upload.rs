@@ -9,8 +9,8 @@ use clap::{Args, ValueEnum};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use quarry_store::Store;
 use quarry_upload::{
-    Destination, FileProgress, Progress, PythonLayout, RunTarget, ServerClient, ServerSummary, StoreDestination,
-    StoreOptions, UploadKind,
+    Destination, FileProgress, Progress, PythonLayout, RunTarget, ServerClient, ServerOutcome, ServerSummary,
+    StoreDestination, StoreOptions, UploadKind,
 };
 
 use super::UsageError;
@@ -59,6 +59,12 @@ pub(crate) struct UploadArgs {
     /// Uploads in flight at once.
     #[arg(long, default_value_t = 4)]
     pub(super) jobs: usize,
+    /// A file whose name already exists with other bytes is left as stored (said on stderr and
+    /// listed under `skipped` in --json) and the upload succeeds, as twine's flag of the same
+    /// name (reruns of a rebuilt job). Without it such a file fails the upload. The same bytes
+    /// already stored are never an error.
+    #[arg(long)]
+    pub(super) skip_existing: bool,
     #[command(flatten)]
     pub(super) json: JsonArg,
 }
@@ -117,16 +123,25 @@ pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
         .into_iter()
         .next()
         .context("no upload token: pass --token-file or set QUARRY_TOKEN")?;
-    let client = ServerClient::new(base, token)?;
+    let client = ServerClient::new(base, token)?.skip_existing(args.skip_existing);
     let mut uploaded = Vec::new();
+    let mut skipped = Vec::new();
+    let mut failed = 0;
     for ((_, rel), result) in files.iter().zip(client.upload_all(&files, args.jobs, &Bars::default()).await) {
         match result {
-            Ok(v) => uploaded.push(v),
-            Err(e) => tracing::error!("{rel}: {:#}", anyhow::Error::new(e)),
+            Ok(ServerOutcome::Stored(v)) => uploaded.push(v),
+            Ok(ServerOutcome::Kept { url, reason }) => {
+                tracing::warn!("{rel}: {reason}; left as stored (--skip-existing)");
+                skipped.push(quarry_upload::Kept { key: url, reason });
+            }
+            Err(e) => {
+                failed += 1;
+                tracing::error!("{rel}: {:#}", anyhow::Error::new(e));
+            }
         }
     }
-    let failed = files.len() - uploaded.len();
-    let summary = ServerSummary::new(client.base(), uploaded)?;
+    let mut summary = ServerSummary::new(client.base(), uploaded)?;
+    summary.skipped = skipped;
     super::print(args.json.json, &summary, summary.text())?;
     if failed > 0 {
         bail!("{failed} of {} uploads failed", files.len());
@@ -242,8 +257,18 @@ async fn to_store(
     let python_layout =
         (computed && kind == UploadKind::Python).then(|| PythonLayout::of(&files, args.artifact_group.is_some()));
     let public_url = quarry_layout::public_url_from_env;
-    let options = StoreOptions { destination, kind, jobs: args.jobs, public_url, python_layout };
+    let options = StoreOptions {
+        destination,
+        kind,
+        jobs: args.jobs,
+        public_url,
+        python_layout,
+        skip_existing: args.skip_existing,
+    };
     let summary = quarry_upload::upload_to_store(store, files, &options, &Bars::default()).await;
+    for k in &summary.skipped {
+        tracing::warn!("{}: {} (--skip-existing)", k.key, k.reason);
+    }
     super::append_to_github_file("GITHUB_OUTPUT", &summary.github_output())?;
     super::append_to_github_file("GITHUB_STEP_SUMMARY", &summary.step_summary())?;
     super::print(args.json.json, &summary, summary.text())?;
