@@ -1102,3 +1102,26 @@ async fn therock_spellings_stay_out_of_the_short_help() {
         }
     }
 }
+
+/// Bad input in TheRock's spellings is refused (exit 2) naming it, before anything is written:
+/// an include pattern that is no regular expression, a `--pkg-type` that disagrees with the
+/// package kind given.
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_values_in_therock_spellings_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = prepare(tmp.path(), "regex", Staged).await;
+    let out = quarry(&dir, &["artifacts", "fetch", "--output-dir", "out", "blas_("]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"blas_(\" is not a regular expression"), "{}", text(&out));
+    assert!(!dir.join("out").exists(), "nothing written");
+
+    let dir = prepare(tmp.path(), "kinds", Artifacts).await;
+    let out = quarry(&dir, package!("--pkg-type", "rpm")).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`quarry package deb` and --pkg-type rpm disagree"),
+        "{}",
+        text(&out)
+    );
+    assert!(!dir.join("out").exists(), "nothing written");
+}

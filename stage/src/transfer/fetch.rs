@@ -264,3 +264,31 @@ async fn download(run: &Run, key: &Key, to: &Path) -> Result<String, TransferErr
     tokio::io::AsyncWriteExt::flush(&mut file).await.map_err(writing())?;
     Ok(hash.finish())
 }
+
+#[cfg(test)]
+mod name_filter_tests {
+    use super::NameFilter;
+
+    fn filter(include: &[&str], exclude: &[&str]) -> NameFilter {
+        let own = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        NameFilter::new(&own(include), &own(exclude)).unwrap()
+    }
+
+    #[test]
+    fn patterns_match_anywhere_in_the_name_as_re_search() {
+        let all = filter(&[], &[]);
+        assert!(all.is_empty() && all.takes("blas_lib_gfx942.tar.zst"));
+        let some = filter(&["^blas_", "_dev_"], &["gfx1100"]);
+        assert!(some.takes("blas_lib_gfx942.tar.zst"));
+        assert!(some.takes("sysdeps_dev_generic.tar.xz"));
+        assert!(!some.takes("blas_lib_gfx1100.tar.zst"), "an exclude wins");
+        assert!(!some.takes("amd-llvm_lib_generic.tar.zst"), "no include matches");
+        assert!(!filter(&[], &["amd-llvm"]).takes("amd-llvm_lib_generic.tar.zst"));
+    }
+
+    #[test]
+    fn a_pattern_that_is_no_regex_is_named() {
+        let err = NameFilter::new(&["blas_(".to_owned()], &[]).unwrap_err();
+        assert!(err.contains("\"blas_(\" is not a regular expression"), "{err}");
+    }
+}
