@@ -31,6 +31,8 @@ enum Setup {
     Packages,
     /// TheRock artifacts `quarry package` builds debs from (`artifacts/`).
     Artifacts,
+    /// TheRock's `version.json` (ROCm 7.1.0).
+    Version,
 }
 
 /// What a row proves.
@@ -73,9 +75,10 @@ const fn case(
 }
 
 use Check::{Prints, Refused, Runs, Same};
-use Setup::{Artifacts, Build, Packages, Staged, Topology};
+use Setup::{Artifacts, Build, Packages, Staged, Topology, Version};
 
 const CONFIGURE: &str = "configure_stage.py";
+const VERSION: &str = "compute_rocm_package_version.py";
 const FETCH: &str = "artifact_manager.py fetch";
 const PUSH: &str = "artifact_manager.py push";
 const COPY: &str = "artifact_manager.py copy";
@@ -97,8 +100,56 @@ macro_rules! package {
     };
 }
 
+/// A version command line with `extra` flags (`quarry version …` over `version.json`).
+macro_rules! version {
+    ($($extra:expr),*) => {
+        &["version", "--version-file", "version.json", $($extra),*]
+    };
+}
+
 /// The table: every flag of the scripts Quarry replaces.
 const CASES: &[Case] = &[
+    // compute_rocm_package_version.py → quarry version
+    case(
+        VERSION,
+        "--release-type",
+        "`quarry version --release-type`",
+        Version,
+        version!("--release-type", "nightly"),
+        Prints { needles: &["pip  7.1.0a20231114"], on_stderr: false },
+    ),
+    case(
+        VERSION,
+        "--custom-version-suffix",
+        "`--custom-version-suffix`",
+        Version,
+        version!("--custom-version-suffix", ".post1"),
+        Prints { needles: &["pip  7.1.0.post1"], on_stderr: false },
+    ),
+    case(
+        VERSION,
+        "--prerelease-version",
+        "`--prerelease-version`",
+        Version,
+        version!("--release-type", "prerelease", "--prerelease-version", "2"),
+        Prints { needles: &["pip  7.1.0rc2"], on_stderr: false },
+    ),
+    case(
+        VERSION,
+        "--override-base-version",
+        "`--override-base-version`",
+        Version,
+        version!("--release-type", "nightly", "--override-base-version", "7.2.0"),
+        Prints { needles: &["pip  7.2.0a20231114"], on_stderr: false },
+    ),
+    case(
+        VERSION,
+        "--override-git-sha",
+        "`--override-git-sha`",
+        Version,
+        version!("--release-type", "dev", "--override-git-sha", "0123456789abcdef0123456789abcdef01234567"),
+        Prints { needles: &["pip  7.1.0.dev0+0123456789abcdef0123456789abcdef01234567"], on_stderr: false },
+    ),
     // configure_stage.py → quarry stage configure
     case(
         CONFIGURE,
@@ -933,6 +984,9 @@ async fn prepare(root: &Path, name: &str, setup: Setup) -> PathBuf {
         std::fs::write(dist.join("rocm-7.1.0.tar.gz"), b"sdist").unwrap();
         std::fs::create_dir_all(dir.join("debs/logs")).unwrap();
         std::fs::write(dir.join("debs/amdrocm-fft7.1_7.1.0-5_amd64.deb"), b"deb").unwrap();
+    }
+    if setup == Version {
+        std::fs::write(dir.join("version.json"), r#"{"rocm-version": "7.1.0"}"#).unwrap();
     }
     if setup == Artifacts {
         let artifacts = dir.join("artifacts");
