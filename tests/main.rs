@@ -51,6 +51,7 @@ mod server_limits;
 mod squatting;
 mod structure;
 mod therock_archives;
+mod therock_spellings;
 mod upload_resets;
 mod upload_step;
 mod variants;

@@ -2,17 +2,21 @@
 //! over a local staging directory or a store (S3 or a directory). The flags become
 //! `quarry-stage` options, the run is opened once (after the input is checked against the
 //! topology, so bad input writes nothing), and the reports are printed. Any shortfall exits
-//! non-zero with the list.
+//! non-zero with the list. `fetch` also takes `fetch_artifacts.py`'s spellings (include and
+//! `--exclude` patterns on archive names, `--artifact-group`, `--extract`,
+//! `--[no-]delete-after-extract`; `--dry-run` is refused naming `info`), and the hidden
+//! `list-stages` is `artifact_manager.py list-stages` (`docs/therock.md`).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 use quarry_artifacts::{ArchiveFormat, DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, ExtractMode};
-use quarry_stage::transfer::{self, CopyOptions, FetchOptions, PushOptions, stage_artifacts};
+use quarry_stage::transfer::{self, CopyOptions, FetchOptions, NameFilter, PushOptions, stage_artifacts};
 use quarry_stage::{GpuSelection, Run, RunLocation, load_topology};
 use quarry_topology::{Topology, split_list};
 
+use super::UsageError;
 use super::args::{Backend, JsonArg};
 
 #[derive(Debug, clap::Args)]
@@ -32,6 +36,9 @@ enum ArtifactsCommand {
     Copy(CopyArgs),
     /// What a stage produces and fetches.
     Info(InfoArgs),
+    /// `artifact_manager.py list-stages`: every stage with its groups and artifact counts.
+    #[command(hide = true)]
+    ListStages(ListStagesArgs),
 }
 
 /// `--compression-type`.
@@ -82,7 +89,7 @@ struct PushArgs {
 #[derive(Debug, Clone, Default, clap::Args)]
 struct GpuSelectionArgs {
     /// GPU families or targets to fetch besides `generic` (`;` or `,` separated).
-    #[arg(long, conflicts_with = "generic_only")]
+    #[arg(long, alias = "artifact-group", conflicts_with = "generic_only")]
     amdgpu_families: Option<String>,
     /// Specific targets (`gfx942,gfx1100`); `gfx942` also matches `gfx942:xnack+`.
     #[arg(long)]
@@ -142,6 +149,36 @@ struct FetchArgs {
     max_expansion_ratio: u64,
     #[command(flatten)]
     json: JsonArg,
+    #[command(flatten)]
+    therock: FetchArtifactsFlags,
+}
+
+/// `fetch_artifacts.py`'s own flags, taken with its meaning (`docs/therock.md`).
+#[derive(Debug, Clone, Default, clap::Args)]
+struct FetchArtifactsFlags {
+    /// Only archives whose file name one of these regular expressions matches (anywhere in the
+    /// name, as `fetch_artifacts.py`'s include patterns).
+    #[arg(value_name = "INCLUDE", hide_short_help = true)]
+    include: Vec<String>,
+    /// Leave out archives whose file name one of these regular expressions matches.
+    #[arg(long, value_name = "REGEX", num_args = 0.., hide_short_help = true)]
+    exclude: Vec<String>,
+    /// Unpack into `<output-dir>/artifacts/<name>/` (the default mode).
+    #[arg(long, hide_short_help = true, conflicts_with_all = ["bootstrap", "flatten", "no_extract"])]
+    extract: bool,
+    /// Delete downloaded archives once unpacked (the default).
+    #[arg(long, hide_short_help = true, conflicts_with = "no_delete_after_extract")]
+    delete_after_extract: bool,
+    /// Keep downloaded archives in `<output-dir>` (`--download-cache-dir` chooses another
+    /// directory).
+    #[arg(long, hide_short_help = true)]
+    no_delete_after_extract: bool,
+    /// Refused: `quarry artifacts info --stage STAGE` says what a fetch takes.
+    #[arg(long, hide = true)]
+    dry_run: bool,
+    /// Fetch (the default).
+    #[arg(long, hide = true, conflicts_with = "dry_run")]
+    no_dry_run: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -181,6 +218,16 @@ struct InfoArgs {
     /// The stage to describe.
     #[arg(long)]
     stage: String,
+    /// Also list the target families a fetch for these families matches (`generic` first).
+    #[arg(long, hide_short_help = true)]
+    amdgpu_families: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct ListStagesArgs {
+    /// The topology file.
+    #[arg(long, default_value = "BUILD_TOPOLOGY.toml")]
+    topology: PathBuf,
 }
 
 /// Loads the topology, checks the command's input against it (bad input stops before anything
@@ -213,6 +260,11 @@ impl From<&GpuSelectionArgs> for GpuSelection {
 
 impl From<&FetchArgs> for FetchOptions {
     fn from(args: &FetchArgs) -> Self {
+        let download_cache_dir = match (&args.download_cache_dir, args.therock.no_delete_after_extract) {
+            (Some(dir), _) => Some(dir.clone()),
+            (None, true) => Some(args.output_dir.clone()),
+            (None, false) => None,
+        };
         let extract = match (args.no_extract, args.bootstrap, args.flatten) {
             (true, _, _) => None,
             (_, true, _) => Some(ExtractMode::Bootstrap),
@@ -224,13 +276,14 @@ impl From<&FetchArgs> for FetchOptions {
             gpus: (&args.gpus).into(),
             output_dir: args.output_dir.clone(),
             extract,
-            download_cache_dir: args.download_cache_dir.clone(),
+            download_cache_dir,
             download_concurrency: args.download_concurrency,
             extract_concurrency: args.extract_concurrency,
             exclude_components: split_list(args.exclude_components.as_deref().unwrap_or_default()),
             exclude_artifacts: split_list(args.exclude_artifacts.as_deref().unwrap_or_default()),
             max_unpacked_bytes: args.max_unpacked_bytes,
             max_expansion_ratio: args.max_expansion_ratio,
+            names: NameFilter::default(),
         }
     }
 }
@@ -241,6 +294,7 @@ pub(crate) async fn run(args: ArtifactsArgs) -> anyhow::Result<()> {
         ArtifactsCommand::Fetch(args) => fetch(args).await,
         ArtifactsCommand::Copy(args) => copy(args).await,
         ArtifactsCommand::Info(args) => info(&args),
+        ArtifactsCommand::ListStages(args) => list_stages(&args.topology),
     }
 }
 
@@ -270,10 +324,19 @@ async fn push(args: PushArgs) -> anyhow::Result<()> {
 }
 
 async fn fetch(args: FetchArgs) -> anyhow::Result<()> {
-    let opts = FetchOptions::from(&args);
+    if args.therock.dry_run {
+        let message = "quarry artifacts fetch has no --dry-run: `quarry artifacts info --stage STAGE` says what a \
+                       stage fetches";
+        return Err(UsageError::new(message).into());
+    }
+    let mut opts = FetchOptions::from(&args);
+    opts.names = NameFilter::new(&args.therock.include, &args.therock.exclude).map_err(UsageError::new)?;
     let (run, _) = open_run(&args.run.topology, &args.run.backend.location(), |t| Ok(opts.artifacts(t)?)).await?;
     let report = transfer::fetch(&run, &opts).await?;
     super::print(args.json.json, &report, &report)?;
+    if !opts.names.is_empty() && report.fetched.is_empty() && report.failures.is_empty() {
+        bail!("no archive in {} matches the include and exclude patterns", report.prefix);
+    }
     if !report.failures.is_empty() {
         bail!("{} artifacts could not be fetched:\n  {}", report.failures.len(), report.failures.join("\n  "));
     }
@@ -317,5 +380,32 @@ fn info(args: &InfoArgs) -> anyhow::Result<()> {
     writeln!(out, "stage: {}", args.stage)?;
     writeln!(out, "produces: {}", produced.into_iter().collect::<Vec<_>>().join(" "))?;
     writeln!(out, "fetches: {}", inbound.into_iter().collect::<Vec<_>>().join(" "))?;
+    if let Some(families) = &args.amdgpu_families {
+        let mut matched = vec!["generic".to_owned()];
+        matched.extend(split_list(families));
+        writeln!(out, "target families: {}", matched.join(", "))?;
+    }
     Ok(())
+}
+
+/// `artifact_manager.py list-stages`: the stages in build order, each with its description,
+/// groups and how many artifacts it fetches and produces.
+fn list_stages(topology: &Path) -> anyhow::Result<()> {
+    let topology = load_topology(topology)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "Build stages:")?;
+    for name in topology.build_order() {
+        let stage = &topology.build_stages[&name];
+        writeln!(out, "\n  {name} ({})", stage_kind(stage.kind))?;
+        writeln!(out, "    {}", stage.description)?;
+        writeln!(out, "    Groups: {}", stage.artifact_groups.join(", "))?;
+        writeln!(out, "    Inbound: {} artifacts", stage_artifacts(&topology, &name, true)?.len())?;
+        writeln!(out, "    Produces: {} artifacts", stage_artifacts(&topology, &name, false)?.len())?;
+    }
+    Ok(())
+}
+
+/// A stage's type as TheRock's tools print it.
+pub(crate) fn stage_kind(kind: quarry_topology::StageType) -> &'static str {
+    if kind == quarry_topology::StageType::PerArch { "per-arch" } else { "generic" }
 }

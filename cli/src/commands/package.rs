@@ -85,6 +85,7 @@ impl PackageArgs {
 }
 
 pub(crate) async fn run(mut args: PackageArgs) -> anyhow::Result<()> {
+    args.resolve_pkg_type()?;
     args.resolve_versions()?;
     tokio::task::spawn_blocking(move || run_blocking(&args)).await?
 }

@@ -30,6 +30,8 @@ pub(crate) enum RpmPayload {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum BuildVariant {
     Asan,
+    /// The default packages (TheRock's CI passes its build variant label, `release`).
+    Release,
 }
 
 /// The `.deb` payload compression.
@@ -43,7 +45,20 @@ pub(crate) enum DebCompression {
 #[command(group = clap::ArgGroup::new("rocm_versions").required(true).args(["rocm_version_arg", "release_type"]))]
 pub(crate) struct PackageArgs {
     /// Which packages: deb, rpm, or python (the rocm-sdk wheels and the `rocm` sdist).
-    #[arg(value_enum)]
+    #[arg(value_enum, id = "pkg_type", value_name = "PKG_TYPE", required_unless_present = "pkg_type_flag")]
+    pub(crate) pkg_type_arg: Option<PackageKind>,
+    /// The same as PKG_TYPE, as build_package.py spells it (any case).
+    #[arg(
+        long = "pkg-type",
+        id = "pkg_type_flag",
+        value_name = "PKG_TYPE",
+        value_enum,
+        ignore_case = true,
+        hide_short_help = true
+    )]
+    pub(crate) pkg_type_flag: Option<PackageKind>,
+    /// Which packages: PKG_TYPE or --pkg-type (`PackageArgs::resolve_pkg_type`).
+    #[arg(skip = PackageKind::Deb)]
     pub(crate) pkg_type: PackageKind,
     /// TheRock artifacts: `{name}_{component}_{target}/` directories with `artifact_manifest.txt`,
     /// or `….tar.zst` / `….tar.xz` archives of them (unpacked, checked, under the destination).
@@ -82,8 +97,9 @@ pub(crate) struct PackageArgs {
     #[arg(long, num_args = 1..)]
     pub(crate) target: Vec<String>,
     /// Split per-target packages into host, device and meta packages (also on when an
-    /// artifact's `therock_manifest.json` sets `flags.KPACK_SPLIT_ARTIFACTS`).
-    #[arg(long)]
+    /// artifact's `therock_manifest.json` sets `flags.KPACK_SPLIT_ARTIFACTS`). Also spelled
+    /// `--enable-multi-arch`.
+    #[arg(long, alias = "enable-multi-arch")]
     pub(crate) enable_kpack: bool,
     /// Install prefix; the default `/opt/rocm/core` becomes `/opt/rocm/core-{major.minor}`.
     #[arg(long, default_value = DEFAULT_INSTALL_PREFIX)]
@@ -128,6 +144,30 @@ pub(crate) struct PackageArgs {
     pub(crate) json: JsonArg,
     #[command(flatten)]
     pub(crate) variants: VariantsArg,
+}
+
+impl PackageArgs {
+    /// The packages to build: PKG_TYPE or `--pkg-type`; both, disagreeing, is bad input.
+    pub(crate) fn resolve_pkg_type(&mut self) -> Result<(), super::UsageError> {
+        self.pkg_type = match (self.pkg_type_arg, self.pkg_type_flag) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(super::UsageError::new(format!(
+                    "`quarry package {}` and --pkg-type {} disagree: give one",
+                    kind_name(a),
+                    kind_name(b)
+                )));
+            }
+            (Some(kind), _) | (None, Some(kind)) => kind,
+            (None, None) => return Err(super::UsageError::new("which packages: `quarry package deb|rpm|python`")),
+        };
+        Ok(())
+    }
+}
+
+/// A package kind as the command line spells it.
+fn kind_name(kind: PackageKind) -> String {
+    use clap::ValueEnum as _;
+    kind.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default()
 }
 
 /// `--target` values split as TheRock splits them, `:xnack…` stripped.

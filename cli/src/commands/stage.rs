@@ -1,5 +1,7 @@
 //! `quarry stage list | info | configure`: TheRock's `configure_stage.py` over
-//! `BUILD_TOPOLOGY.toml` (flag names as TheRock's, so CI can switch by changing the command).
+//! `BUILD_TOPOLOGY.toml` (flag names as TheRock's, so CI can switch by changing the command:
+//! `--list-stages` prints on stderr as configure_stage.py does; its per-project flags are refused
+//! naming `--stage`).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -11,7 +13,7 @@ use quarry_topology::configure::{ConfigureOptions, cmake_args, pip_install_args,
 
 use super::args::JsonArg;
 use super::args::PlatformArg;
-use super::print_json;
+use super::{UsageError, print_json};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct StageArgs {
@@ -43,8 +45,12 @@ enum StageCommand {
 #[derive(Debug, clap::Args)]
 struct ConfigureArgs {
     /// The stage to configure.
-    #[arg(long)]
-    stage: String,
+    #[arg(long, required_unless_present_any = ["list_stages", "projects", "list_projects", "skip_stages", "build_dir"])]
+    stage: Option<String>,
+    /// Print the stages (name, type, description) on stderr, as configure_stage.py does, and
+    /// configure nothing (`quarry stage list` prints them on stdout).
+    #[arg(long, hide_short_help = true)]
+    list_stages: bool,
     /// `-DTHEROCK_AMDGPU_FAMILIES`, verbatim.
     #[arg(long, default_value = "")]
     amdgpu_families: String,
@@ -72,6 +78,40 @@ struct ConfigureArgs {
     /// Print to stdout (the default).
     #[arg(long = "print")]
     print_args: bool,
+    /// configure_stage.py's per-project selection: refused, naming Quarry's way.
+    #[command(flatten)]
+    projects: ProjectFlags,
+}
+
+/// configure_stage.py's `--projects` family: Quarry configures whole stages only, so these are
+/// refused with a message naming `--stage` (`docs/therock.md`).
+#[derive(Debug, clap::Args)]
+struct ProjectFlags {
+    #[arg(long, hide = true, num_args = 1..)]
+    projects: Vec<String>,
+    #[arg(long, hide = true)]
+    list_projects: bool,
+    #[arg(long, hide = true)]
+    skip_stages: bool,
+    #[arg(long, hide = true)]
+    build_dir: Option<PathBuf>,
+}
+
+impl ProjectFlags {
+    /// The first of these flags given, if any.
+    fn given(&self) -> Option<&'static str> {
+        if !self.projects.is_empty() {
+            Some("--projects")
+        } else if self.list_projects {
+            Some("--list-projects")
+        } else if self.skip_stages {
+            Some("--skip-stages")
+        } else if self.build_dir.is_some() {
+            Some("--build-dir")
+        } else {
+            None
+        }
+    }
 }
 
 pub(crate) async fn run(args: StageArgs) -> anyhow::Result<()> {
@@ -85,7 +125,7 @@ pub(crate) async fn run(args: StageArgs) -> anyhow::Result<()> {
         StageCommand::List => {
             for name in topology.build_order() {
                 let stage = &topology.build_stages[&name];
-                let kind = if stage.kind == quarry_topology::StageType::PerArch { "per-arch" } else { "generic" };
+                let kind = super::artifacts::stage_kind(stage.kind);
                 writeln!(out, "{name}\t{kind}\t{}", stage.artifact_groups.join(","))?;
             }
         }
@@ -101,6 +141,24 @@ pub(crate) async fn run(args: StageArgs) -> anyhow::Result<()> {
         }
         StageCommand::Build(_) => {}
         StageCommand::Configure(c) => {
+            if let Some(flag) = c.projects.given() {
+                return Err(UsageError::new(format!(
+                    "{flag}: Quarry configures whole stages; use `quarry stage configure --stage STAGE` \
+                     (`quarry stage list` names them, `quarry stage info --stage STAGE` says what each builds)"
+                ))
+                .into());
+            }
+            if c.list_stages {
+                // configure_stage.py logs the list on stderr.
+                let mut err = std::io::stderr().lock();
+                writeln!(err, "Available build stages:")?;
+                for name in topology.build_order() {
+                    let stage = &topology.build_stages[&name];
+                    writeln!(err, "  {name} ({}): {}", super::artifacts::stage_kind(stage.kind), stage.description)?;
+                }
+                return Ok(());
+            }
+            let Some(stage) = c.stage else { return Err(UsageError::new("--stage is required").into()) };
             let platform = c.platform.map_or_else(Platform::host, Platform::from);
             let oneline = c.oneline || c.gha_output;
             let options = ConfigureOptions {
@@ -111,9 +169,9 @@ pub(crate) async fn run(args: StageArgs) -> anyhow::Result<()> {
                 comments: c.comments && !oneline,
                 flags: Default::default(),
             };
-            let text = render(&cmake_args(&topology, &c.stage, &options)?, oneline);
+            let text = render(&cmake_args(&topology, &stage, &options)?, oneline);
             if c.gha_output {
-                let pip = pip_install_args(&topology, &c.stage)?.join(" ");
+                let pip = pip_install_args(&topology, &stage)?.join(" ");
                 let lines = format!("cmake_args={text}\npip_install_cmd={pip}\n");
                 if !super::append_to_github_file("GITHUB_OUTPUT", &lines)? {
                     anyhow::bail!("--gha-output needs GITHUB_OUTPUT");

@@ -1,5 +1,7 @@
 //! `quarry upload`: flags, CI environment, progress bars and printing over `quarry_upload`,
 //! to a server (`--to URL`) or straight into a store (S3 or a local directory), as CI jobs do.
+//! The upload scripts' spellings are taken too ([`TheRockUploadFlags`], `--pkg-type` for
+//! `--kind`; `docs/therock.md`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,7 +23,7 @@ pub(crate) struct UploadArgs {
     /// Files or directories to upload (a directory's files keep their relative paths). As
     /// TheRock's upload steps read them, a directory holding `dist/` uploads `dist/` (python),
     /// one holding `logs/` uploads `logs/` (logs, raw `ccache/` logs left out).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "input_packages_dir")]
     pub(super) files: Vec<PathBuf>,
     /// Destination: a Quarry server's pip root URL (http://HOST/RUN-linux/python/), or a store
     /// prefix (s3://bucket/RUN-linux/python/, or a local directory). Without it, the S3 key is
@@ -37,7 +39,7 @@ pub(crate) struct UploadArgs {
     /// What is uploaded: python, deb, rpm, artifacts or logs (decides the key prefix under the
     /// run, and which index URL is reported). Default: from the --to prefix (`…/python/…`,
     /// `…/packages/deb/…`, `…/packages/rpm/…`, `…/logs/…`, else artifacts), python without --to.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, alias = "pkg-type")]
     pub(super) kind: Option<KindArg>,
     /// The artifact group (`gfx94X-dcgpu`; `stage/family` for multi-arch logs): files go one
     /// directory deeper, `python/{group}/` or `logs/{group}/`. Without it a Python upload is
@@ -67,6 +69,24 @@ pub(crate) struct UploadArgs {
     pub(super) skip_existing: bool,
     #[command(flatten)]
     pub(super) json: JsonArg,
+    #[command(flatten)]
+    pub(super) therock: TheRockUploadFlags,
+}
+
+/// The upload scripts' own spellings, taken with their meaning (`docs/therock.md`):
+/// upload_python_packages.py's and upload_package_repo.py's.
+#[derive(Debug, Default, Args)]
+pub(crate) struct TheRockUploadFlags {
+    /// A directory to upload, as FILES (`--package-dir` is the same).
+    #[arg(long, alias = "package-dir", value_name = "DIR", hide_short_help = true)]
+    pub(super) input_packages_dir: Vec<PathBuf>,
+    /// A multi-arch Python upload: no artifact group in the path (--artifact-group ignored).
+    #[arg(long, hide_short_help = true)]
+    pub(super) multiarch: bool,
+    /// Write into this local directory instead of the bucket, at the computed keys
+    /// (`{dir}/{run}-{platform}/python/…`).
+    #[arg(long, value_name = "DIR", hide_short_help = true, conflicts_with_all = ["to", "bucket"])]
+    pub(super) output_dir: Option<PathBuf>,
 }
 
 /// What `--kind` takes: what is uploaded.
@@ -91,7 +111,11 @@ impl From<KindArg> for UploadKind {
     }
 }
 
-pub(crate) async fn run(args: UploadArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(mut args: UploadArgs) -> anyhow::Result<()> {
+    args.files.append(&mut args.therock.input_packages_dir);
+    if args.therock.multiarch {
+        args.artifact_group = None;
+    }
     if let Some(group) = &args.artifact_group {
         quarry_upload::check_group(group).map_err(|e| UsageError::new(e.to_string()))?;
     }
@@ -187,8 +211,22 @@ fn dry_run(json: bool, targets: Vec<(String, PathBuf)>) -> anyhow::Result<()> {
     super::print(json, &value, text)
 }
 
-/// `s3://{bucket}/{run prefix}{kind}[{group}/]` from the flags and the CI environment.
+/// `s3://{bucket}/{run prefix}{kind}[{group}/]` from the flags and the CI environment; with
+/// `--output-dir DIR`, `DIR` with `{run}-{platform}/{kind}[{group}/]` keys.
 fn computed_destination(args: &UploadArgs) -> anyhow::Result<quarry_upload::StoreDestination> {
+    if let Some(dir) = &args.therock.output_dir {
+        let run_id = args.run_id.as_deref().context("--output-dir needs --run-id (or GITHUB_RUN_ID)")?;
+        let platform = args.platform.as_deref().unwrap_or(quarry_topology::Platform::host().as_str());
+        let destination = StoreDestination {
+            store_url: dir.display().to_string(),
+            prefix: format!("{run_id}-{platform}/{}", kind(args).subdir()),
+            bucket: None,
+        };
+        return Ok(match &args.artifact_group {
+            Some(group) => destination.with_group(group),
+            None => destination,
+        });
+    }
     let repository = std::env::var("GITHUB_REPOSITORY").unwrap_or_default();
     let release_type = std::env::var("RELEASE_TYPE").unwrap_or_default();
     let target = RunTarget {

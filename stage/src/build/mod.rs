@@ -334,6 +334,7 @@ async fn fetch_inputs(run: &Run, opts: &BuildOptions, gpus: GpuSelection) -> Res
         exclude_artifacts: Vec::new(),
         max_unpacked_bytes: quarry_artifacts::DEFAULT_MAX_BYTES,
         max_expansion_ratio: quarry_artifacts::DEFAULT_MAX_RATIO,
+        names: transfer::NameFilter::default(),
     };
     let report = transfer::fetch(run, &fetch).await?;
     if !report.failures.is_empty() {

@@ -43,6 +43,42 @@ pub struct FetchOptions {
     /// Unpacked bytes per compressed byte one archive may reach
     /// ([`quarry_artifacts::DEFAULT_MAX_RATIO`] by default).
     pub max_expansion_ratio: u64,
+    /// Which archives to take by file name (`fetch_artifacts.py`'s patterns); everything by
+    /// default.
+    pub names: NameFilter,
+}
+
+/// `fetch_artifacts.py`'s file-name patterns: an archive is taken when one of `include`
+/// matches its file name (or there is none) and none of `exclude` does; a pattern matches
+/// anywhere in the name, as Python's `re.search`.
+#[derive(Debug, Clone, Default)]
+pub struct NameFilter {
+    include: Vec<regex_lite::Regex>,
+    exclude: Vec<regex_lite::Regex>,
+}
+
+impl NameFilter {
+    /// Compiles the patterns; the error names the one that is not a regular expression.
+    pub fn new(include: &[String], exclude: &[String]) -> Result<Self, String> {
+        let compile = |patterns: &[String]| -> Result<Vec<regex_lite::Regex>, String> {
+            patterns
+                .iter()
+                .map(|p| regex_lite::Regex::new(p).map_err(|e| format!("{p:?} is not a regular expression: {e}")))
+                .collect()
+        };
+        Ok(Self { include: compile(include)?, exclude: compile(exclude)? })
+    }
+
+    /// No pattern: every archive is taken.
+    pub fn is_empty(&self) -> bool {
+        self.include.is_empty() && self.exclude.is_empty()
+    }
+
+    /// Whether the archive named `file` is taken.
+    pub fn takes(&self, file: &str) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|r| r.is_match(file)))
+            && !self.exclude.iter().any(|r| r.is_match(file))
+    }
 }
 
 impl FetchOptions {
@@ -92,14 +128,15 @@ impl std::fmt::Display for FetchReport {
 pub async fn fetch(run: &Run, opts: &FetchOptions) -> Result<FetchReport, TransferError> {
     let wanted = opts.artifacts(&run.topology)?;
     let excluded: BTreeSet<String> = opts.exclude_components.iter().cloned().collect();
-    let chosen = select(&listed(run, &run.prefix).await?, &wanted, &opts.gpus, &excluded);
-    let found: BTreeSet<&str> = chosen.keys().map(|n| n.name.as_str()).collect();
+    let mut chosen = select(&listed(run, &run.prefix).await?, &wanted, &opts.gpus, &excluded);
+    let found: BTreeSet<String> = chosen.keys().map(|n| n.name.clone()).collect();
     let not_in_run: Vec<String> = run
         .topology
         .built_on(&wanted, run.platform(), &BTreeSet::new())
         .into_iter()
         .filter(|w| !found.contains(w.as_str()))
         .collect();
+    chosen.retain(|name, format| opts.names.takes(&name.archive_name(*format)));
     for name in &not_in_run {
         tracing::warn!(artifact = %name, "no archive in {} for this artifact", run.prefix);
     }
@@ -226,4 +263,32 @@ async fn download(run: &Run, key: &Key, to: &Path) -> Result<String, TransferErr
     }
     tokio::io::AsyncWriteExt::flush(&mut file).await.map_err(writing())?;
     Ok(hash.finish())
+}
+
+#[cfg(test)]
+mod name_filter_tests {
+    use super::NameFilter;
+
+    fn filter(include: &[&str], exclude: &[&str]) -> NameFilter {
+        let own = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        NameFilter::new(&own(include), &own(exclude)).unwrap()
+    }
+
+    #[test]
+    fn patterns_match_anywhere_in_the_name_as_re_search() {
+        let all = filter(&[], &[]);
+        assert!(all.is_empty() && all.takes("blas_lib_gfx942.tar.zst"));
+        let some = filter(&["^blas_", "_dev_"], &["gfx1100"]);
+        assert!(some.takes("blas_lib_gfx942.tar.zst"));
+        assert!(some.takes("sysdeps_dev_generic.tar.xz"));
+        assert!(!some.takes("blas_lib_gfx1100.tar.zst"), "an exclude wins");
+        assert!(!some.takes("amd-llvm_lib_generic.tar.zst"), "no include matches");
+        assert!(!filter(&[], &["amd-llvm"]).takes("amd-llvm_lib_generic.tar.zst"));
+    }
+
+    #[test]
+    fn a_pattern_that_is_no_regex_is_named() {
+        let err = NameFilter::new(&["blas_(".to_owned()], &[]).unwrap_err();
+        assert!(err.contains("\"blas_(\" is not a regular expression"), "{err}");
+    }
 }

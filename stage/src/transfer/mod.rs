@@ -17,7 +17,7 @@ use quarry_artifacts::{ArchiveFormat, ArtifactError, ArtifactName, COMPONENTS};
 use quarry_topology::{Topology, TopologyError};
 
 pub use copy::{CopyOptions, CopyPlan, CopyReport, copy, copy_plan};
-pub use fetch::{FetchOptions, FetchReport, fetch};
+pub use fetch::{FetchOptions, FetchReport, NameFilter, fetch};
 pub use push::{PushOptions, PushReport, push};
 pub use unpack::unpack_all;
 
