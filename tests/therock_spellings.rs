@@ -1008,8 +1008,15 @@ async fn prepare(root: &Path, name: &str, setup: Setup) -> PathBuf {
     dir
 }
 
-/// Every file below `dir` with its bytes' digest (links as their targets), logs (they hold
-/// times) and a store's own bookkeeping (`.quarry/`) left out.
+/// An index page or index state object (what an upload into a local store indexes).
+fn generated(rel: &str) -> bool {
+    let name = rel.rsplit(['/', '\\']).next().unwrap_or(rel);
+    rel.contains(".quarry-index") || name == "index.html" || name == "index.json"
+}
+
+/// Every file below `dir` with its bytes' digest (links as their targets; a generated page or
+/// index state only as present: they hold upload times), logs (they hold times) and a store's
+/// own bookkeeping (`.quarry/`) left out.
 fn tree(dir: &Path) -> BTreeMap<String, String> {
     fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
         let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -1024,6 +1031,9 @@ fn tree(dir: &Path) -> BTreeMap<String, String> {
                     out.insert(format!("{rel}/"), String::new());
                     walk(base, &path, out);
                 }
+            } else if generated(&rel) {
+                // Pages and index state carry upload times: the same pages must exist.
+                out.insert(rel, "(generated)".into());
             } else {
                 out.insert(rel, sha256_hex(&std::fs::read(&path).unwrap()));
             }

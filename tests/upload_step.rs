@@ -429,3 +429,62 @@ async fn reruns_with_other_bytes_fail_unless_skip_existing() {
     served.child.kill().await.ok();
     s3.stop().await;
 }
+
+/// A local directory is a store like a bucket: `--to DIR/777-linux/python/` uploads into the
+/// store `DIR` under `777-linux/python/`, writes the run's manifest (so `quarry runs find`
+/// finds it) and indexes what it touched, so the printed find-links URL exists and pip installs
+/// through it; a refused upload prints no install line on stdout.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upload_into_a_local_store_is_indexed_like_a_bucket() {
+    let tmp = tempfile::tempdir().unwrap();
+    let github = tmp.path().join("github");
+    std::fs::create_dir_all(&github).unwrap();
+    let store = tmp.path().join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    let wheel = WheelSpec::new("local-demo", "1.0").write_to(tmp.path());
+    let to = format!("{}/777-linux/python/", store.display());
+    let mut cmd = quarry(None, &["upload", wheel.to_str().unwrap(), "--to", &to], &github);
+    cmd.env("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567");
+    let out = run(cmd, Duration::from_secs(120)).await;
+    assert_success(&out, "quarry upload --to DIR/777-linux/python/");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let url = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("package_find_links_url: "))
+        .unwrap_or_else(|| panic!("no find-links line:\n{stdout}"));
+    assert!(Path::new(url).is_file(), "the printed find-links page {url} exists");
+    let page = std::fs::read_to_string(url).unwrap();
+    assert!(page.contains("local_demo-1.0-py3-none-any.whl"), "{page}");
+    assert!(
+        store.join("777-linux/python/local-demo-1.0-py3-none-any.whl").is_file()
+            || store.join("777-linux/python/local_demo-1.0-py3-none-any.whl").is_file()
+    );
+    assert!(store.join("777-linux/python/simple/local-demo/index.html").is_file(), "the simple page");
+    assert!(store.join("777-linux/.run-manifest.json").is_file(), "the run's manifest");
+    let s = store.display().to_string();
+    let found =
+        run(quarry(None, &["runs", "find", "--commit", "0123456", "--store", &s], &github), Duration::from_secs(60))
+            .await;
+    assert_success(&found, "quarry runs find");
+    assert!(
+        String::from_utf8_lossy(&found.stdout).lines().any(|l| l.split_whitespace().next() == Some("777")),
+        "{}",
+        String::from_utf8_lossy(&found.stdout)
+    );
+    let target = tmp.path().join("site");
+    let dir = url.trim_end_matches("index.html");
+    assert_success(
+        &quarry_tests::pip_install(&["--no-index", "--find-links", dir, "local-demo"], &target).await,
+        "pip install",
+    );
+
+    // Other bytes under the same name: refused, and stdout points nowhere.
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let changed = WheelSpec::new("local-demo", "1.0").requires("numpy").write_to(&other);
+    let out =
+        run(quarry(None, &["upload", changed.to_str().unwrap(), "--to", &to], &github), Duration::from_secs(120)).await;
+    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("find_links_url") && !stdout.contains("index.html"), "{stdout}");
+}

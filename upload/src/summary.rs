@@ -157,7 +157,10 @@ impl StoreSummary {
             let _ = writeln!(out, "{} {} sha256={}", u.status, u.key, u.sha256);
         }
         kept_lines(&mut out, &self.skipped);
-        let _ = writeln!(out, "{}: {}", self.output_name(), self.url);
+        // A wholly refused upload points nobody anywhere.
+        if !self.files.is_empty() || !self.skipped.is_empty() {
+            let _ = writeln!(out, "{}: {}", self.output_name(), self.url);
+        }
         out
     }
 

@@ -279,6 +279,7 @@ async fn to_store(
     files: Vec<(PathBuf, String)>,
     computed: bool,
 ) -> anyhow::Result<()> {
+    let destination = rooted(destination);
     let store_url = destination.store_url.clone();
     if args.dry_run {
         let base = store_url.trim_end_matches('/');
@@ -303,9 +304,13 @@ async fn to_store(
         python_layout,
         skip_existing: args.skip_existing,
     };
-    let summary = quarry_upload::upload_to_store(store, files, &options, &Bars::default()).await;
+    let summary = quarry_upload::upload_to_store(store.clone(), files, &options, &Bars::default()).await;
     for k in &summary.skipped {
         tracing::warn!("{}: {} (--skip-existing)", k.key, k.reason);
+    }
+    // A local store is indexed here, as the Lambda indexes a bucket: every URL printed exists.
+    if !store_url.starts_with("s3://") {
+        index_touched(store, &summary.files).await?;
     }
     super::append_to_github_file("GITHUB_OUTPUT", &summary.github_output())?;
     super::append_to_github_file("GITHUB_STEP_SUMMARY", &summary.step_summary())?;
@@ -315,6 +320,57 @@ async fn to_store(
     }
     if !summary.failed.is_empty() {
         bail!("{} of {} uploads failed", summary.failed.len(), summary.failed.len() + summary.files.len());
+    }
+    Ok(())
+}
+
+/// A local destination inside a store, re-rooted at the store: the nearest directory holding
+/// `.quarry/` (the store's own area), else the directory where a `{run}-{platform}` segment
+/// begins (`DIR/777-linux/python/` is the store `DIR`, keys `777-linux/python/…`), so the
+/// run gets its manifest and its indexes as in a bucket. S3 and other destinations are kept.
+fn rooted(destination: StoreDestination) -> StoreDestination {
+    if destination.store_url.starts_with("s3://") || !destination.prefix.is_empty() || destination.bucket.is_some() {
+        return destination;
+    }
+    let local = destination.store_url.strip_prefix("file://").unwrap_or(&destination.store_url);
+    let path = local.replace('\\', "/");
+    let path = path.trim_end_matches('/');
+    let parts: Vec<&str> = path.split('/').collect();
+    let marked = (1..=parts.len()).rev().find(|&n| {
+        let dir = parts[..n].join("/");
+        !dir.is_empty() && std::path::Path::new(&dir).join(".quarry").is_dir()
+    });
+    let at = marked.or_else(|| quarry_layout::find_run(path).map(|(index, _)| index));
+    match at {
+        Some(at) if at < parts.len() => {
+            let root = parts[..at].join("/");
+            let root = if root.is_empty() {
+                if path.starts_with('/') { "/".to_owned() } else { ".".to_owned() }
+            } else {
+                root
+            };
+            let prefix = format!("{}/", parts[at..].join("/"));
+            StoreDestination { store_url: root, prefix, bucket: None }
+        }
+        _ => destination,
+    }
+}
+
+/// Brings every index an upload touched up to date (each stored key's scopes: its root, or
+/// its project, and the run listings above it).
+async fn index_touched(store: Arc<dyn Store>, files: &[quarry_store::Uploaded]) -> anyhow::Result<()> {
+    let mut scopes = std::collections::BTreeSet::new();
+    for file in files {
+        if let Ok(key) = quarry_store::Key::new(&file.key) {
+            scopes.extend(quarry_index::Scope::affected_by(&key));
+        }
+    }
+    if scopes.is_empty() {
+        return Ok(());
+    }
+    let indexer = quarry_index::Indexer::new(store).with_config(quarry_index::IndexConfig::from_env()?);
+    for scope in &scopes {
+        indexer.refresh(scope).await.with_context(|| format!("indexing {scope}"))?;
     }
     Ok(())
 }
