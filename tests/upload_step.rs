@@ -94,6 +94,12 @@ async fn dry_runs_list_every_key_where_therock_puts_it() {
     assert_success(&out, "upload --dry-run");
     let prefix = format!("s3://therock-ci-artifacts/77-{host}/python/gfx94X-dcgpu/");
     assert_eq!(dry_run_targets(&out), therock_keys(&prefix));
+    // Without GITHUB_REPOSITORY the run is TheRock's, as `quarry artifacts` defaults it.
+    let mut cmd = quarry(None, &args(&["--artifact-group", "gfx94X-dcgpu"]), tmp.path());
+    cmd.env_remove("GITHUB_REPOSITORY");
+    let out = run(cmd, Duration::from_secs(30)).await;
+    assert_success(&out, "upload --dry-run without GITHUB_REPOSITORY");
+    assert_eq!(dry_run_targets(&out), therock_keys(&prefix));
     // A submodule repository's run: the external bucket, under `{owner}-{repo}/`.
     let mut cmd = quarry(None, &args(&["--platform", "windows"]), tmp.path());
     cmd.env("GITHUB_REPOSITORY", "ROCm/rocm-libraries");

@@ -227,7 +227,9 @@ fn computed_destination(args: &UploadArgs) -> anyhow::Result<quarry_upload::Stor
             None => destination,
         });
     }
-    let repository = std::env::var("GITHUB_REPOSITORY").unwrap_or_default();
+    // As `quarry artifacts` (and TheRock's scripts) default it.
+    let repository =
+        std::env::var("GITHUB_REPOSITORY").ok().filter(|r| !r.is_empty()).unwrap_or_else(|| "ROCm/TheRock".to_owned());
     let release_type = std::env::var("RELEASE_TYPE").unwrap_or_default();
     let target = RunTarget {
         run_id: args.run_id.as_deref(),
