@@ -88,8 +88,13 @@ impl ServerSummary {
             let _ = writeln!(out, "{} {} sha256={}", f.status, f.key, f.sha256);
         }
         kept_lines(&mut out, &self.skipped);
+        // A wholly refused upload points nobody anywhere.
+        if self.files.is_empty() && self.skipped.is_empty() {
+            return out;
+        }
         let lines = [
             ("find-links: ", &self.find_links_url),
+            ("index-url: ", &self.simple_url),
             ("apt: ", &self.apt_source),
             ("dnf: baseurl=", &self.dnf_baseurl),
             ("key: ", &self.key_url),
@@ -160,8 +165,25 @@ impl StoreSummary {
         // A wholly refused upload points nobody anywhere.
         if !self.files.is_empty() || !self.skipped.is_empty() {
             let _ = writeln!(out, "{}: {}", self.output_name(), self.url);
+            if let Some(line) = self.install_line() {
+                let _ = writeln!(out, "{line}");
+            }
         }
         out
+    }
+
+    /// What else a client points at, as `quarry promote` prints it: pip's `--index-url` (the
+    /// simple index beside the find-links page), the apt source line, the dnf `baseurl`.
+    pub fn install_line(&self) -> Option<String> {
+        match self.kind {
+            UploadKind::Python => {
+                let root = self.url.strip_suffix("index.html")?;
+                Some(format!("index-url: {}", quarry_index::install::index_url(root)))
+            }
+            UploadKind::Deb => Some(format!("apt: {}", quarry_index::install::apt_source(&self.url, None))),
+            UploadKind::Rpm => Some(format!("dnf: baseurl={}", self.url)),
+            UploadKind::Artifacts | UploadKind::Logs => None,
+        }
     }
 
     /// The `$GITHUB_OUTPUT` lines: `{name}={url}`, then `kpack_split=true|false` when known
@@ -228,7 +250,8 @@ mod tests {
         let pip = ServerSummary::new(&base, vec![answer("7-linux/python/", None, None)]).unwrap();
         assert_eq!(
             pip.text(),
-            "created 7-linux/python/f sha256=ab\nfind-links: http://h:9/7-linux/python/index.html\n"
+            "created 7-linux/python/f sha256=ab\nfind-links: http://h:9/7-linux/python/index.html\n\
+             index-url: http://h:9/7-linux/python/simple/\n"
         );
         assert_eq!(pip.simple_url.as_deref(), Some("http://h:9/7-linux/python/simple/"));
         let json = serde_json::to_value(&pip).unwrap();
@@ -246,7 +269,7 @@ mod tests {
         let dnf = ServerSummary::new(&base, vec![rpm]).unwrap();
         assert!(dnf.text().ends_with("dnf: baseurl=http://h:9/7-linux/packages/rpm/x86_64/\n"), "{}", dnf.text());
         let none = ServerSummary::new(&base, Vec::new()).unwrap();
-        assert_eq!(none.text(), "find-links: http://h:9/7-linux/python/index.html\n");
+        assert_eq!(none.text(), "", "nothing uploaded: no install line");
     }
 
     #[test]
@@ -267,7 +290,8 @@ mod tests {
         assert_eq!(summary.github_output(), "deb_repo_url=https://b.s3.amazonaws.com/1-linux/packages/deb/\n");
         assert_eq!(
             summary.text(),
-            "uploaded 1-linux/packages/deb/pool/main/a.deb sha256=cd\ndeb_repo_url: https://b.s3.amazonaws.com/1-linux/packages/deb/\n"
+            "uploaded 1-linux/packages/deb/pool/main/a.deb sha256=cd\ndeb_repo_url: https://b.s3.amazonaws.com/1-linux/packages/deb/\n\
+             apt: deb [trusted=yes] https://b.s3.amazonaws.com/1-linux/packages/deb/ stable main\n"
         );
         assert_eq!(
             summary.step_summary(),
