@@ -50,6 +50,7 @@ mod serve_cache;
 mod server_limits;
 mod squatting;
 mod structure;
+mod tls;
 mod upload_resets;
 mod upload_step;
 mod variants;
