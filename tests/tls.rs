@@ -153,6 +153,12 @@ async fn upload_mirror_pip_and_uv_over_https() {
     assert_success(&out, "quarry upload over https with SSL_CERT_FILE");
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
     assert_eq!(summary["files"].as_array().map(Vec::len), Some(1), "{summary}");
+    // The run page's install lines name the server as it is reached: https.
+    let page = client(&files.ca).get(format!("{}4242-linux/", served.url)).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let page = page.text().await.unwrap();
+    let line = format!("pip install --find-links {to} tls-demo");
+    assert!(page.contains(&line), "{line} in {page}");
     // A bad SSL_CERT_FILE is named, not ignored.
     let out = run(upload(Some(&tmp.path().join("absent.pem"))), Duration::from_secs(120)).await;
     let stderr = String::from_utf8_lossy(&out.stderr);

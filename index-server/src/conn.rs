@@ -428,6 +428,7 @@ pub(super) async fn run(
             _ = stopping.changed() => return,
         },
     };
+    let tls = matches!(io, Io::Tls(_));
     let io = TokioIo::new(io);
     let service = {
         let conn = conn.clone();
@@ -448,7 +449,7 @@ pub(super) async fn run(
                     None => {
                         let asked = eligible.then(|| memo::Asked::of(&parts));
                         if let Some(addr) = served_at {
-                            parts.extensions.insert(ServedAt(addr));
+                            parts.extensions.insert(ServedAt { addr, tls });
                         }
                         let pace =
                             Pace::new(limits.min_body_rate, limits.body_idle_timeout, &limits, &conn, Side::Body);

@@ -208,9 +208,13 @@ impl Default for Limits {
     }
 }
 
-/// The local address a request came in on (the fallback base URL of install lines).
+/// The local address a request came in on, and whether over TLS (the fallback base URL of
+/// install lines, and their scheme).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ServedAt(pub(crate) SocketAddr);
+pub(crate) struct ServedAt {
+    pub(crate) addr: SocketAddr,
+    pub(crate) tls: bool,
+}
 
 /// Everything the handlers share, behind one `Arc`: axum clones the state for every request
 /// (the `State` extractor, the front middleware), and that is one reference count.
