@@ -26,7 +26,6 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::net::SocketAddr;
 
 use askama::Template;
 use axum::Extension;
@@ -64,20 +63,22 @@ fn html(body: Result<String, askama::Error>) -> Result<Response, AppError> {
 /// The URL clients reach this server at: the configured public URL; else the request's `Host`
 /// when it is a plausible `host[:port]` (anything else could smuggle text into the shell lines and
 /// `.repo` files built from it) naming an allowed host ([`host_allowed`]); else the address
-/// the request came in on. `X-Forwarded-Proto` counts only with an allowed `Host`.
-pub(crate) fn base_url(state: &AppState, headers: &HeaderMap, served_at: Option<SocketAddr>) -> String {
+/// the request came in on. The scheme is `https` on a TLS connection; else `X-Forwarded-Proto`
+/// counts only with an allowed `Host`.
+pub(crate) fn base_url(state: &AppState, headers: &HeaderMap, served_at: Option<ServedAt>) -> String {
     if let Some(url) = &state.public_url {
         return url.trim_end_matches('/').to_owned();
     }
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     let host = host.filter(|h| plausible_host(h) && host_allowed(h, &state.allowed_hosts));
     let proto = match headers.get("x-forwarded-proto").and_then(|h| h.to_str().ok()) {
+        _ if served_at.is_some_and(|s| s.tls) => "https",
         Some(p) if host.is_some() && p.trim().eq_ignore_ascii_case("https") => "https",
         _ => "http",
     };
     match (host, served_at) {
         (Some(host), _) => format!("{proto}://{host}"),
-        (None, Some(addr)) => format!("{proto}://{addr}"),
+        (None, Some(ServedAt { addr, .. })) => format!("{proto}://{addr}"),
         (None, None) => format!("{proto}://localhost"),
     }
 }
@@ -484,7 +485,7 @@ pub(crate) async fn run_page(
     state: &AppState,
     run: RunSegment<'_>,
     headers: &HeaderMap,
-    served_at: Option<SocketAddr>,
+    served_at: Option<ServedAt>,
 ) -> Result<Response, AppError> {
     let store = state.store.as_ref();
     let name = run.to_string();
@@ -740,7 +741,7 @@ pub(crate) async fn package_page(
     };
     let name = PackageName::new(&project).map_err(|e| AppError::NotFound(format!("{project:?}: {e}")))?;
     let store = state.store.as_ref();
-    let base = base_url(&state, &headers, served_at.map(|Extension(ServedAt(a))| a));
+    let base = base_url(&state, &headers, served_at.map(|Extension(s)| s));
     let root = RepoRoot::new(&layout::current().root_of(segment, UploadKind::Python))
         .map_err(|e| AppError::BadRequest(e.to_string()))?;
     let repo_state = read_state(store, &root).await?;
@@ -815,7 +816,7 @@ pub(crate) async fn dnf_repo_file(
         return Err(AppError::NotFound(format!("{file:?} is not a run's .repo file")));
     };
     let store = state.store.as_ref();
-    let base = base_url(&state, &headers, served_at.map(|Extension(ServedAt(a))| a));
+    let base = base_url(&state, &headers, served_at.map(|Extension(s)| s));
     let objects = store.list_all(&format!("{run}/"), false).await?.objects;
     let mut out = String::new();
     for root in objects.iter().filter_map(|o| RepoRoot::for_state_key(&o.key)).filter(|r| r.kind() == RepoKind::Dnf) {
@@ -860,6 +861,19 @@ mod tests {
     use tower::ServiceExt as _;
 
     use super::*;
+
+    #[test]
+    fn install_lines_over_tls_say_https() {
+        let state = AppState::new(Arc::new(MemoryStore::default()), Vec::new());
+        let at = |tls| Some(ServedAt { addr: std::net::SocketAddr::from(([127, 0, 0, 1], 8470)), tls });
+        let mut headers = HeaderMap::new();
+        assert_eq!(base_url(&state, &headers, at(true)), "https://127.0.0.1:8470");
+        assert_eq!(base_url(&state, &headers, at(false)), "http://127.0.0.1:8470");
+        headers.insert(header::HOST, axum::http::HeaderValue::from_static("localhost:8470"));
+        headers.insert("x-forwarded-proto", axum::http::HeaderValue::from_static("http"));
+        assert_eq!(base_url(&state, &headers, at(true)), "https://localhost:8470", "the connection's own scheme");
+        assert_eq!(base_url(&state, &headers, at(false)), "http://localhost:8470");
+    }
 
     #[test]
     fn hosts_are_checked() {
@@ -1000,7 +1014,9 @@ mod tests {
 
     async fn page(state: AppState, path: &str, host: &str) -> String {
         let mut request = Request::get(path).header("host", host).body(Body::empty()).unwrap();
-        request.extensions_mut().insert(ServedAt(SocketAddr::from(([127, 0, 0, 1], 8470))));
+        request
+            .extensions_mut()
+            .insert(ServedAt { addr: std::net::SocketAddr::from(([127, 0, 0, 1], 8470)), tls: false });
         let response = crate::app(state).oneshot(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK, "{path}");
         let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();

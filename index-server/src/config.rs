@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use quarry_index::{APT_LABEL_ENV, APT_ORIGIN_ENV, GRACE_SECONDS_ENV, IndexConfig, Signer};
 
+use crate::tls::{TlsError, TlsFiles};
 use crate::{DEFAULT_MAX_UPLOAD, Limits, MIN_HEADER_BYTES, Token};
 
 /// The variable holding one more upload token, unscoped (see [`parse_env_token`]).
@@ -83,6 +84,12 @@ pub enum ConfigError {
     /// The topology file is not a valid `BUILD_TOPOLOGY.toml`.
     #[error(transparent)]
     Topology(#[from] quarry_topology::TopologyError),
+    /// Only one of the TLS certificate and key is set.
+    #[error("TLS needs both a certificate and a key: {missing} is not set")]
+    TlsHalf { missing: &'static str },
+    /// The TLS certificate or key cannot be served.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     /// The start-up catch-up cannot list the store.
     #[error("listing the store's repo roots and run listings")]
     Discover(#[source] quarry_store::StoreError),
@@ -105,6 +112,8 @@ impl ConfigError {
                 | Self::EnvTokenWhitespace
                 | Self::PrivateWithoutTokens
                 | Self::Topology(_)
+                | Self::TlsHalf { .. }
+                | Self::Tls(_)
         )
     }
 }
@@ -133,6 +142,10 @@ pub struct ServeOptions {
     pub topology: Option<PathBuf>,
     /// The user guide's built pages, served under `/-/docs/`.
     pub docs: Option<PathBuf>,
+    /// TLS: the certificate chain (PEM), with `tls_key`.
+    pub tls_cert: Option<PathBuf>,
+    /// TLS: the certificate's private key (PEM), with `tls_cert`.
+    pub tls_key: Option<PathBuf>,
 }
 
 /// The configuration file (`quarry.toml`, keys in `docs/configuration.md`). Unknown keys are
@@ -149,6 +162,8 @@ pub struct ServeConfig {
     allowed_hosts: Option<Vec<String>>,
     topology: Option<PathBuf>,
     docs: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
     #[serde(default)]
     tokens: Vec<TokenConfig>,
     #[serde(default)]
@@ -334,6 +349,8 @@ pub struct Settings {
     pub topology: Option<PathBuf>,
     /// The user guide's built pages (a directory), served under `/-/docs/`.
     pub docs: Option<PathBuf>,
+    /// Serve over TLS with these files (read when the server opens).
+    pub tls: Option<TlsFiles>,
     /// The file's `[[tokens]]` (the token file's and `QUARRY_TOKEN` are added when the server
     /// opens).
     pub tokens: Vec<Token>,
@@ -355,6 +372,12 @@ impl Settings {
         };
         let tokens = file.tokens()?;
         let index = file.index_config()?;
+        let tls = match (options.tls_cert.or(file.tls_cert), options.tls_key.or(file.tls_key)) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            (None, None) => None,
+            (Some(_), None) => return Err(ConfigError::TlsHalf { missing: "the key (--tls-key, tls_key)" }),
+            (None, Some(_)) => return Err(ConfigError::TlsHalf { missing: "the certificate (--tls-cert, tls_cert)" }),
+        };
         Ok(Self {
             store: options.store.or(file.store).unwrap_or_else(|| DEFAULT_STORE.into()),
             addr: options.addr.or(file.addr).unwrap_or(DEFAULT_ADDR),
@@ -365,6 +388,7 @@ impl Settings {
             allowed_hosts: options.allowed_hosts.or(file.allowed_hosts).unwrap_or_default(),
             topology: options.topology.or(file.topology),
             docs: options.docs.or(file.docs),
+            tls,
             tokens,
             index,
             limits: file.limits.limits()?,
@@ -491,6 +515,20 @@ mod tests {
         }
         let err = ServeConfig::parse("[limits]\nheader_timeout = 2\n").unwrap_err().to_string();
         assert!(err.contains("header_timeout"), "unknown keys are refused: {err}");
+    }
+
+    #[test]
+    fn tls_needs_both_files() {
+        let half = ServeOptions { tls_cert: Some("c.pem".into()), ..Default::default() };
+        let err = Settings::resolve(half).unwrap_err();
+        assert!(err.is_bad_input());
+        assert_eq!(err.to_string(), "TLS needs both a certificate and a key: the key (--tls-key, tls_key) is not set");
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("quarry.toml");
+        std::fs::write(&config, "tls_cert = \"file.pem\"\ntls_key = \"file.key\"\n").unwrap();
+        let flag = ServeOptions { config: Some(config), tls_cert: Some("flag.pem".into()), ..Default::default() };
+        let tls = Settings::resolve(flag).unwrap().tls.unwrap();
+        assert_eq!(tls, TlsFiles { cert: "flag.pem".into(), key: "file.key".into() }, "the flag over the file");
     }
 
     #[test]

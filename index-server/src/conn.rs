@@ -28,6 +28,10 @@
 //! Socket buffers. A served socket queues at most [`NOTSENT_LOWAT`] unsent bytes (Linux), so
 //! slow readers hold little kernel memory and backpressure reaches the response's pace early.
 //!
+//! TLS ([`crate::tls`]): when the server has a certificate, the handshake wraps the paced
+//! socket first (bounded by the head's timeout, the connection idle meanwhile), so every limit
+//! here applies over TLS as over plain HTTP, paces counting the bytes on the wire.
+//!
 //! Closing ([`Paced::poll_shutdown`]). After its last response (a refusal such as hyper's
 //! `431` for an oversized head included) a connection sends its FIN, then reads and drops what
 //! the client still sends, up to [`LINGER_BYTES`] or [`LINGER_TIME`]: closing a socket with
@@ -70,9 +74,11 @@ use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
+use tokio_rustls::server::TlsStream;
 use tower::ServiceExt as _;
 
 use super::{AppError, AppState, Limits, ServedAt, memo};
+use crate::tls::Tls;
 
 /// How long to wait before accepting again after an error such as `EMFILE`.
 pub(super) const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -421,10 +427,21 @@ pub(super) async fn run(
     limit_unsent(&stream);
     let served_at = stream.local_addr().ok();
     let conn = slot.conn.clone();
-    let io = TokioIo::new(Paced::new(
-        stream,
-        Pace::new(limits.min_send_rate, limits.send_timeout, &limits, &conn, Side::Send),
-    ));
+    let paced = Paced::new(stream, Pace::new(limits.min_send_rate, limits.send_timeout, &limits, &conn, Side::Send));
+    let io = match state.tls() {
+        None => Io::Plain(paced),
+        // Idle while it shakes hands: the connection can be closed to make room.
+        Some(tls) => tokio::select! {
+            tls = handshake(tls, paced, limits.header_timeout) => match tls {
+                Some(tls) => Io::Tls(Box::new(tls)),
+                None => return,
+            },
+            () = conn.evict.notified() => return,
+            _ = stopping.changed() => return,
+        },
+    };
+    let tls = matches!(io, Io::Tls(_));
+    let io = TokioIo::new(io);
     let service = {
         let conn = conn.clone();
         hyper::service::service_fn(move |request: Request<Incoming>| {
@@ -444,7 +461,7 @@ pub(super) async fn run(
                     None => {
                         let asked = eligible.then(|| memo::Asked::of(&parts));
                         if let Some(addr) = served_at {
-                            parts.extensions.insert(ServedAt(addr));
+                            parts.extensions.insert(ServedAt { addr, tls });
                         }
                         let pace =
                             Pace::new(limits.min_body_rate, limits.body_idle_timeout, &limits, &conn, Side::Body);
@@ -490,6 +507,107 @@ pub(super) async fn run(
         tracing::debug!(error = %e, "connection ended");
     }
     drop(slot);
+}
+
+/// The TLS handshake on `paced`, within `timeout` (zero: none); `None` if it failed, timed out,
+/// or the client spoke plain HTTP (answered `400` naming `https://`, then closed).
+async fn handshake(tls: &Tls, mut paced: Paced, timeout: Duration) -> Option<TlsStream<Paced>> {
+    let shake = async move {
+        let mut first = [0u8; 1];
+        if paced.stream.peek(&mut first).await.ok()? == 0 {
+            return None;
+        }
+        if first[0] != crate::tls::HANDSHAKE_RECORD {
+            tracing::debug!("plain HTTP on the TLS port: refused");
+            refuse_plain(&mut paced).await;
+            return None;
+        }
+        match tls.acceptor().accept(paced).await {
+            Ok(stream) => Some(stream),
+            Err(e) => {
+                tracing::debug!(error = %e, "TLS handshake failed");
+                None
+            }
+        }
+    };
+    if timeout.is_zero() {
+        return shake.await;
+    }
+    match tokio::time::timeout(timeout, shake).await {
+        Ok(stream) => stream,
+        Err(_) => {
+            tracing::debug!(?timeout, "TLS handshake timed out");
+            None
+        }
+    }
+}
+
+/// Answer plain HTTP sent to the TLS port with [`crate::tls::PLAIN_HTTP_REFUSAL`]: what the
+/// client sent so far is read first (closing with unread input resets the connection, and the
+/// reset can overtake the answer), then the lingering close.
+async fn refuse_plain(paced: &mut Paced) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut head = vec![0u8; 8192];
+    let _ = paced.read(&mut head).await;
+    if paced.write_all(crate::tls::PLAIN_HTTP_REFUSAL).await.is_ok() {
+        let _ = paced.shutdown().await;
+    }
+}
+
+/// A served socket: plain, or inside TLS.
+enum Io {
+    Plain(Paced),
+    Tls(Box<TlsStream<Paced>>),
+}
+
+impl AsyncRead for Io {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(io) => Pin::new(io).poll_read(cx, buf),
+            Io::Tls(io) => Pin::new(io.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(io) => Pin::new(io).poll_write(cx, buf),
+            Io::Tls(io) => Pin::new(io.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(io) => Pin::new(io).poll_write_vectored(cx, bufs),
+            Io::Tls(io) => Pin::new(io.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Io::Plain(io) => io.is_write_vectored(),
+            Io::Tls(io) => io.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(io) => Pin::new(io).poll_flush(cx),
+            Io::Tls(io) => Pin::new(io.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(io) => Pin::new(io).poll_shutdown(cx),
+            Io::Tls(io) => Pin::new(io.as_mut()).poll_shutdown(cx),
+        }
+    }
 }
 
 /// [`NOTSENT_LOWAT`] on `stream`.

@@ -82,7 +82,7 @@ pub(crate) async fn get_path(
     }
     // A run's own page: the browser (its stored listing stays at `…/index.html`).
     if let Some(run) = path.strip_suffix('/').and_then(RunSegment::parse) {
-        let served_at = served_at.map(|Extension(ServedAt(addr))| addr);
+        let served_at = served_at.map(|Extension(s)| s);
         return crate::browse::run_page(&state, run, &headers, served_at).await;
     }
     if path.is_empty() || path.ends_with('/') {

@@ -369,7 +369,7 @@ pub(crate) async fn gpu_page(
         Some(run) => (run.to_owned(), true),
         None => (segment.trim_end_matches('/').to_owned(), false),
     };
-    let base = base_url(&state, &headers, served_at.map(|Extension(ServedAt(a))| a));
+    let base = base_url(&state, &headers, served_at.map(|Extension(s)| s));
     let text = query.text();
     let targets = targets_for(&text);
     let (kind, matches) = match RunSegment::parse(&run_name) {

@@ -35,6 +35,7 @@ mod memo;
 mod metrics;
 mod negotiate;
 mod startup;
+pub mod tls;
 mod upload;
 /// The JSON the server answers uploads with (`quarry-wire`, shared with the clients).
 pub use quarry_wire as wire;
@@ -207,9 +208,13 @@ impl Default for Limits {
     }
 }
 
-/// The local address a request came in on (the fallback base URL of install lines).
+/// The local address a request came in on, and whether over TLS (the fallback base URL of
+/// install lines, and their scheme).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ServedAt(pub(crate) SocketAddr);
+pub(crate) struct ServedAt {
+    pub(crate) addr: SocketAddr,
+    pub(crate) tls: bool,
+}
 
 /// Everything the handlers share, behind one `Arc`: axum clones the state for every request
 /// (the `State` extractor, the front middleware), and that is one reference count.
@@ -247,6 +252,8 @@ pub struct Shared {
     limits: Limits,
     /// Answers to repeated reads of stored pages, served without the router.
     memo: Arc<memo::Memo>,
+    /// Serve over TLS with this ([`tls`]); none: plain HTTP.
+    tls: Option<tls::Tls>,
 }
 
 impl AppState {
@@ -271,6 +278,7 @@ impl AppState {
             counting,
             limits: Limits::default(),
             memo: Arc::default(),
+            tls: None,
         }))
     }
 
@@ -345,6 +353,18 @@ impl AppState {
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.shared().limits = limits;
         self
+    }
+
+    /// Serve over TLS ([`tls`]) instead of plain HTTP.
+    #[must_use]
+    pub fn with_tls(mut self, tls: Option<tls::Tls>) -> Self {
+        self.shared().tls = tls;
+        self
+    }
+
+    /// The TLS configuration [`serve`] applies, if any.
+    pub fn tls(&self) -> Option<&tls::Tls> {
+        self.tls.as_ref()
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -494,7 +514,9 @@ fn encode_path(key: &str) -> String {
 /// heads time out, request bodies and responses keep their minimum rates and idle timeouts,
 /// connections are capped in all and per client address (the longest-idle one, else the one
 /// furthest behind, makes room for a new one), keep-alive is bounded. On shutdown, no new
-/// connection is accepted, idle ones close, and requests in progress finish.
+/// connection is accepted, idle ones close, and requests in progress finish. With the state's
+/// TLS configuration ([`AppState::with_tls`]) every connection is TLS ([`tls`]), and the
+/// certificate also reloads on SIGHUP (Unix).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
@@ -508,6 +530,8 @@ pub async fn serve(
     let http = conn::builder(&limits);
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
+    // Ended with the server: dropping the handle does not stop the task.
+    let hangup = state.tls().cloned().map(|tls| tokio::spawn(tls::reload_on_hangup(tls)));
     loop {
         let accepted = tokio::select! {
             () = &mut shutdown => break,
@@ -543,6 +567,9 @@ pub async fn serve(
         lanes.spawn(conn::run(http.clone(), stream, app, slot, stopping.clone(), limits.clone()));
     }
     drop(listener);
+    if let Some(hangup) = hangup {
+        hangup.abort();
+    }
     let _ = stop.send(true);
     drop(stopping);
     // Every connection holds a receiver: this returns once the last one has closed.

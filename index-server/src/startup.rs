@@ -26,6 +26,8 @@ impl Settings {
         if let Some(dir) = self.docs.as_ref().filter(|d| !d.is_dir()) {
             return Err(ConfigError::Docs { path: dir.clone() });
         }
+        // A certificate that does not load is said before the store is opened.
+        let tls = self.tls.map(crate::tls::Tls::load).transpose()?;
         let store = quarry_store::open(&self.store)
             .await
             .map_err(|source| ConfigError::Store { url: self.store.clone(), source })?;
@@ -66,6 +68,7 @@ impl Settings {
             .with_docs(self.docs)
             .with_max_upload(self.max_upload_bytes)
             .with_limits(limits)
+            .with_tls(tls)
             .with_index_config(self.index))
     }
 }

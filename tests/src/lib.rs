@@ -322,7 +322,7 @@ pub fn plant(store: &Path, key: &str, bytes: &[u8]) {
 /// `quarry serve` as a child process, killed when dropped.
 pub struct ServedBinary {
     pub child: tokio::process::Child,
-    /// The URL it printed, ending in `/`.
+    /// The URL it printed, ending in `/` (`https://` when it serves TLS).
     pub url: String,
 }
 
@@ -343,7 +343,8 @@ impl ServedBinary {
             .expect("quarry serve printed its URL in time")
             .expect("read stdout")
             .expect("a URL line (see the server's stderr)");
-        assert!(url.starts_with("http://127.0.0.1:") && url.ends_with('/'), "{url}");
+        let plain_or_tls = url.starts_with("http://127.0.0.1:") || url.starts_with("https://127.0.0.1:");
+        assert!(plain_or_tls && url.ends_with('/'), "{url}");
         Self { child, url }
     }
 }

@@ -25,12 +25,59 @@ const CHUNK: usize = 256 * 1024;
 /// Why parsing or joining a URL failed.
 pub type UrlError = <reqwest::Url as std::str::FromStr>::Err;
 
+/// The variable naming a file of CA certificates (PEM) the clients trust besides the system's,
+/// as pip and uv do.
+pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
+
+/// Why the certificates [`SSL_CERT_FILE`] names cannot be trusted.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    /// The file cannot be read.
+    #[error("reading {} (${SSL_CERT_FILE})", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The file holds no valid PEM certificates.
+    #[error("{} (${SSL_CERT_FILE}): {why}", .path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+/// `builder` trusting the certificates in the file [`SSL_CERT_FILE`] names (when it is set and
+/// not empty) besides the system's roots. reqwest's platform verifier reads the system's
+/// store and never the variable (on Linux too), so the file is added here.
+pub fn trusting_ssl_cert_file(builder: reqwest::ClientBuilder) -> Result<reqwest::ClientBuilder, TrustError> {
+    let path = std::env::var_os(SSL_CERT_FILE).filter(|p| !p.is_empty()).map(PathBuf::from);
+    trusting(builder, path.as_deref())
+}
+
+fn trusting(builder: reqwest::ClientBuilder, path: Option<&Path>) -> Result<reqwest::ClientBuilder, TrustError> {
+    let Some(path) = path else { return Ok(builder) };
+    let pem = std::fs::read(path).map_err(|source| TrustError::Read { path: path.to_owned(), source })?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|e| TrustError::Parse { path: path.to_owned(), why: e.to_string() })?;
+    if certs.is_empty() {
+        return Err(TrustError::Parse { path: path.to_owned(), why: "no CERTIFICATE block in it".into() });
+    }
+    Ok(builder.tls_certs_merge(certs))
+}
+
 /// Why uploading one file to a server failed; each names the file or what the server said.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
     /// The HTTP client could not be built.
     #[error("building the HTTP client")]
     Client(#[source] reqwest::Error),
+    /// The CA certificates of [`SSL_CERT_FILE`] cannot be trusted.
+    #[error(transparent)]
+    Trust(#[from] TrustError),
     /// The file's name cannot be a URL segment.
     #[error("{} has no UTF-8 file name", .0.display())]
     FileName(PathBuf),
@@ -119,8 +166,8 @@ pub enum ServerOutcome {
 impl ServerClient {
     /// A client for the root `base` (ending in `/`, see [`crate::server_base`]) sending `token`.
     pub fn new(base: reqwest::Url, token: String) -> Result<Self, HttpError> {
-        let client =
-            reqwest::Client::builder().connect_timeout(Duration::from_secs(30)).build().map_err(HttpError::Client)?;
+        let builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(30));
+        let client = trusting_ssl_cert_file(builder)?.build().map_err(HttpError::Client)?;
         Ok(Self { client, base, token, skip_existing: false })
     }
 
@@ -273,5 +320,18 @@ mod tests {
         let base = reqwest::Url::parse("http://h/1-linux/python/").unwrap();
         let client = ServerClient::new(base, String::new()).unwrap();
         assert_eq!(client.url_of("gfx94X/a+b.whl").unwrap().as_str(), "http://h/1-linux/python/gfx94X/a%2Bb.whl");
+    }
+
+    #[test]
+    fn ssl_cert_file_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("absent.pem");
+        let err = trusting(reqwest::Client::builder(), Some(&missing)).unwrap_err().to_string();
+        assert!(err.starts_with("reading ") && err.contains("absent.pem") && err.contains("$SSL_CERT_FILE"), "{err}");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "no certificates here\n").unwrap();
+        let err = trusting(reqwest::Client::builder(), Some(&empty)).unwrap_err().to_string();
+        assert!(err.contains("empty.pem ($SSL_CERT_FILE): no CERTIFICATE block"), "{err}");
+        assert!(trusting(reqwest::Client::builder(), None).is_ok(), "unset: the system's roots alone");
     }
 }

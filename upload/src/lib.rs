@@ -29,7 +29,7 @@ pub mod summary;
 use std::sync::Arc;
 
 pub use destination::{Destination, DestinationError, RunTarget, StoreDestination, infer_kind, server_base};
-pub use http::{ATTEMPTS, HttpError, ServerClient, ServerOutcome};
+pub use http::{ATTEMPTS, HttpError, SSL_CERT_FILE, ServerClient, ServerOutcome, TrustError, trusting_ssl_cert_file};
 pub use quarry_layout::UploadKind;
 pub use step::{GroupError, check_group, collect_inputs, input_dir};
 pub use store::{CollectError, PythonLayout, StoreOptions, collect, upload_to_store};

@@ -184,6 +184,8 @@ pub enum MirrorError {
     Origin(#[from] OriginConflict),
     #[error("building the HTTP client")]
     Client(#[source] reqwest::Error),
+    #[error(transparent)]
+    Trust(#[from] crate::http::TrustError),
     #[error("GET {url}")]
     Get { url: String, source: reqwest::Error },
     #[error("GET {url}: {status}")]
@@ -270,12 +272,14 @@ pub async fn mirror(indexer: &Indexer, options: &MirrorOptions) -> Result<Mirror
     let store = indexer.store().as_ref();
     check_origins(store, options).await?;
     let client = Fetcher {
-        client: reqwest::Client::builder()
-            .connect_timeout(options.timeout)
-            .read_timeout(options.timeout)
-            .redirect(redirect_policy(options.redirect_origins.clone()))
-            .build()
-            .map_err(MirrorError::Client)?,
+        client: crate::http::trusting_ssl_cert_file(
+            reqwest::Client::builder()
+                .connect_timeout(options.timeout)
+                .read_timeout(options.timeout)
+                .redirect(redirect_policy(options.redirect_origins.clone())),
+        )?
+        .build()
+        .map_err(MirrorError::Client)?,
         deadline: options.deadline,
     };
     let indexed: BTreeMap<String, String> = read_state(store, &options.root)

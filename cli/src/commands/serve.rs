@@ -62,6 +62,13 @@ pub(crate) struct ServeArgs {
     /// under `/-/docs/`.
     #[arg(long, env = "QUARRY_DOCS", value_name = "DIR")]
     docs: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM, the server's certificate first); needs
+    /// --tls-key. Both files are read again when they change, and on SIGHUP (Unix).
+    #[arg(long, env = "QUARRY_TLS_CERT", value_name = "PEM")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "QUARRY_TLS_KEY", value_name = "PEM")]
+    tls_key: Option<PathBuf>,
 }
 
 impl From<ServeArgs> for ServeOptions {
@@ -77,6 +84,8 @@ impl From<ServeArgs> for ServeOptions {
             allowed_hosts: (!args.allowed_hosts.is_empty()).then_some(args.allowed_hosts),
             topology: args.topology,
             docs: args.docs,
+            tls_cert: args.tls_cert,
+            tls_key: args.tls_key,
         }
     }
 }
@@ -88,10 +97,11 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let state = settings.open().await?;
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let local = listener.local_addr()?;
-    tracing::info!(store = %state.store().describe(), "serving on http://{local}/");
+    let scheme = if state.tls().is_some() { "https" } else { "http" };
+    tracing::info!(store = %state.store().describe(), "serving on {scheme}://{local}/");
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "http://{local}/")?;
+        writeln!(out, "{scheme}://{local}/")?;
         out.flush()?;
     }
     // Graceful shutdown waits for open connections; idle keep-alive clients could hold it up
