@@ -677,3 +677,74 @@ async fn the_audit_names_each_removed_object_and_exits_non_zero() {
     }
     assert_audit_clean(store).await;
 }
+
+/// `quarry upload --wait` into a bucket the Lambda indexes (moto, S3 → SQS, the handler):
+/// the command returns only once the simple and find-links pages list both wheels with their
+/// sha256, however long the notifications take; without a Lambda it fails after its timeout,
+/// naming each wheel and the page that does not list it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_upload_with_wait_returns_once_the_lambda_indexed_it() {
+    const RUN: &str = "3400-linux/";
+    let (server, queue, store, handler) = moto_bucket().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let wheels: Vec<String> = ["1.0", "1.1"]
+        .iter()
+        .map(|v| WheelSpec::new("waited-for", v).write_to(tmp.path()).display().to_string())
+        .collect();
+    let to = format!("s3://{BUCKET}/{RUN}python/");
+    let upload = async {
+        let mut cmd = tokio::process::Command::new(quarry_bin());
+        cmd.args(["upload", "--to", &to, "--wait=120"]).args(&wheels).env("RUST_LOG", "info");
+        for (k, v) in server.client_env() {
+            cmd.env(k, v);
+        }
+        run(cmd, Duration::from_secs(300)).await
+    };
+    let (out, ()) = tokio::join!(upload, lambda_service(&queue, &handler, RUN, 2));
+    assert_success(&out, "quarry upload --wait");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("indexed"), "{}", String::from_utf8_lossy(&out.stderr));
+    let key = Key::new(format!("{RUN}python/simple/waited-for/index.html")).unwrap();
+    let (_, page) = store.get_bytes(&key, 1 << 20).await.expect("the simple page is there when --wait returns");
+    let page = String::from_utf8_lossy(&page);
+    assert!(page.contains("waited_for-1.0-py3-none-any.whl#sha256=") && page.contains("waited_for-1.1"), "{page}");
+
+    // bench/upload_wait.sh: QUARRY_WAIT_ROUNDS more uploads of one wheel each, each printing how
+    // long `--wait` took from the upload's end to "indexed".
+    let rounds: usize = std::env::var("QUARRY_WAIT_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(0);
+    for round in 0..rounds.min(100) {
+        let run_prefix = format!("{}-linux/", 3500 + round);
+        let wheel = WheelSpec::new("waited-for", &format!("2.{round}")).write_to(tmp.path()).display().to_string();
+        let to = format!("s3://{BUCKET}/{run_prefix}python/");
+        let upload = async {
+            let mut cmd = tokio::process::Command::new(quarry_bin());
+            cmd.args(["upload", "--to", &to, "--wait=120", &wheel]).env("RUST_LOG", "info");
+            for (k, v) in server.client_env() {
+                cmd.env(k, v);
+            }
+            run(cmd, Duration::from_secs(300)).await
+        };
+        let (out, ()) = tokio::join!(upload, lambda_service(&queue, &handler, &run_prefix, 1));
+        assert_success(&out, "quarry upload --wait (bench round)");
+        let said = String::from_utf8_lossy(&out.stderr);
+        let seconds = said.lines().find(|l| l.contains("indexed")).and_then(|l| l.split("seconds=").nth(1));
+        eprintln!("wait round {round}: {}", seconds.unwrap_or("?").split_whitespace().next().unwrap_or("?"));
+    }
+
+    // Nobody indexes: the wait fails after its timeout, naming what is missing.
+    let late = WheelSpec::new("never-indexed", "1.0").write_to(tmp.path()).display().to_string();
+    let mut cmd = tokio::process::Command::new(quarry_bin());
+    cmd.args(["upload", "--to", &format!("s3://{BUCKET}/3401-linux/python/"), "--wait=2", &late]);
+    for (k, v) in server.client_env() {
+        cmd.env(k, v);
+    }
+    let started = Instant::now();
+    let out = run(cmd, Duration::from_secs(120)).await;
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("never_indexed-1.0-py3-none-any.whl") && said.contains("simple/never-indexed/index.html"),
+        "{said}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60), "bounded by --wait");
+    server.stop().await;
+}

@@ -494,3 +494,33 @@ async fn an_upload_into_a_local_store_is_indexed_like_a_bucket() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!stdout.contains("find_links_url") && !stdout.contains("index.html"), "{stdout}");
 }
+
+/// `--wait` on a local store and through `quarry serve`: both index before they answer, so the
+/// wait ends at once, having read the pages (the S3 + Lambda case is in `consistency.rs`).
+#[tokio::test(flavor = "multi_thread")]
+async fn wait_ends_once_the_pages_list_the_upload_locally_and_through_a_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let github = tmp.path().join("github");
+    std::fs::create_dir_all(&github).unwrap();
+    let store = tmp.path().join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    let wheel = WheelSpec::new("wait-local", "1.0").write_to(tmp.path());
+    let to = format!("{}/881-linux/python/", store.display());
+    let mut cmd = quarry(None, &["upload", wheel.to_str().unwrap(), "--to", &to, "--wait=30"], &github);
+    cmd.env("RUST_LOG", "info");
+    let out = run(cmd, Duration::from_secs(120)).await;
+    assert_success(&out, "quarry upload --wait into a local store");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("indexed"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let server = TestServer::start().await;
+    let token_file = tmp.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let to = format!("{}882-linux/python/", server.url);
+    let args =
+        ["upload", wheel.to_str().unwrap(), "--to", &to, "--token-file", token_file.to_str().unwrap(), "--wait=30"];
+    let mut cmd = quarry(None, &args, &github);
+    cmd.env("RUST_LOG", "info");
+    let out = run(cmd, Duration::from_secs(120)).await;
+    assert_success(&out, "quarry upload --wait through quarry serve");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("indexed"), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -25,6 +25,7 @@ pub mod mirror;
 pub mod step;
 pub mod store;
 pub mod summary;
+pub mod wait;
 
 use std::sync::Arc;
 

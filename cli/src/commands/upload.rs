@@ -10,6 +10,7 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use quarry_store::Store;
+use quarry_upload::wait::WrittenFile;
 use quarry_upload::{
     Destination, FileProgress, Progress, PythonLayout, RunTarget, ServerClient, ServerOutcome, ServerSummary,
     StoreDestination, StoreOptions, UploadKind,
@@ -67,6 +68,11 @@ pub(crate) struct UploadArgs {
     /// already stored are never an error.
     #[arg(long)]
     pub(super) skip_existing: bool,
+    /// Return only once the indexes clients read (simple and find-links pages, apt `Packages`,
+    /// dnf primary metadata, listings) list every uploaded file with its sha256, or fail after
+    /// SECONDS [default: 300] naming what is missing: on S3 the Lambda indexes asynchronously.
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "300")]
+    pub(super) wait: Option<u64>,
     #[command(flatten)]
     pub(super) json: JsonArg,
     #[command(flatten)]
@@ -164,12 +170,26 @@ pub(crate) async fn run(mut args: UploadArgs) -> anyhow::Result<()> {
             }
         }
     }
+    let written: Vec<WrittenFile> =
+        uploaded.iter().map(|u| WrittenFile { key: u.key.clone(), sha256: u.sha256.clone() }).collect();
     let mut summary = ServerSummary::new(client.base(), uploaded)?;
     summary.skipped = skipped;
     super::print(args.json.json, &summary, summary.text())?;
     if failed > 0 {
         bail!("{failed} of {} uploads failed", files.len());
     }
+    if let Some(seconds) = args.wait {
+        let http = reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(30));
+        let http = quarry_upload::trusting_ssl_cert_file(http)?.build()?;
+        wait(&quarry_upload::wait::HttpReader::new(http, client.base().clone()), &written, seconds).await?;
+    }
+    Ok(())
+}
+
+/// `--wait`: until the indexes list every file written, or fail naming what they miss.
+async fn wait(reader: &dyn quarry_upload::wait::Reader, written: &[WrittenFile], seconds: u64) -> anyhow::Result<()> {
+    let took = quarry_upload::wait::wait_indexed(reader, written, std::time::Duration::from_secs(seconds)).await?;
+    tracing::info!(files = written.len(), seconds = took.as_secs_f64(), "indexed");
     Ok(())
 }
 
@@ -312,7 +332,7 @@ async fn to_store(
     }
     // A local store is indexed here, as the Lambda indexes a bucket: every URL printed exists.
     if !store_url.starts_with("s3://") {
-        index_touched(store, &summary.files).await?;
+        index_touched(store.clone(), &summary.files).await?;
     }
     super::append_to_github_file("GITHUB_OUTPUT", &summary.github_output())?;
     super::append_to_github_file("GITHUB_STEP_SUMMARY", &summary.step_summary())?;
@@ -322,6 +342,11 @@ async fn to_store(
     }
     if !summary.failed.is_empty() {
         bail!("{} of {} uploads failed", summary.failed.len(), summary.failed.len() + summary.files.len());
+    }
+    if let Some(seconds) = args.wait {
+        let written: Vec<WrittenFile> =
+            summary.files.iter().map(|u| WrittenFile { key: u.key.clone(), sha256: u.sha256.clone() }).collect();
+        wait(&quarry_upload::wait::StoreReader(store), &written, seconds).await?;
     }
     Ok(())
 }
