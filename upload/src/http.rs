@@ -51,8 +51,10 @@ pub enum TrustError {
 }
 
 /// `builder` trusting the certificates in the file [`SSL_CERT_FILE`] names (when it is set and
-/// not empty) besides the system's roots. reqwest's platform verifier reads the system's
-/// store and never the variable (on Linux too), so the file is added here.
+/// not empty) as its roots, as OpenSSL, pip and uv read the variable: the file is the trust
+/// store (a system bundle, or a private CA's). reqwest's platform verifier never reads the
+/// variable; and merging a whole bundle into it fails under Wine's crypt32 (every client would
+/// fail where `SSL_CERT_FILE` names the system bundle), so the file replaces it.
 pub fn trusting_ssl_cert_file(builder: reqwest::ClientBuilder) -> Result<reqwest::ClientBuilder, TrustError> {
     let path = std::env::var_os(SSL_CERT_FILE).filter(|p| !p.is_empty()).map(PathBuf::from);
     trusting(builder, path.as_deref())
@@ -66,7 +68,7 @@ fn trusting(builder: reqwest::ClientBuilder, path: Option<&Path>) -> Result<reqw
     if certs.is_empty() {
         return Err(TrustError::Parse { path: path.to_owned(), why: "no CERTIFICATE block in it".into() });
     }
-    Ok(builder.tls_certs_merge(certs))
+    Ok(builder.tls_certs_only(certs))
 }
 
 /// Why uploading one file to a server failed; each names the file or what the server said.
