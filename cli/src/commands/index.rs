@@ -83,12 +83,8 @@ pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     // A prefix naming one pip root is that root: no need to list everything below it first.
     let scopes = if !args.keys.is_empty() {
-        let mut scopes = BTreeSet::new();
-        for key in &args.keys {
-            let key = quarry_store::Key::new(key.as_str()).with_context(|| format!("--key {key}"))?;
-            scopes.extend(Scope::affected_by(&key));
-        }
-        scopes
+        let keys = args.keys.iter().map(|k| quarry_store::Key::new(k.as_str()).with_context(|| format!("--key {k}")));
+        Scope::affected_by_all(&keys.collect::<anyhow::Result<Vec<_>>>()?)
     } else {
         match RepoRoot::new(&args.prefix) {
             Ok(root) => BTreeSet::from([Scope::Root(root)]),

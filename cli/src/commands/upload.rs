@@ -386,12 +386,8 @@ fn rooted(destination: StoreDestination) -> StoreDestination {
 /// Brings every index an upload touched up to date (each stored key's scopes: its root, or
 /// its project, and the run listings above it).
 async fn index_touched(store: Arc<dyn Store>, files: &[quarry_store::Uploaded]) -> anyhow::Result<()> {
-    let mut scopes = std::collections::BTreeSet::new();
-    for file in files {
-        if let Ok(key) = quarry_store::Key::new(&file.key) {
-            scopes.extend(quarry_index::Scope::affected_by(&key));
-        }
-    }
+    let keys: Vec<quarry_store::Key> = files.iter().filter_map(|f| quarry_store::Key::new(&f.key).ok()).collect();
+    let scopes = quarry_index::Scope::affected_by_all(&keys);
     if scopes.is_empty() {
         return Ok(());
     }

@@ -57,6 +57,11 @@ impl Scope {
         }
     }
 
+    /// Every scope changes at `keys` make stale, each once ([`Scope::affected_by`]).
+    pub fn affected_by_all<'a>(keys: impl IntoIterator<Item = &'a Key>) -> std::collections::BTreeSet<Self> {
+        keys.into_iter().flat_map(Self::affected_by).collect()
+    }
+
     /// Every scope a change at `key` makes stale: [`Scope::for_key`], and for a listing each
     /// parent listing too (a new directory is a row in its parent's), deepest first.
     pub fn affected_by(key: &Key) -> Vec<Self> {
