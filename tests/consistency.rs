@@ -486,6 +486,28 @@ async fn promotion_never_shows_a_broken_channel() {
     server.stop().await;
 }
 
+/// `versions` versions (`2.{v}`) of `projects` wheels `kept-{p}` and of `natives` `.deb`s and
+/// `.rpm`s, for `run`'s roots: what the pruning tests upload, then prune.
+fn versions_to_prune(dir: &Path, run: &str, versions: usize, projects: usize, natives: usize) -> Vec<Upload> {
+    let mut files = Vec::new();
+    for v in 0..versions {
+        for p in 0..projects {
+            let spec = WheelSpec::new(&format!("kept-{p}"), &format!("2.{v}"));
+            files.push(Upload { key: format!("{}{}", pip_root(run), spec.filename()), body: spec.build() });
+        }
+        for p in 0..natives {
+            let (name, version) = (format!("kept-{p}"), format!("2.{v}"));
+            let deb = built::deb(dir, &name, &format!("{version}-1"));
+            let rpm = built::rpm(dir, &name, &version);
+            for (path, prefix) in [(deb, format!("{}pool/main/", apt_root(run))), (rpm, dnf_root(run))] {
+                let file = path.file_name().unwrap().to_str().unwrap().to_owned();
+                files.push(Upload { key: format!("{prefix}{file}"), body: std::fs::read(&path).unwrap() });
+            }
+        }
+    }
+    files
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pruning_never_shows_a_broken_index() {
     const RUN: &str = "3400-linux/";
@@ -494,22 +516,7 @@ async fn pruning_never_shows_a_broken_index() {
     let server = Served::start(&store_dir, tmp.path()).await;
     // 8 projects × 5 versions of wheels, 4 packages × 5 versions of .debs and .rpms, uploaded
     // by the writers.
-    let mut files = Vec::new();
-    for v in 0..5 {
-        for p in 0..8 {
-            let spec = WheelSpec::new(&format!("kept-{p}"), &format!("2.{v}"));
-            files.push(Upload { key: format!("{}{}", pip_root(RUN), spec.filename()), body: spec.build() });
-        }
-        for p in 0..4 {
-            let (name, version) = (format!("kept-{p}"), format!("2.{v}"));
-            let deb = built::deb(tmp.path(), &name, &format!("{version}-1"));
-            let rpm = built::rpm(tmp.path(), &name, &version);
-            for (path, prefix) in [(deb, format!("{}pool/main/", apt_root(RUN))), (rpm, dnf_root(RUN))] {
-                let file = path.file_name().unwrap().to_str().unwrap().to_owned();
-                files.push(Upload { key: format!("{prefix}{file}"), body: std::fs::read(&path).unwrap() });
-            }
-        }
-    }
+    let files = versions_to_prune(tmp.path(), RUN, 5, 8, 4);
     let uploads = deal(files).into_iter().map(|hand| {
         let server = &server;
         async move {
@@ -545,22 +552,7 @@ async fn pruning_a_bucket_the_lambda_indexes_never_shows_a_broken_index() {
     let (server, queue, store, handler) = moto_bucket().await;
     let tmp = tempfile::tempdir().unwrap();
     // 6 projects × 3 versions of wheels, 3 packages × 3 versions of .debs and .rpms.
-    let mut files = Vec::new();
-    for v in 0..3 {
-        for p in 0..6 {
-            let spec = WheelSpec::new(&format!("kept-{p}"), &format!("2.{v}"));
-            files.push(Upload { key: format!("{}{}", pip_root(RUN), spec.filename()), body: spec.build() });
-        }
-        for p in 0..3 {
-            let (name, version) = (format!("kept-{p}"), format!("2.{v}"));
-            let deb = built::deb(tmp.path(), &name, &format!("{version}-1"));
-            let rpm = built::rpm(tmp.path(), &name, &version);
-            for (path, prefix) in [(deb, format!("{}pool/main/", apt_root(RUN))), (rpm, dnf_root(RUN))] {
-                let file = path.file_name().unwrap().to_str().unwrap().to_owned();
-                files.push(Upload { key: format!("{prefix}{file}"), body: std::fs::read(&path).unwrap() });
-            }
-        }
-    }
+    let files = versions_to_prune(tmp.path(), RUN, 3, 6, 3);
     let total = files.len();
     for Upload { key, body } in files {
         store.put_bytes(&Key::new(key).unwrap(), body.into(), PutOptions::default()).await.unwrap();
@@ -678,6 +670,14 @@ async fn the_audit_names_each_removed_object_and_exits_non_zero() {
     assert_audit_clean(store).await;
 }
 
+/// `quarry upload --to TO WAIT FILES…` with `server`'s credentials, info logs on stderr.
+async fn upload_to_bucket(server: &S3Server, to: &str, wait: &str, files: &[String]) -> Output {
+    let mut cmd = tokio::process::Command::new(quarry_bin());
+    cmd.args(["upload", "--to", to, wait]).args(files).env("RUST_LOG", "info");
+    cmd.envs(server.client_env());
+    run(cmd, Duration::from_secs(300)).await
+}
+
 /// `quarry upload --wait` into a bucket the Lambda indexes (moto, S3 → SQS, the handler):
 /// the command returns only once the simple and find-links pages list both wheels with their
 /// sha256, however long the notifications take; without a Lambda it fails after its timeout,
@@ -692,14 +692,7 @@ async fn an_upload_with_wait_returns_once_the_lambda_indexed_it() {
         .map(|v| WheelSpec::new("waited-for", v).write_to(tmp.path()).display().to_string())
         .collect();
     let to = format!("s3://{BUCKET}/{RUN}python/");
-    let upload = async {
-        let mut cmd = tokio::process::Command::new(quarry_bin());
-        cmd.args(["upload", "--to", &to, "--wait=120"]).args(&wheels).env("RUST_LOG", "info");
-        for (k, v) in server.client_env() {
-            cmd.env(k, v);
-        }
-        run(cmd, Duration::from_secs(300)).await
-    };
+    let upload = upload_to_bucket(&server, &to, "--wait=120", &wheels);
     let (out, ()) = tokio::join!(upload, lambda_service(&queue, &handler, RUN, 2));
     assert_success(&out, "quarry upload --wait");
     assert!(String::from_utf8_lossy(&out.stderr).contains("indexed"), "{}", String::from_utf8_lossy(&out.stderr));
@@ -715,14 +708,7 @@ async fn an_upload_with_wait_returns_once_the_lambda_indexed_it() {
         let run_prefix = format!("{}-linux/", 3500 + round);
         let wheel = WheelSpec::new("waited-for", &format!("2.{round}")).write_to(tmp.path()).display().to_string();
         let to = format!("s3://{BUCKET}/{run_prefix}python/");
-        let upload = async {
-            let mut cmd = tokio::process::Command::new(quarry_bin());
-            cmd.args(["upload", "--to", &to, "--wait=120", &wheel]).env("RUST_LOG", "info");
-            for (k, v) in server.client_env() {
-                cmd.env(k, v);
-            }
-            run(cmd, Duration::from_secs(300)).await
-        };
+        let upload = upload_to_bucket(&server, &to, "--wait=120", std::slice::from_ref(&wheel));
         let (out, ()) = tokio::join!(upload, lambda_service(&queue, &handler, &run_prefix, 1));
         assert_success(&out, "quarry upload --wait (bench round)");
         let said = String::from_utf8_lossy(&out.stderr);
@@ -732,13 +718,8 @@ async fn an_upload_with_wait_returns_once_the_lambda_indexed_it() {
 
     // Nobody indexes: the wait fails after its timeout, naming what is missing.
     let late = WheelSpec::new("never-indexed", "1.0").write_to(tmp.path()).display().to_string();
-    let mut cmd = tokio::process::Command::new(quarry_bin());
-    cmd.args(["upload", "--to", &format!("s3://{BUCKET}/3401-linux/python/"), "--wait=2", &late]);
-    for (k, v) in server.client_env() {
-        cmd.env(k, v);
-    }
     let started = Instant::now();
-    let out = run(cmd, Duration::from_secs(120)).await;
+    let out = upload_to_bucket(&server, &format!("s3://{BUCKET}/3401-linux/python/"), "--wait=2", &[late]).await;
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
