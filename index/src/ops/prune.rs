@@ -36,7 +36,7 @@ use crate::state::root::{RepoKind, RepoRoot};
 use crate::state::{Entry, RepoState};
 
 /// Sidecars deleted with a pruned file (the indexer's own outputs go with the reindex).
-const SIDECARS: &[&str] = &[METADATA_SUFFIX, YANK_SUFFIX, ".sha256sum"];
+pub(crate) const SIDECARS: &[&str] = &[METADATA_SUFFIX, YANK_SUFFIX, ".sha256sum"];
 
 /// What a root keeps. With both rules a version is pruned only if both select it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

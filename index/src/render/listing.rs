@@ -68,9 +68,13 @@ impl ListingDir {
         Self::new(key.parent_prefix())
     }
 
-    /// `prefix` (ending in `/`) as a listed directory, if it is one.
+    /// `prefix` (ending in `/`) as a listed directory, if it is one (never inside the audit
+    /// log, [`crate::ops::audit_log::AUDIT_PREFIX`], though it names runs).
     pub fn new(prefix: &str) -> Option<Self> {
         let trimmed = prefix.trim_end_matches('/');
+        if crate::ops::audit_log::is_audit_path(prefix) {
+            return None;
+        }
         layout::current().is_listed(trimmed).then(|| Self(format!("{trimmed}/")))
     }
 
