@@ -18,11 +18,17 @@ pub struct Token {
     secret: String,
     /// Key prefixes this token may write under; empty: anywhere.
     prefixes: Vec<String>,
+    /// The name the audit log records (`name=NAME` on its token file line).
+    name: Option<String>,
 }
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Token").field("secret", &"…").field("prefixes", &self.prefixes).finish()
+        f.debug_struct("Token")
+            .field("secret", &"…")
+            .field("prefixes", &self.prefixes)
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -55,7 +61,7 @@ fn scope_prefix(prefix: &str) -> Result<String, BadScope> {
 impl Token {
     /// A token that may write anywhere.
     pub fn unscoped(secret: impl Into<String>) -> Self {
-        Self { secret: secret.into(), prefixes: Vec::new() }
+        Self { secret: secret.into(), prefixes: Vec::new(), name: None }
     }
 
     /// A token that may write under `prefixes` (each stored with one trailing `/`; none:
@@ -63,16 +69,33 @@ impl Token {
     /// refused: a scope is either absent or real.
     pub fn new(secret: impl Into<String>, prefixes: Vec<String>) -> Result<Self, BadScope> {
         let prefixes = prefixes.iter().map(|p| scope_prefix(p)).collect::<Result<_, _>>()?;
-        Ok(Self { secret: secret.into(), prefixes })
+        Ok(Self { secret: secret.into(), prefixes, name: None })
     }
 
-    /// A token file line: `TOKEN [PREFIX …]`, words separated by whitespace. A `#` starts a
-    /// comment only at the start of a word (a line's start, or after whitespace), so `abc#def` is
-    /// one token; blank and comment lines give `None`; a bad prefix is an error.
+    /// A token file line: `TOKEN [PREFIX …] [name=NAME]`, words separated by whitespace. A `#`
+    /// starts a comment only at the start of a word (a line's start, or after whitespace), so
+    /// `abc#def` is one token; blank and comment lines give `None`; a bad prefix is an error.
     pub fn parse_line(line: &str) -> Result<Option<Self>, BadScope> {
         let mut words = line.split_whitespace().take_while(|w| !w.starts_with('#'));
         let Some(secret) = words.next() else { return Ok(None) };
-        Self::new(secret, words.map(str::to_owned).collect()).map(Some)
+        let (names, prefixes): (Vec<&str>, Vec<&str>) = words.partition(|w| w.starts_with("name="));
+        let mut token = Self::new(secret, prefixes.into_iter().map(str::to_owned).collect())?;
+        token.name = names.last().map(|n| n["name=".len()..].to_owned()).filter(|n| !n.is_empty());
+        Ok(Some(token))
+    }
+
+    /// Who acts with this token, as the audit log records it: its name, else `token:` and a
+    /// fingerprint of the secret (stable, and telling nothing of it).
+    pub fn identity(&self) -> String {
+        match &self.name {
+            Some(name) => name.clone(),
+            None => format!("token:{}", &quarry_store::sha256_hex(self.secret.as_bytes())[..12]),
+        }
+    }
+
+    /// Whether this token may read the audit log: an unscoped token may.
+    pub(crate) fn may_read_audit(&self) -> bool {
+        self.prefixes.is_empty()
     }
 
     /// The secret a client sends.
@@ -241,6 +264,14 @@ mod tests {
         assert_eq!(line("tok\t#comment 123-linux/"), Some(Token::unscoped("tok")));
         assert_eq!(line("  a#b 7-linux/ #x"), Token::new("a#b", vec!["7-linux/".into()]).ok());
         assert_eq!(line("abc#def").unwrap().secret(), "abc#def");
+        // A name for the audit log, anywhere after the secret; else a fingerprint.
+        let named = line("s3cret 123-linux/ name=ci-linux # ci").unwrap();
+        assert_eq!((named.prefixes(), named.identity().as_str()), (&["123-linux/".to_owned()][..], "ci-linux"));
+        assert_eq!(line("s3cret").unwrap().identity(), line("s3cret 1-linux/").unwrap().identity());
+        assert_eq!(line("s3cret").unwrap().identity().len(), "token:".len() + 12);
+        assert!(line("s3cret").unwrap().identity().starts_with("token:"));
+        assert_ne!(line("s3cret").unwrap().identity(), line("other").unwrap().identity());
+        assert!(!line("s3cret").unwrap().identity().contains("s3cret"));
     }
 
     #[test]

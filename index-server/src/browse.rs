@@ -691,6 +691,8 @@ struct FileView {
     uploaded: String,
     sha256: String,
     yanked: Option<String>,
+    /// Who put it there, by the audit log (the newest upload or promotion of it).
+    by: Option<String>,
 }
 
 struct VersionView {
@@ -763,9 +765,13 @@ pub(crate) async fn package_page(
                 uploaded: e.upload_time.get(..19).unwrap_or(&e.upload_time).replace('T', " "),
                 sha256: e.sha256.clone(),
                 yanked: e.yanked.clone(),
+                by: None,
             })
             .collect();
         file_views.sort_by(|a, b| a.name.cmp(&b.name));
+        for view in &mut file_views {
+            view.by = uploaded_by(store, &format!("{root}{}", view.name)).await;
+        }
         views.push(VersionView { version: version.to_string(), files: file_views });
     }
     // Dependencies and summary from the newest version's first wheel with a metadata sidecar.
@@ -803,6 +809,18 @@ pub(crate) async fn package_page(
         }
         .render(),
     )
+}
+
+/// Who last uploaded or promoted the file at `key`, by the audit log (nothing when it has no
+/// such entry, or cannot be read: the page is shown without it).
+async fn uploaded_by(store: &dyn quarry_store::Store, key: &str) -> Option<String> {
+    use quarry_index::audit_log::{AuditAction, AuditOutcome, AuditQuery, read};
+    let query = AuditQuery { since: None, key_prefix: Some(key.to_owned()) };
+    let log = read(store, &query).await.ok()?;
+    let put = |e: &&quarry_index::audit_log::AuditEntry| {
+        e.key == key && e.outcome == AuditOutcome::Ok && matches!(e.action, AuditAction::Upload | AuditAction::Promote)
+    };
+    log.entries.iter().rev().find(put).map(|e| e.identity.clone())
 }
 
 /// `/-/dnf/{run}.repo`: one section per dnf repo of the run.

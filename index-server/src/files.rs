@@ -74,6 +74,10 @@ pub(crate) async fn get_path(
     served_at: Option<Extension<ServedAt>>,
 ) -> Result<Response, AppError> {
     let path = decode_path(uri.path())?;
+    // The audit log is read at `/-/audit`, with the right to.
+    if quarry_index::ops::audit_log::is_audit_path(&path) {
+        return Err(AppError::NotFound(format!("nothing at /{path}")));
+    }
     let reader = Reader { state: &state, method: &method, headers: &headers };
 
     // `…/simple…` under a pip root: PEP 503/691.

@@ -59,6 +59,8 @@ pub(crate) async fn post_path(State(state): State<AppState>, uri: Uri, headers: 
     let mut kind = "other";
     let result = post(&state, &uri, &headers, body, &mut kind).await;
     record(&state, kind, result.as_ref().map(|(_, _, stored)| stored));
+    let audited = result.as_ref().map(|(key, _, stored)| (key, stored));
+    crate::audit::record_upload(&state, &headers, crate::auth::WriteAuth::BearerOrBasic, uri.path(), audited).await;
     match result {
         Ok((key, root, (status, size, sha256))) => {
             let signed = state.coalescer.indexer().config().signer.is_some();

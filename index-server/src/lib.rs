@@ -9,6 +9,9 @@
 //!   validated, then the root is reindexed in-process (coalesced) before the response.
 //! - `POST /<pip root>/`: the legacy PyPI upload form twine and uv publish send
 //!   (`legacy_upload`), Basic `__token__` credentials, then the same path as a `PUT`.
+//! - `POST /-/yank/<key>`, `POST /-/unyank/<key>`, `DELETE /<key>` (`lifecycle`), each under
+//!   the token's scope; every write recorded in the store's audit log, read at `GET /-/audit`
+//!   with an unscoped token (`audit`).
 //! - The run browser (`browse`): `/` lists runs, `/{run}-{platform}/` shows one with install
 //!   lines, `/-/package/{run}/{project}/` one Python project.
 //! - `/-/docs/`: the user guide's built pages from a directory (`docs`).
@@ -21,6 +24,7 @@
 //!
 //! No index logic lives here: pages are what `quarry-index` published into the store.
 
+mod audit;
 mod auth;
 pub mod browse;
 mod coalesce;
@@ -31,6 +35,7 @@ mod error;
 mod files;
 mod gpu;
 mod legacy_upload;
+mod lifecycle;
 mod memo;
 mod metrics;
 mod negotiate;
@@ -403,7 +408,13 @@ pub fn app(state: AppState) -> Router {
         .route("/-/docs", get(docs::docs_root_redirect))
         .route("/-/docs/", get(docs::docs_index))
         .route("/-/docs/{*path}", get(docs::docs_file))
-        .route("/{*path}", get(files::get_path).put(upload::put_path).post(legacy_upload::post_path))
+        .route("/-/audit", get(audit::audit_page))
+        .route("/-/yank/{*key}", axum::routing::post(lifecycle::yank_path))
+        .route("/-/unyank/{*key}", axum::routing::post(lifecycle::unyank_path))
+        .route(
+            "/{*path}",
+            get(files::get_path).put(upload::put_path).post(legacy_upload::post_path).delete(lifecycle::delete_path),
+        )
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), front))
         .with_state(state)
@@ -423,8 +434,9 @@ async fn front(State(state): State<AppState>, request: Request, next: Next) -> R
         method = %truncated(method.as_str(), LOGGED_METHOD_MAX),
         path = %truncated(uri.path(), LOGGED_PATH_MAX)
     );
-    // Writes authorize themselves (a PUT, or an upload form POSTed to a pip root).
-    let write = matches!(*request.method(), axum::http::Method::PUT | axum::http::Method::POST);
+    // Writes authorize themselves (a PUT, an upload form POSTed to a pip root, a yank, a DELETE).
+    let write =
+        matches!(*request.method(), axum::http::Method::PUT | axum::http::Method::POST | axum::http::Method::DELETE);
     let denied = match !write && request.uri().path() != "/healthz" {
         true => state.access.authorize_read(request.headers()).err(),
         false => None,
@@ -733,7 +745,8 @@ mod tests {
             .unwrap();
         let (status, body) = call(app(state.clone()), request).await;
         assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
-        assert!(state.store().list_all("", false).await.unwrap().objects.is_empty());
+        let stored = state.store().list_all("", false).await.unwrap().objects;
+        assert!(stored.iter().all(|o| quarry_index::audit_log::is_audit_path(o.key.as_str())));
     }
 }
 
@@ -847,7 +860,8 @@ mod listener_tests {
         assert!(text.starts_with("HTTP/1.1 400"), "{text}");
         assert!(text.contains("sent nothing for 500ms"), "{text}");
         assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
-        assert!(state.store().list_all("", false).await.unwrap().objects.is_empty(), "nothing stored");
+        let stored = state.store().list_all("", false).await.unwrap().objects;
+        assert!(stored.iter().all(|o| quarry_index::audit_log::is_audit_path(o.key.as_str())), "nothing stored");
         server.stop(Duration::from_secs(2)).await;
     }
 

@@ -228,6 +228,20 @@ pub async fn record(store: &dyn Store, entry: &AuditEntry) {
     }
 }
 
+/// A time as `--since` and `?since=` take it: RFC 3339 (`2026-01-02T03:04:05Z`) or a date
+/// (`2026-01-02`, midnight UTC).
+pub fn parse_since(text: &str) -> Result<jiff::Timestamp, String> {
+    let text = text.trim();
+    if let Ok(t) = text.parse::<jiff::Timestamp>() {
+        return Ok(t);
+    }
+    text.parse::<jiff::civil::Date>()
+        .ok()
+        .and_then(|d| d.to_zoned(jiff::tz::TimeZone::UTC).ok())
+        .map(|z| z.timestamp())
+        .ok_or_else(|| format!("{text:?} is no time: give RFC 3339 (2026-01-02T03:04:05Z) or a date (2026-01-02)"))
+}
+
 /// Which entries [`read`] returns.
 #[derive(Debug, Clone, Default)]
 pub struct AuditQuery {
@@ -337,6 +351,13 @@ mod tests {
         }
         assert_eq!(nonce().len(), 10);
         assert_ne!(nonce(), nonce());
+    }
+
+    #[test]
+    fn since_takes_times_and_dates() {
+        assert_eq!(parse_since("2026-01-02").unwrap().to_string(), "2026-01-02T00:00:00Z");
+        assert_eq!(parse_since(" 2026-01-02T03:04:05Z ").unwrap().to_string(), "2026-01-02T03:04:05Z");
+        insta::assert_snapshot!(parse_since("yesterday").unwrap_err(), @r#""yesterday" is no time: give RFC 3339 (2026-01-02T03:04:05Z) or a date (2026-01-02)"#);
     }
 
     #[test]
