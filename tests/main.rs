@@ -20,6 +20,7 @@ mod hostile_archives;
 mod http;
 mod infra_template;
 mod lambda_emulator;
+mod lifecycle;
 mod mirror;
 mod package_memory;
 mod package_versions;

@@ -77,6 +77,15 @@ pub(crate) async fn run(args: GcArgs) -> anyhow::Result<()> {
     };
     let indexer = Indexer::new(store).with_config(config);
     let report = quarry_index::retention::apply(&indexer, &options, Timestamp::now()).await?;
+    if !report.dry_run {
+        use quarry_index::audit_log::{AuditAction, AuditEntry, AuditOutcome};
+        let identity = super::audit::local_identity();
+        let entries = report.deleted.iter().map(|run| {
+            let detail = format!("{} objects, {} bytes; {}", run.objects, run.bytes, run.reasons.join(", "));
+            AuditEntry::now(AuditAction::Gc, &identity, &run.run, AuditOutcome::Ok).detail(Some(detail))
+        });
+        super::audit::record(indexer.store().as_ref(), entries).await;
+    }
     super::print(args.json.json, &report, &report)?;
     if !report.failures.is_empty() {
         anyhow::bail!("{} failures; run `quarry gc` again to finish (it is idempotent)", report.failures.len());

@@ -10,9 +10,11 @@
 
 mod args;
 mod artifacts;
+mod audit;
 mod ci;
 mod gc;
 mod index;
+mod lifecycle;
 mod mirror;
 mod package;
 mod package_args;
@@ -76,6 +78,20 @@ enum Command {
     Index(index::IndexArgs),
     /// Upload packages or artifacts to a server, a bucket or a directory.
     Upload(upload::UploadArgs),
+    /// Yank a wheel or sdist (PEP 592): pip and uv skip it unless pinned with ==.
+    ///
+    /// Through a server (`POST /-/yank/KEY`, the upload token) or on a store (S3, a local
+    /// directory); the project's pip pages are republished with the yank.
+    Yank(lifecycle::YankArgs),
+    /// Undo a yank.
+    Unyank(lifecycle::FileArgs),
+    /// Delete a package file; its pip, apt or dnf indexes are republished without it.
+    ///
+    /// Refused while a channel holds the file. Through a server (`DELETE /KEY`, the upload
+    /// token) or on a store (S3, a local directory).
+    Delete(lifecycle::FileArgs),
+    /// Show a store's audit log: every write, who made it, when.
+    Audit(audit::AuditArgs),
     /// Build .debs, .rpms and the rocm-sdk wheels from stage artifacts.
     Package(package_args::PackageArgs),
     /// TheRock's build stages: list, info, configure, build one.
@@ -122,7 +138,7 @@ enum Command {
 /// `quarry --help` lists the commands by task, in this order; every visible command is in one
 /// group (a test checks).
 const COMMAND_GROUPS: &[(&str, &[&str])] = &[
-    ("Serve and upload", &["serve", "upload", "index"]),
+    ("Serve and upload", &["serve", "upload", "index", "yank", "unyank", "delete", "audit"]),
     ("Releases and retention", &["promote", "mirror", "check-origins", "prune", "gc"]),
     ("TheRock builds", &["stage", "artifacts", "pipeline", "package", "version", "runs", "ci"]),
 ];
@@ -264,6 +280,10 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Index(args) => index::run(args).await,
         Command::Promote(args) => promote::run(args).await,
         Command::Upload(args) => upload::run(args).await,
+        Command::Yank(args) => lifecycle::yank(args).await,
+        Command::Unyank(args) => lifecycle::unyank(args).await,
+        Command::Delete(args) => lifecycle::delete(args).await,
+        Command::Audit(args) => audit::run(args).await,
         Command::Package(args) => package::run(args).await,
         Command::Stage(args) => stage::run(args).await,
         Command::Pipeline(args) => pipeline::run(args).await,

@@ -84,6 +84,16 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
         PromoteError::BadInput(message) => anyhow::Error::new(super::UsageError::new(message)),
         other => anyhow::Error::new(other),
     })?;
+    if !report.dry_run {
+        use quarry_index::audit_log::{AuditAction, AuditEntry, AuditOutcome};
+        let identity = super::audit::local_identity();
+        let copied = report.files.iter().filter(|c| c.status == "copy").map(|c| {
+            AuditEntry::now(AuditAction::Promote, &identity, &c.to, AuditOutcome::Ok)
+                .sha256(Some(c.sha256.clone()))
+                .detail(Some(format!("from {}", c.from)))
+        });
+        super::audit::record(indexer.store().as_ref(), copied).await;
+    }
     let report = printed(args.store.store.as_str(), report, signed);
     super::print(args.json.json, &report, text(&report))
 }

@@ -61,6 +61,9 @@ pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
         let store = args.store.store.open_existing().await?;
         let indexer = Indexer::new(store).with_config(config);
         let reports = prune_channel(&indexer, channel, &args).await?;
+        for report in &reports {
+            record(&indexer, report).await;
+        }
         let text: String = reports.iter().map(ToString::to_string).collect();
         return super::print(args.json.json, &reports, text);
     }
@@ -76,7 +79,24 @@ pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
     let store = args.store.store.open_existing().await?;
     let indexer = Indexer::new(store).with_config(config);
     let report = prune_root(&indexer, &root, policy, args.now.unwrap_or_else(Timestamp::now), args.dry_run).await?;
+    record(&indexer, &report).await;
     super::print(args.json.json, &report, &report)
+}
+
+/// Each pruned file in the store's audit log.
+async fn record(indexer: &Indexer, report: &PruneReport) {
+    use quarry_index::audit_log::{AuditAction, AuditEntry, AuditOutcome};
+    if report.dry_run {
+        return;
+    }
+    let identity = super::audit::local_identity();
+    let files = report.pruned.iter().flat_map(|v| v.files.iter().map(move |f| (v, f)));
+    let entries = files.map(|(v, f)| {
+        let detail = format!("{} {} pruned", v.project, v.version);
+        AuditEntry::now(AuditAction::Prune, &identity, &format!("{}{f}", report.root), AuditOutcome::Ok)
+            .detail(Some(detail))
+    });
+    super::audit::record(indexer.store().as_ref(), entries).await;
 }
 
 /// Every root the store holds under `channel` that the configured layout gives a retention

@@ -327,6 +327,17 @@ async fn to_store(
         skip_existing: args.skip_existing,
     };
     let summary = quarry_upload::upload_to_store(store.clone(), files, &options, &Bars::default()).await;
+    let identity = super::audit::local_identity();
+    let stored = summary.files.iter().map(|f| {
+        let entry = quarry_index::audit_log::AuditEntry::now(
+            quarry_index::audit_log::AuditAction::Upload,
+            &identity,
+            &f.key,
+            quarry_index::audit_log::AuditOutcome::Ok,
+        );
+        entry.sha256(Some(f.sha256.clone()))
+    });
+    super::audit::record(store.as_ref(), stored).await;
     for k in &summary.skipped {
         tracing::warn!("{}: {} (--skip-existing)", k.key, k.reason);
     }
@@ -355,7 +366,7 @@ async fn to_store(
 /// `.quarry/` (the store's own area), else the directory where a `{run}-{platform}` segment
 /// begins (`DIR/777-linux/python/` is the store `DIR`, keys `777-linux/python/…`), so the
 /// run gets its manifest and its indexes as in a bucket. S3 and other destinations are kept.
-fn rooted(destination: StoreDestination) -> StoreDestination {
+pub(super) fn rooted(destination: StoreDestination) -> StoreDestination {
     if destination.store_url.starts_with("s3://") || !destination.prefix.is_empty() || destination.bucket.is_some() {
         return destination;
     }
