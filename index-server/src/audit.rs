@@ -12,7 +12,6 @@ use axum::response::{IntoResponse, Response};
 use quarry_index::audit_log::{self, AuditAction, AuditEntry, AuditOutcome, AuditQuery};
 
 use crate::auth::WriteAuth;
-use crate::upload::Stored;
 use crate::{AppError, AppState};
 
 /// The audit log's outcome for a refused request; `None` when it names nobody (no valid token).
@@ -37,20 +36,21 @@ pub(crate) async fn record(state: &AppState, entry: AuditEntry) {
     audit_log::record(state.store.as_ref(), &entry).await;
 }
 
-/// Record an upload's outcome: the key and sha256 stored, or the refusal at `path`.
+/// Record an upload's outcome: the key and sha256 stored (and whether the same bytes were there
+/// already), or the refusal at `path`.
 pub(crate) async fn record_upload(
     state: &AppState,
     headers: &HeaderMap,
     auth: WriteAuth,
     path: &str,
-    result: Result<(&quarry_store::Key, &Stored), &AppError>,
+    result: Result<(&quarry_store::Key, &str, bool), &AppError>,
 ) {
     let Some(identity) = identity(state, headers, auth) else { return };
     let entry = match result {
-        Ok((key, (status, _, sha256))) => {
-            let detail = (*status == crate::wire::UploadStatus::Exists).then(|| "the same bytes were there".to_owned());
+        Ok((key, sha256, existed)) => {
+            let detail = existed.then(|| "the same bytes were there".to_owned());
             AuditEntry::now(AuditAction::Upload, &identity, key.as_str(), AuditOutcome::Ok)
-                .sha256(Some(sha256.clone()))
+                .sha256(Some(sha256.to_owned()))
                 .detail(detail)
         }
         Err(error) => {
@@ -91,7 +91,7 @@ pub(crate) async fn audit_page(
         )));
     }
     let since = params.since.as_deref().map(audit_log::parse_since).transpose().map_err(AppError::BadRequest)?;
-    let query = AuditQuery { since, key_prefix: params.key };
+    let query = AuditQuery { since, key_prefix: params.key, done_only: false };
     let log = audit_log::read(state.store.as_ref(), &query).await?;
     let mut body = String::new();
     for entry in &log.entries {

@@ -815,7 +815,7 @@ pub(crate) async fn package_page(
 /// such entry, or cannot be read: the page is shown without it).
 async fn uploaded_by(store: &dyn quarry_store::Store, key: &str) -> Option<String> {
     use quarry_index::audit_log::{AuditAction, AuditOutcome, AuditQuery, read};
-    let query = AuditQuery { since: None, key_prefix: Some(key.to_owned()) };
+    let query = AuditQuery { since: None, key_prefix: Some(key.to_owned()), done_only: true };
     let log = read(store, &query).await.ok()?;
     let put = |e: &&quarry_index::audit_log::AuditEntry| {
         e.key == key && e.outcome == AuditOutcome::Ok && matches!(e.action, AuditAction::Upload | AuditAction::Promote)

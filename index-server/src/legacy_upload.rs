@@ -59,7 +59,9 @@ pub(crate) async fn post_path(State(state): State<AppState>, uri: Uri, headers: 
     let mut kind = "other";
     let result = post(&state, &uri, &headers, body, &mut kind).await;
     record(&state, kind, result.as_ref().map(|(_, _, stored)| stored));
-    let audited = result.as_ref().map(|(key, _, stored)| (key, stored));
+    let audited = result
+        .as_ref()
+        .map(|(key, _, (status, _, sha))| (key, sha.as_str(), *status == crate::wire::UploadStatus::Exists));
     crate::audit::record_upload(&state, &headers, crate::auth::WriteAuth::BearerOrBasic, uri.path(), audited).await;
     match result {
         Ok((key, root, (status, size, sha256))) => {

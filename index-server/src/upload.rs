@@ -74,7 +74,9 @@ pub(crate) async fn put_path(
 ) -> Result<Response, AppError> {
     let result = put(&state, &uri, &headers, body).await;
     record(&state, kind_of(uri.path()), result.as_ref().map(|(_, _, stored)| stored));
-    let audited = result.as_ref().map(|(key, _, stored)| (key, stored));
+    let audited = result
+        .as_ref()
+        .map(|(key, _, (status, _, sha))| (key, sha.as_str(), *status == crate::wire::UploadStatus::Exists));
     crate::audit::record_upload(&state, &headers, crate::auth::WriteAuth::BearerOnly, uri.path(), audited).await;
     let (key, root, (status, size, sha256)) = result?;
     let signed = state.coalescer.indexer().config().signer.is_some();

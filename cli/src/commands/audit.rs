@@ -30,7 +30,7 @@ pub(crate) async fn run(args: AuditArgs) -> anyhow::Result<()> {
     if let Some(prefix) = key_prefix.as_deref().filter(|p| !p.is_empty()) {
         quarry_store::validate_prefix(prefix).map_err(|e| UsageError::new(format!("--key {prefix:?}: {e}")))?;
     }
-    let log = audit_log::read(store.as_ref(), &AuditQuery { since: args.since, key_prefix }).await?;
+    let log = audit_log::read(store.as_ref(), &AuditQuery { since: args.since, key_prefix, done_only: false }).await?;
     super::print(args.json.json, &log, &log)
 }
 

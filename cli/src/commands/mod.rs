@@ -78,14 +78,14 @@ enum Command {
     Index(index::IndexArgs),
     /// Upload packages or artifacts to a server, a bucket or a directory.
     Upload(upload::UploadArgs),
-    /// Yank a wheel or sdist (PEP 592): pip and uv skip it unless pinned with ==.
+    /// Yank a wheel or sdist (PEP 592): installed only when pinned with ==.
     ///
     /// Through a server (`POST /-/yank/KEY`, the upload token) or on a store (S3, a local
     /// directory); the project's pip pages are republished with the yank.
     Yank(lifecycle::YankArgs),
     /// Undo a yank.
     Unyank(lifecycle::FileArgs),
-    /// Delete a package file; its pip, apt or dnf indexes are republished without it.
+    /// Delete a package file and republish its pip, apt or dnf index.
     ///
     /// Refused while a channel holds the file. Through a server (`DELETE /KEY`, the upload
     /// token) or on a store (S3, a local directory).

@@ -129,13 +129,15 @@ impl AuditEntry {
         self
     }
 
-    /// The object the entry is stored as ([`AUDIT_PREFIX`], its key, its time, `nonce`).
+    /// The object the entry is stored as ([`AUDIT_PREFIX`], its key, its time, `nonce`). Only
+    /// what was done lies under its key: a refusal's key is the request's, untrusted (a
+    /// traversal, a reserved name as a directory), and lies at the top.
     fn object_key(&self, nonce: &str) -> Result<Key, StoreError> {
         let compact = compact_time(&self.time);
         let name = format!("{compact}-{nonce}.json");
         let dir = self.key.trim_end_matches('/');
         let under_key = Key::new(dir).and_then(|_| Key::new(format!("{AUDIT_PREFIX}{dir}/{name}"))).ok();
-        match under_key {
+        match under_key.filter(|_| self.outcome == AuditOutcome::Ok) {
             Some(key) => Ok(key),
             None => Ok(Key::new(format!("{AUDIT_PREFIX}{name}"))?),
         }
@@ -249,6 +251,8 @@ pub struct AuditQuery {
     pub since: Option<Timestamp>,
     /// Only entries whose key starts with this (a file, a root, a run).
     pub key_prefix: Option<String>,
+    /// Only what was done (no refusals, which are read from the top of the log).
+    pub done_only: bool,
 }
 
 /// What [`read`] found.
@@ -277,10 +281,14 @@ impl std::fmt::Display for AuditLog {
 pub async fn read(store: &dyn Store, query: &AuditQuery) -> Result<AuditLog, StoreError> {
     let prefix = query.key_prefix.as_deref().unwrap_or_default().trim_start_matches('/');
     let since = query.since.map(stamp);
-    let listed = store.list_all(&format!("{AUDIT_PREFIX}{prefix}"), false).await?;
+    let mut listed = store.list_all(&format!("{AUDIT_PREFIX}{prefix}"), false).await?.objects;
+    // Refusals lie at the top, whatever their key (read whole without a prefix).
+    if !prefix.is_empty() && !query.done_only {
+        listed.extend(store.list_all(AUDIT_PREFIX, true).await?.objects);
+    }
     let mut log = AuditLog::default();
     let mut keys = Vec::new();
-    for object in listed.objects {
+    for object in listed {
         let Some(time) = time_of_name(object.key.filename()) else {
             log.unreadable.push(object.key.to_string());
             continue;
@@ -304,9 +312,14 @@ pub async fn read(store: &dyn Store, query: &AuditQuery) -> Result<AuditLog, Sto
             Err(StoreError::TooLarge { .. }) => None,
             Err(e) => return Err(e),
         };
-        match parsed.filter(|e| e.key.starts_with(prefix)) {
-            Some(entry) => log.entries.push(entry),
-            None => log.unreadable.push(key.to_string()),
+        let at_top = !key.as_str()[AUDIT_PREFIX.len()..].contains('/');
+        match parsed {
+            Some(entry) if entry.key.starts_with(prefix) && (!query.done_only || entry.outcome == AuditOutcome::Ok) => {
+                log.entries.push(entry);
+            }
+            // A refusal about another key, or a done entry wanted without refusals.
+            Some(_) if at_top || query.done_only => {}
+            _ => log.unreadable.push(key.to_string()),
         }
     }
     log.entries.sort_by(|a, b| (&a.time, &a.key).cmp(&(&b.time, &b.key)));
@@ -338,8 +351,9 @@ mod tests {
         // A prefix lies at the prefix; a key no key can be, at the top.
         let gc = entry("2026-01-02T03:04:05.123456Z", AuditAction::Gc, "1-linux/");
         assert_eq!(gc.object_key("n").unwrap().as_str(), ".quarry-audit/1-linux/20260102T030405.123456Z-n.json");
-        for hostile in ["../../etc/passwd", "a//b", "", "/abs", "x\\y", ".quarry/lock"] {
+        for hostile in ["../../etc/passwd", "a//b", "", "/abs", "x\\y", ".quarry/lock", "1-linux/python/simple/a.whl"] {
             let e = entry("2026-01-02T03:04:05.123456Z", AuditAction::Delete, hostile);
+            let e = AuditEntry { outcome: AuditOutcome::Refused, ..e };
             assert_eq!(
                 e.object_key("n").unwrap().as_str(),
                 ".quarry-audit/20260102T030405.123456Z-n.json",
@@ -397,14 +411,28 @@ mod tests {
             ["2026-01-01", "2026-01-02", "2026-01-02", "2026-01-03", "2026-01-03", "2026-01-04", "2026-01-05"]
         );
         assert!(all.unreadable.is_empty());
-        let of_wheel = read(&store, &AuditQuery { key_prefix: Some(wheel.into()), since: None }).await.unwrap();
+        // A refusal lies at the top, and is found by its key all the same (but not as done).
+        let refused = AuditEntry {
+            outcome: AuditOutcome::Refused,
+            ..entry("2026-01-06T00:00:00.000000Z", AuditAction::Delete, wheel)
+        };
+        assert_eq!(append(&store, &refused).await.unwrap().as_str().matches('/').count(), 1);
+        let of_wheel =
+            read(&store, &AuditQuery { key_prefix: Some(wheel.into()), ..AuditQuery::default() }).await.unwrap();
+        assert_eq!(of_wheel.entries.last(), Some(&refused));
+        let done = AuditQuery { key_prefix: Some(wheel.into()), done_only: true, ..AuditQuery::default() };
+        assert_eq!(read(&store, &done).await.unwrap().entries.len(), 4);
         let actions: Vec<_> = of_wheel.entries.iter().map(|e| e.action).collect();
-        assert_eq!(actions, [AuditAction::Upload, AuditAction::Yank, AuditAction::Delete, AuditAction::Delete]);
-        let run = read(&store, &AuditQuery { key_prefix: Some("1-linux/".into()), since: None }).await.unwrap();
-        assert_eq!(run.entries.len(), 5);
+        assert_eq!(
+            actions,
+            [AuditAction::Upload, AuditAction::Yank, AuditAction::Delete, AuditAction::Delete, AuditAction::Delete]
+        );
+        let run =
+            read(&store, &AuditQuery { key_prefix: Some("1-linux/".into()), ..AuditQuery::default() }).await.unwrap();
+        assert_eq!(run.entries.len(), 6);
         let since = Some("2026-01-02T06:00:00Z".parse().unwrap());
-        let late = read(&store, &AuditQuery { key_prefix: None, since }).await.unwrap();
-        assert_eq!(late.entries.len(), 5);
+        let late = read(&store, &AuditQuery { since, ..AuditQuery::default() }).await.unwrap();
+        assert_eq!(late.entries.len(), 6);
         assert_eq!(late.entries[0].key, "2-linux/python/b-1.0-py3-none-any.whl");
     }
 
@@ -424,9 +452,10 @@ mod tests {
             br#"{"time":"2026-01-02T03:04:05.123456Z","action":"upload","identity":"x","key":"9-linux/a.whl","outcome":"ok"}"#,
         )
         .await;
-        let log = read(&store, &AuditQuery { key_prefix: Some("1-linux/".into()), since: None }).await.unwrap();
+        let log =
+            read(&store, &AuditQuery { key_prefix: Some("1-linux/".into()), ..AuditQuery::default() }).await.unwrap();
         assert!(log.entries.is_empty(), "{log:?}");
-        assert_eq!(log.unreadable.len(), 2);
+        assert_eq!(log.unreadable.len(), 3, "{log:?}");
         let all = read(&store, &AuditQuery::default()).await.unwrap();
         assert_eq!(all.entries.len(), 1);
         assert_eq!(all.unreadable.len(), 2);
