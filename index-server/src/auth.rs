@@ -5,7 +5,11 @@
 //! `https://user:token@host/…` URLs and netrc entries). Scheme
 //! names are case-insensitive (RFC 9110 §11.1). `PUT` writes take a Bearer token only; the
 //! legacy upload form that twine and uv publish POST also takes the token as Basic credentials
-//! (user `__token__`), as PyPI does. Either way the token's scope is checked the same.
+//! (user `__token__`), as PyPI does. Either way the token's scope is checked the same, for a
+//! configured token and for one minted by trusted publishing (`oidc`; it also names whom it
+//! acts for: [`Token::oidc_identity`]).
+
+use std::sync::Arc;
 
 use axum::http::{HeaderMap, header};
 use base64::Engine as _;
@@ -18,11 +22,18 @@ pub struct Token {
     secret: String,
     /// Key prefixes this token may write under; empty: anywhere.
     prefixes: Vec<String>,
+    /// Minted by trusted publishing (`oidc`): whom it acts for.
+    oidc: Option<Arc<quarry_oidc::Identity>>,
 }
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Token").field("secret", &"…").field("prefixes", &self.prefixes).finish()
+        let mut s = f.debug_struct("Token");
+        s.field("secret", &"…").field("prefixes", &self.prefixes);
+        if let Some(identity) = &self.oidc {
+            s.field("oidc", identity);
+        }
+        s.finish()
     }
 }
 
@@ -55,7 +66,20 @@ fn scope_prefix(prefix: &str) -> Result<String, BadScope> {
 impl Token {
     /// A token that may write anywhere.
     pub fn unscoped(secret: impl Into<String>) -> Self {
-        Self { secret: secret.into(), prefixes: Vec::new() }
+        Self { secret: secret.into(), prefixes: Vec::new(), oidc: None }
+    }
+
+    /// A token minted by trusted publishing for `identity`: it may write only keys starting
+    /// with `prefix` as it is (`12345-`: the rule's prefix, already checked to end in `-` or
+    /// `/`).
+    pub fn minted(secret: String, prefix: String, identity: quarry_oidc::Identity) -> Self {
+        Self { secret, prefixes: vec![prefix], oidc: Some(Arc::new(identity)) }
+    }
+
+    /// Whom a token minted by trusted publishing acts for (the OIDC repository, workflow, run,
+    /// actor); none for a configured token.
+    pub fn oidc_identity(&self) -> Option<&quarry_oidc::Identity> {
+        self.oidc.as_deref()
     }
 
     /// A token that may write under `prefixes` (each stored with one trailing `/`; none:
@@ -63,7 +87,7 @@ impl Token {
     /// refused: a scope is either absent or real.
     pub fn new(secret: impl Into<String>, prefixes: Vec<String>) -> Result<Self, BadScope> {
         let prefixes = prefixes.iter().map(|p| scope_prefix(p)).collect::<Result<_, _>>()?;
-        Ok(Self { secret: secret.into(), prefixes })
+        Ok(Self { secret: secret.into(), prefixes, oidc: None })
     }
 
     /// A token file line: `TOKEN [PREFIX …]`, words separated by whitespace. A `#` starts a
@@ -151,11 +175,14 @@ fn presented(headers: &HeaderMap) -> Credentials {
 pub struct Access {
     pub(crate) tokens: Vec<Token>,
     pub(crate) private: bool,
+    /// Tokens minted by trusted publishing (when it is configured).
+    pub(crate) minted: Option<Arc<crate::oidc::MintedTokens>>,
 }
 
 impl Access {
-    fn find(&self, candidates: &[String]) -> Option<&Token> {
-        self.tokens.iter().find(|t| candidates.iter().any(|p| t.matches(p)))
+    fn find(&self, candidates: &[String]) -> Option<Token> {
+        let configured = self.tokens.iter().find(|t| candidates.iter().any(|p| t.matches(p)));
+        configured.cloned().or_else(|| self.minted.as_ref()?.find(candidates))
     }
 
     /// A write of `key`: 403 without tokens configured or outside the token's prefixes, 401
@@ -166,8 +193,8 @@ impl Access {
 
     /// The token a write presents, before its key is known: 403 without tokens configured,
     /// 401 without valid credentials. `auth` says which schemes the endpoint takes.
-    pub(crate) fn writer(&self, headers: &HeaderMap, auth: WriteAuth) -> Result<&Token, AppError> {
-        if self.tokens.is_empty() {
+    pub(crate) fn writer(&self, headers: &HeaderMap, auth: WriteAuth) -> Result<Token, AppError> {
+        if self.tokens.is_empty() && self.minted.is_none() {
             return Err(AppError::Forbidden(
                 "uploads are disabled: start the server with --token-file or QUARRY_TOKEN set".into(),
             ));
@@ -267,7 +294,7 @@ mod tests {
 
     #[test]
     fn schemes_are_case_insensitive() {
-        let access = Access { tokens: vec![Token::unscoped("t0k")], private: true };
+        let access = Access { tokens: vec![Token::unscoped("t0k")], private: true, minted: None };
         for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
             let h = headers(&format!("{scheme} t0k"));
             assert!(access.authorize_write(&h, "r/python/a.whl").is_ok(), "{scheme}");
@@ -285,7 +312,7 @@ mod tests {
 
     #[test]
     fn writes_take_bearer_tokens_only() {
-        let access = Access { tokens: vec![Token::unscoped("t0k")], private: false };
+        let access = Access { tokens: vec![Token::unscoped("t0k")], private: false, minted: None };
         let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("__token__:t0k"));
         let err = access.authorize_write(&headers(&basic), "r/python/a.whl").unwrap_err();
         assert!(matches!(err, AppError::Unauthorized(_)), "{err:?}");
@@ -298,6 +325,7 @@ mod tests {
         let access = Access {
             tokens: vec![Token::new("ci", vec!["123-linux".into()]).unwrap(), Token::unscoped("admin")],
             private: true,
+            minted: None,
         };
         assert!(access.authorize_write(&headers("Bearer ci"), "123-linux/a.whl").is_ok());
         let err = access.authorize_write(&headers("Bearer ci"), "124-linux/a.whl").unwrap_err();
