@@ -21,6 +21,7 @@ mod http;
 mod infra_template;
 mod lambda_emulator;
 mod mirror;
+mod oidc;
 mod package_memory;
 mod package_versions;
 mod packager;
