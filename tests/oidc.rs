@@ -235,7 +235,8 @@ impl Setup {
         let server = ServedBinary::start(cmd).await;
         assert!(server.url.starts_with("https://"), "{}", server.url);
         let trusted = reqwest::Certificate::from_pem(ca.pem.as_bytes()).unwrap();
-        let http = reqwest::Client::builder().tls_certs_only([trusted]).timeout(Duration::from_secs(30)).build().unwrap();
+        let http =
+            reqwest::Client::builder().tls_certs_only([trusted]).timeout(Duration::from_secs(30)).build().unwrap();
         Self { tmp, issuer, server, ca: ca_path, http }
     }
 
@@ -508,5 +509,11 @@ async fn quarry_upload_mints_by_itself() {
     setup.issuer.set_claims(json!({"iss": setup.issuer.url, "repository": "someone/else"}));
     let out = run(upload(RUN_ID, true), Duration::from_secs(120)).await;
     let shown = text(&out);
-    assert!(!out.status.success() && shown.contains("invalid-publisher: valid token, but no corresponding publisher: claim repository \"someone/else\""), "{shown}");
+    assert!(
+        !out.status.success()
+            && shown.contains(
+                "invalid-publisher: valid token, but no corresponding publisher: claim repository \"someone/else\""
+            ),
+        "{shown}"
+    );
 }
