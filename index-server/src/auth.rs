@@ -9,10 +9,13 @@
 //! configured token and for one minted by trusted publishing (`oidc`; it also names whom it
 //! acts for: [`Token::oidc_identity`]).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 use axum::http::{HeaderMap, header};
 use base64::Engine as _;
+use quarry_store::Sha256Hex;
 
 use crate::AppError;
 
@@ -130,6 +133,50 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Most minted tokens held at once; past it the tenth expiring first goes.
+pub(crate) const MAX_MINTED: usize = 10_000;
+
+/// The minted tokens still valid, by the SHA-256 of their secret.
+#[derive(Debug, Default)]
+pub(crate) struct MintedTokens {
+    held: Mutex<HashMap<String, (Token, SystemTime)>>,
+}
+
+fn digest(secret: &str) -> String {
+    let mut hasher = Sha256Hex::default();
+    hasher.update(secret.as_bytes());
+    hasher.finish()
+}
+
+impl MintedTokens {
+    /// Hold `token` until `expires`. At [`MAX_MINTED`] the expired ones go, then (all still
+    /// valid) the tenth expiring first: one pass per [`MAX_MINTED`] / 10 mints, not per mint.
+    pub(crate) fn insert(&self, token: Token, expires: SystemTime) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.len() >= MAX_MINTED {
+            let now = SystemTime::now();
+            held.retain(|_, (_, until)| *until > now);
+        }
+        if held.len() >= MAX_MINTED {
+            let mut by_expiry: Vec<(SystemTime, String)> =
+                held.iter().map(|(k, (_, until))| (*until, k.clone())).collect();
+            let cut = MAX_MINTED / 10;
+            by_expiry.select_nth_unstable(cut);
+            for (_, key) in &by_expiry[..=cut] {
+                held.remove(key);
+            }
+        }
+        held.insert(digest(token.secret()), (token, expires));
+    }
+
+    /// The valid minted token among `candidates`, if any.
+    pub(crate) fn find(&self, candidates: &[String]) -> Option<Token> {
+        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = SystemTime::now();
+        candidates.iter().find_map(|c| held.get(&digest(c)).filter(|(_, until)| *until > now).map(|(t, _)| t.clone()))
+    }
+}
+
 /// Which credentials a write endpoint takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WriteAuth {
@@ -176,7 +223,7 @@ pub struct Access {
     pub(crate) tokens: Vec<Token>,
     pub(crate) private: bool,
     /// Tokens minted by trusted publishing (when it is configured).
-    pub(crate) minted: Option<Arc<crate::oidc::MintedTokens>>,
+    pub(crate) minted: Option<Arc<MintedTokens>>,
 }
 
 impl Access {
@@ -340,5 +387,26 @@ mod tests {
         assert!(access.authorize_read(&basic("admin:")).is_ok());
         assert!(access.authorize_read(&basic("user:wrong")).is_err());
         assert!(Access { private: false, ..access }.authorize_read(&HeaderMap::new()).is_ok());
+    }
+
+    #[test]
+    fn minted_tokens_are_bounded_and_expire() {
+        use std::time::Duration;
+        let tokens = MintedTokens::default();
+        let now = SystemTime::now();
+        let identity = quarry_oidc::Identity::of(&quarry_oidc::Claims::default());
+        let token = |i: usize| Token::minted(format!("s{i}"), format!("{i}-"), identity.clone());
+        tokens.insert(token(0), now - Duration::from_secs(1));
+        assert_eq!(tokens.find(&["s0".into()]), None, "expired");
+        for i in 1..=MAX_MINTED + 5 {
+            tokens.insert(token(i), now + Duration::from_secs(60 + i as u64));
+        }
+        let held = tokens.held.lock().unwrap().len();
+        assert!(held <= MAX_MINTED && held > MAX_MINTED * 8 / 10, "{held}");
+        assert_eq!(tokens.find(&["s1".into()]), None, "the ones expiring first went");
+        assert!(tokens.find(&[format!("s{}", MAX_MINTED)]).is_some(), "the later ones stay");
+        let last = tokens.find(&["nope".into(), format!("s{}", MAX_MINTED + 5)]).unwrap();
+        assert_eq!(last.prefixes(), [format!("{}-", MAX_MINTED + 5)]);
+        assert_eq!(last.oidc_identity(), Some(&identity));
     }
 }

@@ -14,12 +14,11 @@
 //!   expired, another audience, unknown key, bad signature, …), `invalid-publisher` (the closest
 //!   rule's first differing claim).
 //!
-//! Minted tokens live in memory only ([`MintedTokens`]: at most [`MAX_MINTED`], expired ones
+//! Minted tokens live in memory only (`auth::MintedTokens`: at most `MAX_MINTED`, expired ones
 //! dropped, kept by the SHA-256 of their secret), so a restart ends them; they pass through the
 //! same scope check as the static tokens (`auth`).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
@@ -28,9 +27,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use quarry_oidc::{CachePolicy, Identity, Rule, Verifier};
-use quarry_store::Sha256Hex;
 use serde_json::json;
 
+use crate::auth::MintedTokens;
 use crate::{AppState, Token};
 
 /// Where clients ask the audience.
@@ -39,8 +38,6 @@ pub const AUDIENCE_PATH: &str = "/_/oidc/audience";
 pub const MINT_PATH: &str = "/_/oidc/mint-token";
 /// How long a minted token is valid (PyPI's 15 minutes).
 pub const MINTED_LIFETIME: Duration = Duration::from_secs(15 * 60);
-/// Most minted tokens held at once; past it the tenth expiring first goes.
-pub const MAX_MINTED: usize = 10_000;
 /// The audience when none is configured and no public URL names a host.
 pub const DEFAULT_AUDIENCE: &str = "quarry";
 /// Largest mint request body.
@@ -149,57 +146,6 @@ impl TrustedPublishing {
     }
 }
 
-/// The minted tokens still valid, by the SHA-256 of their secret.
-#[derive(Debug, Default)]
-pub struct MintedTokens {
-    held: Mutex<HashMap<String, (Token, SystemTime)>>,
-}
-
-fn digest(secret: &str) -> String {
-    let mut hasher = Sha256Hex::default();
-    hasher.update(secret.as_bytes());
-    hasher.finish()
-}
-
-impl MintedTokens {
-    /// Hold `token` until `expires`. At [`MAX_MINTED`] the expired ones go, then (all still
-    /// valid) the tenth expiring first: one pass per [`MAX_MINTED`] / 10 mints, not per mint.
-    fn insert(&self, token: Token, expires: SystemTime) {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        if held.len() >= MAX_MINTED {
-            let now = SystemTime::now();
-            held.retain(|_, (_, until)| *until > now);
-        }
-        if held.len() >= MAX_MINTED {
-            let mut by_expiry: Vec<(SystemTime, String)> =
-                held.iter().map(|(k, (_, until))| (*until, k.clone())).collect();
-            let cut = MAX_MINTED / 10;
-            by_expiry.select_nth_unstable(cut);
-            for (_, key) in &by_expiry[..=cut] {
-                held.remove(key);
-            }
-        }
-        held.insert(digest(token.secret()), (token, expires));
-    }
-
-    /// The valid minted token among `candidates`, if any.
-    pub(crate) fn find(&self, candidates: &[String]) -> Option<Token> {
-        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = SystemTime::now();
-        candidates.iter().find_map(|c| held.get(&digest(c)).filter(|(_, until)| *until > now).map(|(t, _)| t.clone()))
-    }
-
-    /// How many are held (expired ones until the next mint).
-    pub fn len(&self) -> usize {
-        self.held.lock().unwrap_or_else(PoisonError::into_inner).len()
-    }
-
-    /// None held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// A refusal as warehouse words it.
 fn invalid(code: &str, description: &str) -> Response {
     let body = json!({"message": "Token request failed", "errors": [{"code": code, "description": description}]});
@@ -253,29 +199,5 @@ pub(crate) async fn mint_token(State(state): State<AppState>, body: Body) -> Res
             tracing::info!(code, reason = %why, "refused to mint an upload token");
             invalid(code, &why)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn minted_tokens_are_bounded_and_expire() {
-        let tokens = MintedTokens::default();
-        let now = SystemTime::now();
-        let identity = Identity::of(&quarry_oidc::Claims::default());
-        let token = |i: usize| Token::minted(format!("s{i}"), format!("{i}-"), identity.clone());
-        tokens.insert(token(0), now - Duration::from_secs(1));
-        assert_eq!(tokens.find(&["s0".into()]), None, "expired");
-        for i in 1..=MAX_MINTED + 5 {
-            tokens.insert(token(i), now + Duration::from_secs(60 + i as u64));
-        }
-        assert!(tokens.len() <= MAX_MINTED && tokens.len() > MAX_MINTED * 8 / 10, "{}", tokens.len());
-        assert_eq!(tokens.find(&["s1".into()]), None, "the ones expiring first went");
-        assert!(tokens.find(&[format!("s{}", MAX_MINTED)]).is_some(), "the later ones stay");
-        let last = tokens.find(&["nope".into(), format!("s{}", MAX_MINTED + 5)]).unwrap();
-        assert_eq!(last.prefixes(), [format!("{}-", MAX_MINTED + 5)]);
-        assert_eq!(last.oidc_identity(), Some(&identity));
     }
 }
