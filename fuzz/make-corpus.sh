@@ -9,7 +9,7 @@ out=fuzz/corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rm -rf "$out"
-mkdir -p "$out"/{wheel,core_metadata,deb,rpm,sdist,artifact_manifest,artifact_extract,names_versions,lambda_event,package_json,topology,token,elf_rpath,elf_search_path,mirror_page}
+mkdir -p "$out"/{wheel,core_metadata,deb,rpm,sdist,artifact_manifest,artifact_extract,names_versions,lambda_event,package_json,topology,token,jwt,elf_rpath,elf_search_path,mirror_page}
 
 # Wheels and zip sdists (Python's zipfile, as pip's tools write them).
 python3 - "$out" <<'PY'
@@ -36,6 +36,13 @@ printf 'Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n' > "$work/s/pkg-1.0/PKG
 : > "$work/s/pkg-1.0/setup.py"
 ln -s setup.py "$work/s/pkg-1.0/link"
 { printf '\0'; tar --owner=0 --group=0 --mtime=@0 -C "$work/s" -cf - pkg-1.0 | gzip -9n; } > "$out/sdist/targz"
+
+# An OIDC token, its key set and discovery document (openssl keys and signatures), each behind
+# the byte that selects it.
+python3 bench/oidc_issuer.py make "$work/oidc" https://token.actions.githubusercontent.com quarry 12345
+{ printf '\0'; cat "$work/oidc/token.jwt"; } > "$out/jwt/token"
+{ printf '\1'; cat "$work/oidc/.well-known/jwks"; } > "$out/jwt/jwks"
+{ printf '\2'; cat "$work/oidc/.well-known/openid-configuration"; } > "$out/jwt/discovery"
 
 # .deb and .rpm from the native fixtures (dpkg-deb, rpmbuild).
 tests/fixtures/native/build.sh "$work/native" > /dev/null

@@ -22,6 +22,7 @@ mod infra_template;
 mod lambda_emulator;
 mod lifecycle;
 mod mirror;
+mod oidc;
 mod package_memory;
 mod package_versions;
 mod packager;

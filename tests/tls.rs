@@ -15,21 +15,21 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const TOKEN: &str = "tls-test-token-0123456789abcdef0123456789";
 
-/// A test certificate authority.
-struct Ca {
+/// A test certificate authority (also `tests/oidc.rs`'s).
+pub(crate) struct Ca {
     issuer: Issuer<'static, KeyPair>,
-    pem: String,
+    pub(crate) pem: String,
 }
 
 /// A server certificate and its key, as PEM, and the certificate's DER.
-struct Leaf {
-    cert: String,
-    key: String,
+pub(crate) struct Leaf {
+    pub(crate) cert: String,
+    pub(crate) key: String,
     der: Vec<u8>,
 }
 
 impl Ca {
-    fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
@@ -39,7 +39,7 @@ impl Ca {
     }
 
     /// A certificate for 127.0.0.1 and localhost, with a new key or `key`.
-    fn issue(&self, serial: u8, key: Option<&str>) -> Leaf {
+    pub(crate) fn issue(&self, serial: u8, key: Option<&str>) -> Leaf {
         let mut params =
             CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).expect("server params");
         params.distinguished_name.push(DnType::CommonName, format!("quarry test {serial}"));

@@ -5,10 +5,17 @@
 //! `https://user:token@host/…` URLs and netrc entries). Scheme
 //! names are case-insensitive (RFC 9110 §11.1). `PUT` writes take a Bearer token only; the
 //! legacy upload form that twine and uv publish POST also takes the token as Basic credentials
-//! (user `__token__`), as PyPI does. Either way the token's scope is checked the same.
+//! (user `__token__`), as PyPI does. Either way the token's scope is checked the same, for a
+//! configured token and for one minted by trusted publishing (`oidc`; it also names whom it
+//! acts for: [`Token::oidc_identity`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 use axum::http::{HeaderMap, header};
 use base64::Engine as _;
+use quarry_store::Sha256Hex;
 
 use crate::AppError;
 
@@ -20,15 +27,18 @@ pub struct Token {
     prefixes: Vec<String>,
     /// The name the audit log records (`name=NAME` on its token file line).
     name: Option<String>,
+    /// Minted by trusted publishing (`oidc`): whom it acts for.
+    oidc: Option<Arc<quarry_oidc::Identity>>,
 }
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Token")
-            .field("secret", &"…")
-            .field("prefixes", &self.prefixes)
-            .field("name", &self.name)
-            .finish()
+        let mut s = f.debug_struct("Token");
+        s.field("secret", &"…").field("prefixes", &self.prefixes).field("name", &self.name);
+        if let Some(identity) = &self.oidc {
+            s.field("oidc", identity);
+        }
+        s.finish()
     }
 }
 
@@ -61,7 +71,20 @@ fn scope_prefix(prefix: &str) -> Result<String, BadScope> {
 impl Token {
     /// A token that may write anywhere.
     pub fn unscoped(secret: impl Into<String>) -> Self {
-        Self { secret: secret.into(), prefixes: Vec::new(), name: None }
+        Self { secret: secret.into(), prefixes: Vec::new(), name: None, oidc: None }
+    }
+
+    /// A token minted by trusted publishing for `identity`: it may write only keys starting
+    /// with `prefix` as it is (`12345-`: the rule's prefix, already checked to end in `-` or
+    /// `/`).
+    pub fn minted(secret: String, prefix: String, identity: quarry_oidc::Identity) -> Self {
+        Self { secret, prefixes: vec![prefix], name: None, oidc: Some(Arc::new(identity)) }
+    }
+
+    /// Whom a token minted by trusted publishing acts for (the OIDC repository, workflow, run,
+    /// actor); none for a configured token.
+    pub fn oidc_identity(&self) -> Option<&quarry_oidc::Identity> {
+        self.oidc.as_deref()
     }
 
     /// A token that may write under `prefixes` (each stored with one trailing `/`; none:
@@ -69,7 +92,7 @@ impl Token {
     /// refused: a scope is either absent or real.
     pub fn new(secret: impl Into<String>, prefixes: Vec<String>) -> Result<Self, BadScope> {
         let prefixes = prefixes.iter().map(|p| scope_prefix(p)).collect::<Result<_, _>>()?;
-        Ok(Self { secret: secret.into(), prefixes, name: None })
+        Ok(Self { secret: secret.into(), prefixes, name: None, oidc: None })
     }
 
     /// A token file line: `TOKEN [PREFIX …] [name=NAME]`, words separated by whitespace. A `#`
@@ -87,9 +110,10 @@ impl Token {
     /// Who acts with this token, as the audit log records it: its name, else `token:` and a
     /// fingerprint of the secret (stable, and telling nothing of it).
     pub fn identity(&self) -> String {
-        match &self.name {
-            Some(name) => name.clone(),
-            None => format!("token:{}", &quarry_store::sha256_hex(self.secret.as_bytes())[..12]),
+        match (&self.oidc, &self.name) {
+            (Some(identity), _) => identity.to_string(),
+            (None, Some(name)) => name.clone(),
+            (None, None) => format!("token:{}", &quarry_store::sha256_hex(self.secret.as_bytes())[..12]),
         }
     }
 
@@ -127,6 +151,50 @@ impl Token {
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Most minted tokens held at once; past it the tenth expiring first goes.
+pub(crate) const MAX_MINTED: usize = 10_000;
+
+/// The minted tokens still valid, by the SHA-256 of their secret.
+#[derive(Debug, Default)]
+pub(crate) struct MintedTokens {
+    held: Mutex<HashMap<String, (Token, SystemTime)>>,
+}
+
+fn digest(secret: &str) -> String {
+    let mut hasher = Sha256Hex::default();
+    hasher.update(secret.as_bytes());
+    hasher.finish()
+}
+
+impl MintedTokens {
+    /// Hold `token` until `expires`. At [`MAX_MINTED`] the expired ones go, then (all still
+    /// valid) the tenth expiring first: one pass per [`MAX_MINTED`] / 10 mints, not per mint.
+    pub(crate) fn insert(&self, token: Token, expires: SystemTime) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.len() >= MAX_MINTED {
+            let now = SystemTime::now();
+            held.retain(|_, (_, until)| *until > now);
+        }
+        if held.len() >= MAX_MINTED {
+            let mut by_expiry: Vec<(SystemTime, String)> =
+                held.iter().map(|(k, (_, until))| (*until, k.clone())).collect();
+            let cut = MAX_MINTED / 10;
+            by_expiry.select_nth_unstable(cut);
+            for (_, key) in &by_expiry[..=cut] {
+                held.remove(key);
+            }
+        }
+        held.insert(digest(token.secret()), (token, expires));
+    }
+
+    /// The valid minted token among `candidates`, if any.
+    pub(crate) fn find(&self, candidates: &[String]) -> Option<Token> {
+        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = SystemTime::now();
+        candidates.iter().find_map(|c| held.get(&digest(c)).filter(|(_, until)| *until > now).map(|(t, _)| t.clone()))
+    }
 }
 
 /// Which credentials a write endpoint takes.
@@ -174,11 +242,14 @@ fn presented(headers: &HeaderMap) -> Credentials {
 pub struct Access {
     pub(crate) tokens: Vec<Token>,
     pub(crate) private: bool,
+    /// Tokens minted by trusted publishing (when it is configured).
+    pub(crate) minted: Option<Arc<MintedTokens>>,
 }
 
 impl Access {
-    fn find(&self, candidates: &[String]) -> Option<&Token> {
-        self.tokens.iter().find(|t| candidates.iter().any(|p| t.matches(p)))
+    fn find(&self, candidates: &[String]) -> Option<Token> {
+        let configured = self.tokens.iter().find(|t| candidates.iter().any(|p| t.matches(p)));
+        configured.cloned().or_else(|| self.minted.as_ref()?.find(candidates))
     }
 
     /// A write of `key`: 403 without tokens configured or outside the token's prefixes, 401
@@ -189,8 +260,8 @@ impl Access {
 
     /// The token a write presents, before its key is known: 403 without tokens configured,
     /// 401 without valid credentials. `auth` says which schemes the endpoint takes.
-    pub(crate) fn writer(&self, headers: &HeaderMap, auth: WriteAuth) -> Result<&Token, AppError> {
-        if self.tokens.is_empty() {
+    pub(crate) fn writer(&self, headers: &HeaderMap, auth: WriteAuth) -> Result<Token, AppError> {
+        if self.tokens.is_empty() && self.minted.is_none() {
             return Err(AppError::Forbidden(
                 "uploads are disabled: start the server with --token-file or QUARRY_TOKEN set".into(),
             ));
@@ -298,7 +369,7 @@ mod tests {
 
     #[test]
     fn schemes_are_case_insensitive() {
-        let access = Access { tokens: vec![Token::unscoped("t0k")], private: true };
+        let access = Access { tokens: vec![Token::unscoped("t0k")], private: true, minted: None };
         for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
             let h = headers(&format!("{scheme} t0k"));
             assert!(access.authorize_write(&h, "r/python/a.whl").is_ok(), "{scheme}");
@@ -316,7 +387,7 @@ mod tests {
 
     #[test]
     fn writes_take_bearer_tokens_only() {
-        let access = Access { tokens: vec![Token::unscoped("t0k")], private: false };
+        let access = Access { tokens: vec![Token::unscoped("t0k")], private: false, minted: None };
         let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("__token__:t0k"));
         let err = access.authorize_write(&headers(&basic), "r/python/a.whl").unwrap_err();
         assert!(matches!(err, AppError::Unauthorized(_)), "{err:?}");
@@ -329,6 +400,7 @@ mod tests {
         let access = Access {
             tokens: vec![Token::new("ci", vec!["123-linux".into()]).unwrap(), Token::unscoped("admin")],
             private: true,
+            minted: None,
         };
         assert!(access.authorize_write(&headers("Bearer ci"), "123-linux/a.whl").is_ok());
         let err = access.authorize_write(&headers("Bearer ci"), "124-linux/a.whl").unwrap_err();
@@ -343,5 +415,26 @@ mod tests {
         assert!(access.authorize_read(&basic("admin:")).is_ok());
         assert!(access.authorize_read(&basic("user:wrong")).is_err());
         assert!(Access { private: false, ..access }.authorize_read(&HeaderMap::new()).is_ok());
+    }
+
+    #[test]
+    fn minted_tokens_are_bounded_and_expire() {
+        use std::time::Duration;
+        let tokens = MintedTokens::default();
+        let now = SystemTime::now();
+        let identity = quarry_oidc::Identity::of(&quarry_oidc::Claims::default());
+        let token = |i: usize| Token::minted(format!("s{i}"), format!("{i}-"), identity.clone());
+        tokens.insert(token(0), now - Duration::from_secs(1));
+        assert_eq!(tokens.find(&["s0".into()]), None, "expired");
+        for i in 1..=MAX_MINTED + 5 {
+            tokens.insert(token(i), now + Duration::from_secs(60 + i as u64));
+        }
+        let held = tokens.held.lock().unwrap().len();
+        assert!(held <= MAX_MINTED && held > MAX_MINTED * 8 / 10, "{held}");
+        assert_eq!(tokens.find(&["s1".into()]), None, "the ones expiring first went");
+        assert!(tokens.find(&[format!("s{}", MAX_MINTED)]).is_some(), "the later ones stay");
+        let last = tokens.find(&["nope".into(), format!("s{}", MAX_MINTED + 5)]).unwrap();
+        assert_eq!(last.prefixes(), [format!("{}-", MAX_MINTED + 5)]);
+        assert_eq!(last.oidc_identity(), Some(&identity));
     }
 }

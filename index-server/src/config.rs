@@ -90,6 +90,9 @@ pub enum ConfigError {
     /// The TLS certificate or key cannot be served.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// The HTTP client that fetches the trusted issuers' keys cannot be built.
+    #[error("building the HTTP client of trusted publishing")]
+    OidcClient(#[source] reqwest::Error),
     /// The start-up catch-up cannot list the store.
     #[error("listing the store's repo roots and run listings")]
     Discover(#[source] quarry_store::StoreError),
@@ -166,6 +169,14 @@ pub struct ServeConfig {
     tls_key: Option<PathBuf>,
     #[serde(default)]
     tokens: Vec<TokenConfig>,
+    /// The audience OIDC tokens must name (`GET /_/oidc/audience`).
+    oidc_audience: Option<String>,
+    /// `[[trusted_publisher]]`: who may mint upload tokens (`oidc`), as written.
+    #[serde(default)]
+    trusted_publisher: Vec<TrustedPublisherConfig>,
+    /// The same, checked (by [`ServeConfig::parse`]).
+    #[serde(skip)]
+    trusted_publishers: Vec<quarry_oidc::Rule>,
     #[serde(default)]
     index: IndexFileConfig,
     #[serde(default)]
@@ -250,6 +261,58 @@ struct TokenConfig {
     prefixes: Vec<String>,
 }
 
+/// `[[trusted_publisher]]`: one rule of trusted publishing ([`quarry_oidc::Rule`]), each value
+/// with its place in the file for messages.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrustedPublisherConfig {
+    issuer: toml::Spanned<String>,
+    repository: toml::Spanned<String>,
+    workflow: Option<toml::Spanned<String>>,
+    #[serde(rename = "ref")]
+    git_ref: Option<toml::Spanned<String>>,
+    environment: Option<toml::Spanned<String>>,
+    prefix: toml::Spanned<String>,
+}
+
+/// The line (from 1) of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset).unwrap_or(text).matches('\n').count() + 1
+}
+
+impl TrustedPublisherConfig {
+    /// The checked rule (number `number` in the file); an error names the line of the value at
+    /// fault. The rule's own line is its `[[trusted_publisher]]` header's.
+    fn rule(&self, text: &str, number: usize) -> Result<quarry_oidc::Rule, ConfigError> {
+        let start = self.issuer.span().start.min(self.repository.span().start);
+        let header = text.get(..start).and_then(|t| t.rfind("[[trusted_publisher]]")).unwrap_or(start);
+        fn value(v: &Option<toml::Spanned<String>>) -> Option<&str> {
+            v.as_ref().map(|s| s.get_ref().as_str())
+        }
+        quarry_oidc::Rule::new(
+            self.issuer.get_ref(),
+            self.repository.get_ref(),
+            value(&self.workflow),
+            value(&self.git_ref),
+            value(&self.environment),
+            self.prefix.get_ref(),
+            line_of(text, header),
+        )
+        .map_err(|e| {
+            let span = match e.field() {
+                "issuer" => Some(self.issuer.span()),
+                "repository" => Some(self.repository.span()),
+                "workflow" => self.workflow.as_ref().map(toml::Spanned::span),
+                "ref" => self.git_ref.as_ref().map(toml::Spanned::span),
+                "environment" => self.environment.as_ref().map(toml::Spanned::span),
+                _ => Some(self.prefix.span()),
+            };
+            let line = line_of(text, span.map_or(header, |s| s.start));
+            ConfigError::Syntax { path: None, message: format!("line {line}: [[trusted_publisher]] #{number}: {e}") }
+        })
+    }
+}
+
 /// `[index]`: apt and dnf metadata, under their variables.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -263,7 +326,14 @@ struct IndexFileConfig {
 impl ServeConfig {
     /// Parse a configuration file's text.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Syntax { path: None, message: e.to_string().trim().to_owned() })
+        let mut config: Self = toml::from_str(text)
+            .map_err(|e| ConfigError::Syntax { path: None, message: e.to_string().trim().to_owned() })?;
+        config.trusted_publishers =
+            config.trusted_publisher.iter().enumerate().map(|(i, t)| t.rule(text, i + 1)).collect::<Result<_, _>>()?;
+        if config.oidc_audience.as_deref().is_some_and(|a| a.trim().is_empty()) {
+            return Err(ConfigError::Syntax { path: None, message: "oidc_audience is empty".into() });
+        }
+        Ok(config)
     }
 
     /// Read and parse the configuration file at `path`.
@@ -354,6 +424,11 @@ pub struct Settings {
     /// The file's `[[tokens]]` (the token file's and `QUARRY_TOKEN` are added when the server
     /// opens).
     pub tokens: Vec<Token>,
+    /// `[[trusted_publisher]]` rules (none: trusted publishing is off).
+    pub trusted_publishers: Vec<quarry_oidc::Rule>,
+    /// The audience OIDC tokens must name: `oidc_audience`, else the public URL's host, else
+    /// [`crate::oidc::DEFAULT_AUDIENCE`].
+    pub oidc_audience: String,
     /// How apt and dnf metadata are published.
     pub index: IndexConfig,
     /// What clients may hold (`max_connections` is fitted under the open-file limit when the
@@ -378,22 +453,41 @@ impl Settings {
             (Some(_), None) => return Err(ConfigError::TlsHalf { missing: "the key (--tls-key, tls_key)" }),
             (None, Some(_)) => return Err(ConfigError::TlsHalf { missing: "the certificate (--tls-cert, tls_cert)" }),
         };
+        let public_url = options.public_url.or(file.public_url);
+        let oidc_audience = file.oidc_audience.clone().unwrap_or_else(|| default_audience(public_url.as_deref()));
         Ok(Self {
             store: options.store.or(file.store).unwrap_or_else(|| DEFAULT_STORE.into()),
             addr: options.addr.or(file.addr).unwrap_or(DEFAULT_ADDR),
             token_file: options.token_file.or(file.token_file),
             max_upload_bytes: options.max_upload_bytes.or(file.max_upload_bytes).unwrap_or(DEFAULT_MAX_UPLOAD),
             private: options.private.or(file.private).unwrap_or(false),
-            public_url: options.public_url.or(file.public_url),
+            public_url,
             allowed_hosts: options.allowed_hosts.or(file.allowed_hosts).unwrap_or_default(),
             topology: options.topology.or(file.topology),
             docs: options.docs.or(file.docs),
             tls,
             tokens,
+            trusted_publishers: file.trusted_publishers,
+            oidc_audience,
             index,
             limits: file.limits.limits()?,
         })
     }
+}
+
+/// The public URL's host (`https://quarry.example.com:8443/` → `quarry.example.com`), else
+/// [`crate::oidc::DEFAULT_AUDIENCE`].
+fn default_audience(public_url: Option<&str>) -> String {
+    let host = public_url
+        .and_then(|u| u.split_once("://"))
+        .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(""))
+        .map(|authority| authority.rsplit_once('@').map_or(authority, |(_, h)| h))
+        .map(|authority| match authority.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => authority.split(':').next().unwrap_or(""),
+        })
+        .filter(|h| !h.is_empty());
+    host.map_or_else(|| crate::oidc::DEFAULT_AUDIENCE.to_owned(), str::to_owned)
 }
 
 /// Upload tokens as a client sends them: the token file's secrets (prefixes dropped: a client
@@ -545,6 +639,55 @@ mod tests {
         let err = whole.tokens().unwrap_err();
         assert!(err.is_bad_input());
         assert!(err.to_string().starts_with("[[tokens]] #1: prefix \"/\" names the whole store"), "{err}");
+    }
+
+    #[test]
+    fn trusted_publishers_are_checked_naming_the_line() {
+        let text = "store = \"s\"\n\n[[trusted_publisher]]\nissuer = \"https://token.actions.githubusercontent.com\"\nrepository = \"ROCm/TheRock\"\nworkflow = \"release.yml\"\nref = \"refs/heads/main\"\nenvironment = \"release\"\nprefix = \"{run_id}-\"\n";
+        let config = ServeConfig::parse(text).unwrap();
+        let rule = &config.trusted_publishers[0];
+        assert_eq!(
+            (rule.repository.as_str(), rule.workflow.as_deref(), rule.line),
+            ("ROCm/TheRock", Some("release.yml"), 3)
+        );
+        for (bad, message) in [
+            (
+                "prefix = \"{run_id}-\"",
+                "line 9: [[trusted_publisher]] #1: prefix \"{run_id}\" must end with '-' or '/' (else run 12's prefix would also cover run 123's)",
+            ),
+            (
+                "workflow = \"release.yml\"",
+                "line 6: [[trusted_publisher]] #1: workflow \".github/workflows/release.yml\" is not a workflow file name such as release.yml (no directory, ending in .yml or .yaml)",
+            ),
+            (
+                "repository = \"ROCm/TheRock\"",
+                "line 5: [[trusted_publisher]] #1: repository \"TheRock\" is not OWNER/NAME",
+            ),
+            (
+                "issuer = \"https://token.actions.githubusercontent.com\"",
+                "line 4: [[trusted_publisher]] #1: issuer \"http://token.actions.githubusercontent.com\" is neither https:// nor http:// to a loopback address",
+            ),
+        ] {
+            let replacement = match bad.split_once(" = ").unwrap().0 {
+                "prefix" => "prefix = \"{run_id}\"",
+                "workflow" => "workflow = \".github/workflows/release.yml\"",
+                "repository" => "repository = \"TheRock\"",
+                _ => "issuer = \"http://token.actions.githubusercontent.com\"",
+            };
+            let err = ServeConfig::parse(&text.replace(bad, replacement)).unwrap_err();
+            assert!(err.is_bad_input());
+            assert_eq!(err.to_string(), message);
+        }
+        // A missing required key, an unknown one: toml's own errors, with their line.
+        let err = ServeConfig::parse(&text.replace("prefix = \"{run_id}-\"\n", "")).unwrap_err().to_string();
+        assert!(err.contains("prefix") && err.contains("line 3"), "{err}");
+        let err = ServeConfig::parse(&text.replace("ref =", "branch =")).unwrap_err().to_string();
+        assert!(err.contains("branch") && err.contains("line 7"), "{err}");
+        // The audience: the file's, else the public URL's host, else "quarry".
+        assert_eq!(default_audience(Some("https://user@quarry.example.com:8443/x")), "quarry.example.com");
+        assert_eq!(default_audience(Some("http://[::1]:80/")), "::1");
+        assert_eq!(default_audience(None), "quarry");
+        assert!(ServeConfig::parse("oidc_audience = \" \"\n").is_err());
     }
 
     #[test]

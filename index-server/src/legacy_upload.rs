@@ -171,7 +171,7 @@ async fn post(
             return Err(e);
         }
     };
-    let (key, dist) = match accept_file(&root, token, &form, &field) {
+    let (key, dist) = match accept_file(&root, &token, &form, &field) {
         Ok(accepted) => accepted,
         Err(e) => {
             drain_form(multipart, Some(field)).await;
@@ -196,7 +196,7 @@ async fn post(
 
 /// What is known before the body is read: the pip root the URL names, the token, the form's
 /// boundary.
-fn admit<'a>(state: &'a AppState, uri: &Uri, headers: &HeaderMap) -> Result<(RepoRoot, &'a Token, String), AppError> {
+fn admit(state: &AppState, uri: &Uri, headers: &HeaderMap) -> Result<(RepoRoot, Token, String), AppError> {
     let token = state.access.writer(headers, WriteAuth::BearerOrBasic)?;
     let path = decode_path(uri.path())?;
     let root = RepoRoot::new(&path).ok().filter(|r| r.kind() == RepoKind::Pip).ok_or_else(|| {

@@ -18,6 +18,8 @@
 //! - `/healthz`, `/metrics` (Prometheus text), an access log line per request (`tracing`
 //!   target `quarry::access`).
 //! - Tokens may be scoped to key prefixes; reads may be made private (`auth`).
+//! - Trusted publishing, PyPI's protocol (`oidc`): `GET /_/oidc/audience`, `POST
+//!   /_/oidc/mint-token` trade a CI run's OIDC token for a short-lived scoped upload token.
 //! - `quarry serve`'s settings: `quarry.toml`, options and environment merged ([`Settings`]),
 //!   token files and `QUARRY_TOKEN`, and the start-up ([`Settings::open`]: store, tokens,
 //!   topology, catch-up, connection cap).
@@ -39,6 +41,7 @@ mod lifecycle;
 mod memo;
 mod metrics;
 mod negotiate;
+pub mod oidc;
 mod startup;
 pub mod tls;
 mod upload;
@@ -259,6 +262,8 @@ pub struct Shared {
     memo: Arc<memo::Memo>,
     /// Serve over TLS with this ([`tls`]); none: plain HTTP.
     tls: Option<tls::Tls>,
+    /// Trusted publishing ([`oidc`]); none: not configured.
+    oidc: Option<Arc<oidc::TrustedPublishing>>,
 }
 
 impl AppState {
@@ -272,7 +277,7 @@ impl AppState {
         Self(Arc::new(Shared {
             store,
             coalescer,
-            access: Arc::new(Access { tokens, private: false }),
+            access: Arc::new(Access { tokens, private: false, minted: None }),
             max_upload: DEFAULT_MAX_UPLOAD,
             public_url: None,
             allowed_hosts: Arc::new([]),
@@ -284,6 +289,7 @@ impl AppState {
             limits: Limits::default(),
             memo: Arc::default(),
             tls: None,
+            oidc: None,
         }))
     }
 
@@ -303,17 +309,29 @@ impl AppState {
     /// Replace the tokens (each possibly scoped to key prefixes).
     #[must_use]
     pub fn with_tokens(mut self, tokens: Vec<Token>) -> Self {
-        let private = self.access.private;
-        self.shared().access = Arc::new(Access { tokens, private });
+        self.shared().access = Arc::new(Access { tokens, ..Access::clone(&self.access) });
         self
     }
 
-    /// Require a valid token for reads too (`/healthz` stays open).
+    /// Require a valid token for reads too (`/healthz` and the OIDC audience stay open).
     #[must_use]
     pub fn with_private_reads(mut self, private: bool) -> Self {
-        let tokens = self.access.tokens.clone();
-        self.shared().access = Arc::new(Access { tokens, private });
+        self.shared().access = Arc::new(Access { private, ..Access::clone(&self.access) });
         self
+    }
+
+    /// Mint upload tokens for OIDC tokens matching trusted publisher rules ([`oidc`]).
+    #[must_use]
+    pub fn with_trusted_publishing(mut self, tp: Option<oidc::TrustedPublishing>) -> Self {
+        let minted = tp.as_ref().map(|tp| tp.minted().clone());
+        self.shared().access = Arc::new(Access { minted, ..Access::clone(&self.access) });
+        self.shared().oidc = tp.map(Arc::new);
+        self
+    }
+
+    /// Trusted publishing, when configured.
+    pub fn trusted_publishing(&self) -> Option<&oidc::TrustedPublishing> {
+        self.oidc.as_deref()
     }
 
     /// The base URL install lines on the browse pages name (e.g. behind a proxy).
@@ -411,6 +429,8 @@ pub fn app(state: AppState) -> Router {
         .route("/-/audit", get(audit::audit_page))
         .route("/-/yank/{*key}", axum::routing::post(lifecycle::yank_path))
         .route("/-/unyank/{*key}", axum::routing::post(lifecycle::unyank_path))
+        .route(oidc::AUDIENCE_PATH, get(oidc::audience))
+        .route(oidc::MINT_PATH, axum::routing::post(oidc::mint_token))
         .route(
             "/{*path}",
             get(files::get_path).put(upload::put_path).post(legacy_upload::post_path).delete(lifecycle::delete_path),
@@ -422,7 +442,7 @@ pub fn app(state: AppState) -> Router {
 
 /// Every request, in one layer (each layer costs every request a move of the future it wraps):
 /// a debug span naming it; the read guard (a private store answers reads only with a valid
-/// token; `/healthz` stays open for probes); metrics and the access log (labels bounded:
+/// token; `/healthz` stays open for probes, the OIDC audience for clients before they have one); metrics and the access log (labels bounded:
 /// unknown methods count as `OTHER`, and so are the logged method and path); `nosniff` on
 /// every response, and Quarry's policy on every response that has none of its own.
 async fn front(State(state): State<AppState>, request: Request, next: Next) -> Response {
@@ -437,7 +457,8 @@ async fn front(State(state): State<AppState>, request: Request, next: Next) -> R
     // Writes authorize themselves (a PUT, an upload form POSTed to a pip root, a yank, a DELETE).
     let write =
         matches!(*request.method(), axum::http::Method::PUT | axum::http::Method::POST | axum::http::Method::DELETE);
-    let denied = match !write && request.uri().path() != "/healthz" {
+    let open = matches!(request.uri().path(), "/healthz" | oidc::AUDIENCE_PATH);
+    let denied = match !write && !open {
         true => state.access.authorize_read(request.headers()).err(),
         false => None,
     };

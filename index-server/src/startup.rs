@@ -38,9 +38,19 @@ impl Settings {
         tokens.extend(read_token_file(self.token_file.as_deref())?);
         // QUARRY_TOKEN is one secret that may write anywhere.
         tokens.extend(env_token()?.map(Token::unscoped));
-        if tokens.is_empty() {
-            tracing::warn!("no upload tokens configured: the server is read-only");
+        if tokens.is_empty() && self.trusted_publishers.is_empty() {
+            tracing::warn!("no upload tokens or trusted publishers configured: the server is read-only");
         }
+        let trusted = match self.trusted_publishers.is_empty() {
+            true => None,
+            false => {
+                let rules = self.trusted_publishers.len();
+                tracing::info!(rules, audience = %self.oidc_audience, "trusted publishing enabled");
+                let tp = crate::oidc::TrustedPublishing::new(&self.oidc_audience, self.trusted_publishers)
+                    .map_err(ConfigError::OidcClient)?;
+                Some(tp)
+            }
+        };
         if self.private && tokens.is_empty() {
             return Err(ConfigError::PrivateWithoutTokens);
         }
@@ -69,6 +79,7 @@ impl Settings {
             .with_max_upload(self.max_upload_bytes)
             .with_limits(limits)
             .with_tls(tls)
+            .with_trusted_publishing(trusted)
             .with_index_config(self.index))
     }
 }

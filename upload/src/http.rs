@@ -5,6 +5,12 @@
 //! holds (a `HEAD` of its URL answers 2xx) leaves it as stored ([`ServerOutcome::Kept`], with
 //! the server's reason) instead of failing; a 409 for a file that is not there (a file/directory
 //! collision) stays a refusal.
+//!
+//! [`mint_upload_token`]: trusted publishing from GitHub Actions, PyPI's protocol as uv speaks
+//! it: the server's audience (`GET /_/oidc/audience`), an ID token for it from the job's
+//! endpoint (`$ACTIONS_ID_TOKEN_REQUEST_URL&audience=…` with `$ACTIONS_ID_TOKEN_REQUEST_TOKEN`,
+//! handed in as an [`IdTokenRequest`]), exchanged at `POST /_/oidc/mint-token` for a
+//! short-lived upload token scoped by the server's rule. No token is ever logged.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -308,6 +314,131 @@ impl ServerClient {
         }
         Ok(answer)
     }
+}
+
+/// A GitHub Actions job's ID-token endpoint (`permissions: id-token: write` sets both).
+#[derive(Clone)]
+pub struct IdTokenRequest {
+    /// `$ACTIONS_ID_TOKEN_REQUEST_URL`.
+    pub url: String,
+    /// `$ACTIONS_ID_TOKEN_REQUEST_TOKEN`.
+    pub token: String,
+}
+
+impl std::fmt::Debug for IdTokenRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdTokenRequest").field("url", &self.url).field("token", &"…").finish()
+    }
+}
+
+/// Why no upload token was minted; each names the step and URL (never a token).
+#[derive(Debug, thiserror::Error)]
+pub enum MintError {
+    /// The HTTP client could not be built.
+    #[error("building the HTTP client")]
+    Client(#[source] reqwest::Error),
+    /// The CA certificates of [`SSL_CERT_FILE`] cannot be trusted.
+    #[error(transparent)]
+    Trust(#[from] TrustError),
+    /// A URL of the exchange does not parse.
+    #[error("the URL of {what}")]
+    Url {
+        /// Which URL.
+        what: &'static str,
+        /// Why.
+        source: UrlError,
+    },
+    /// A request failed on the way.
+    #[error("{what} ({url})")]
+    Send {
+        /// Which step.
+        what: &'static str,
+        /// Its URL (without query).
+        url: String,
+        /// What the client said.
+        source: reqwest::Error,
+    },
+    /// A step was refused or failed: its status and the answer (the mint's errors spelled out).
+    #[error("{what} ({url}) answered {status}: {body}")]
+    Refused {
+        /// Which step.
+        what: &'static str,
+        /// Its URL (without query).
+        url: String,
+        /// The status.
+        status: reqwest::StatusCode,
+        /// The answer, or its errors' codes and descriptions.
+        body: String,
+    },
+    /// A successful answer without what it must hold.
+    #[error("{what} ({url}) answered without {field}")]
+    Answer {
+        /// Which step.
+        what: &'static str,
+        /// Its URL (without query).
+        url: String,
+        /// The field missing.
+        field: &'static str,
+    },
+}
+
+/// `url` without its query (the ID-token URL's carries no secret, but stays out of messages).
+fn shown_url(url: &reqwest::Url) -> String {
+    let mut url = url.clone();
+    url.set_query(None);
+    url.to_string()
+}
+
+/// One JSON exchange of [`mint_upload_token`]: the string `field` of a successful answer.
+async fn exchange(
+    request: reqwest::RequestBuilder,
+    what: &'static str,
+    url: &reqwest::Url,
+    field: &'static str,
+) -> Result<String, MintError> {
+    let shown = shown_url(url);
+    let response = request.send().await.map_err(|source| MintError::Send { what, url: shown.clone(), source })?;
+    let status = response.status();
+    let body = response.bytes().await.map_err(|source| MintError::Send { what, url: shown.clone(), source })?;
+    let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+    if !status.is_success() {
+        // warehouse's refusal: {"message", "errors": [{"code", "description"}]}.
+        let errors = json.as_ref().and_then(|j| j["errors"].as_array()).map(|errors| {
+            let each = errors
+                .iter()
+                .map(|e| format!("{}: {}", e["code"].as_str().unwrap_or("?"), e["description"].as_str().unwrap_or("")));
+            each.collect::<Vec<_>>().join("; ")
+        });
+        let body = errors.unwrap_or_else(|| String::from_utf8_lossy(&body).trim().chars().take(2000).collect());
+        return Err(MintError::Refused { what, url: shown, status, body });
+    }
+    json.as_ref().and_then(|j| j[field].as_str()).map(str::to_owned).ok_or(MintError::Answer {
+        what,
+        url: shown,
+        field,
+    })
+}
+
+/// An upload token for the server of `base` by trusted publishing (see the module
+/// documentation), with the job's ID-token endpoint `request`.
+pub async fn mint_upload_token(base: &reqwest::Url, request: &IdTokenRequest) -> Result<String, MintError> {
+    let builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(30)).timeout(Duration::from_secs(60));
+    let client = trusting_ssl_cert_file(builder)?.build().map_err(MintError::Client)?;
+    let join = |what, path| base.join(path).map_err(|source| MintError::Url { what, source });
+    let audience_url = join("the audience", "/_/oidc/audience")?;
+    let audience = exchange(client.get(audience_url.clone()), "asking the audience", &audience_url, "audience").await?;
+    let mut id_url = reqwest::Url::parse(&request.url)
+        .map_err(|source| MintError::Url { what: "$ACTIONS_ID_TOKEN_REQUEST_URL", source })?;
+    id_url.query_pairs_mut().append_pair("audience", &audience);
+    let id_request =
+        client.get(id_url.clone()).header(reqwest::header::AUTHORIZATION, format!("bearer {}", request.token));
+    let id_token = exchange(id_request, "asking GitHub for an ID token", &id_url, "value").await?;
+    let mint_url = join("the mint", "/_/oidc/mint-token")?;
+    let mint = client
+        .post(mint_url.clone())
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::json!({ "token": id_token }).to_string());
+    exchange(mint, "minting an upload token", &mint_url, "token").await
 }
 
 #[cfg(test)]

@@ -56,7 +56,8 @@ pub(crate) struct UploadArgs {
     /// The run is a pull request from a fork (uses the external bucket).
     #[arg(long)]
     pub(super) fork: bool,
-    /// File holding the upload token (else `QUARRY_TOKEN`).
+    /// File holding the upload token (else `QUARRY_TOKEN`; else, in GitHub Actions with
+    /// `id-token: write`, one minted by the server's trusted publishing).
     #[arg(long)]
     pub(super) token_file: Option<PathBuf>,
     /// Uploads in flight at once.
@@ -149,10 +150,22 @@ pub(crate) async fn run(mut args: UploadArgs) -> anyhow::Result<()> {
         let targets = files.iter().map(|(path, rel)| Ok((client.url_of(rel)?.to_string(), path.clone())));
         return dry_run(args.json.json, targets.collect::<anyhow::Result<_>>()?);
     }
-    let token = super::read_tokens(args.token_file.as_deref())?
-        .into_iter()
-        .next()
-        .context("no upload token: pass --token-file or set QUARRY_TOKEN")?;
+    let token = match super::read_tokens(args.token_file.as_deref())?.into_iter().next() {
+        Some(token) => token,
+        None => match id_token_request() {
+            Some(request) => {
+                let token = quarry_upload::http::mint_upload_token(&base, &request)
+                    .await
+                    .context("trusted publishing (ACTIONS_ID_TOKEN_REQUEST_URL is set, no token given)")?;
+                tracing::info!("minted an upload token by trusted publishing");
+                token
+            }
+            None => bail!(
+                "no upload token: pass --token-file, set QUARRY_TOKEN, or run in GitHub Actions with \
+                 `permissions: id-token: write` for trusted publishing"
+            ),
+        },
+    };
     let client = ServerClient::new(base, token)?.skip_existing(args.skip_existing);
     let mut uploaded = Vec::new();
     let mut skipped = Vec::new();
@@ -184,6 +197,16 @@ pub(crate) async fn run(mut args: UploadArgs) -> anyhow::Result<()> {
         wait(&quarry_upload::wait::HttpReader::new(http, client.base().clone()), &written, seconds).await?;
     }
     Ok(())
+}
+
+/// The GitHub Actions ID-token endpoint, when the job may ask it (`id-token: write` sets both
+/// variables): trusted publishing when no token is given.
+fn id_token_request() -> Option<quarry_upload::http::IdTokenRequest> {
+    let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+    Some(quarry_upload::http::IdTokenRequest {
+        url: var("ACTIONS_ID_TOKEN_REQUEST_URL")?,
+        token: var("ACTIONS_ID_TOKEN_REQUEST_TOKEN")?,
+    })
 }
 
 /// `--wait`: until the indexes list every file written, or fail naming what they miss.
