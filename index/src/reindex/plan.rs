@@ -38,8 +38,9 @@ pub(crate) struct RootListing {
     /// indexer's back (uploads of such keys are refused), they take the path of an output. In a
     /// structured root, the names in a project's directory that do.
     pub(crate) directories: BTreeSet<String>,
-    /// Distribution files a structured root holds outside their project's directory, by path
-    /// relative to the root: the version listed and why they are refused.
+    /// Distribution files a structured root holds outside their project's directory, by key
+    /// (never a file name: the file may also lie where it belongs): the version listed and why
+    /// they are refused.
     pub(crate) misplaced: BTreeMap<String, (String, String)>,
 }
 
@@ -68,7 +69,7 @@ impl RootListing {
                 let name = root.file_name_of(&relative).unwrap_or(&relative).to_owned();
                 listing.files.insert(name, object);
             } else if let Some(reason) = root.misplaced(&relative) {
-                listing.misplaced.insert(relative, (object.version(), reason));
+                listing.misplaced.insert(object.key.to_string(), (object.version(), reason));
             } else if root.kind() == RepoKind::Pip
                 && let Some(directory) = squatting_directory(root, &relative)
             {

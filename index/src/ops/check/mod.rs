@@ -77,7 +77,12 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
         .iter()
         .filter(|n| DistFilename::has_dist_extension(n) && !n.ends_with(METADATA_SUFFIX) && !n.ends_with(YANK_SUFFIX))
         .filter(|n| !marked(n) && n.matches('/').count() <= usize::from(structured))
-        .map(|n| root.file_name_of(n).unwrap_or(n).to_owned())
+        .map(|n| match root.file_name_of(n) {
+            Some(name) => name.to_owned(),
+            // Refused under its key (`RootListing`).
+            None if structured => format!("{root}{n}"),
+            None => n.clone(),
+        })
         .collect();
     report.files = files.len();
 
