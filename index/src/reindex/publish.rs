@@ -602,11 +602,11 @@ mod tests {
         };
         let (alpha, data) = wheel("Alpha_Pkg", "1.0", 10);
         put(format!("alpha-pkg/{alpha}"), data.clone()).await;
-        put(format!("{alpha}"), data.clone()).await;
+        put(alpha.clone(), data.clone()).await;
         put(format!("Alpha_Pkg/{alpha}"), data).await;
         put(format!("alpha-pkg/{alpha}.yanked"), b"bad build".to_vec()).await;
         let report = indexer.reindex(&root).await.unwrap();
-        assert_eq!(report.added, [alpha.clone()]);
+        assert_eq!(report.added, std::slice::from_ref(&alpha));
         let refused: Vec<&String> = report.rejected.keys().collect();
         assert_eq!(refused, [&format!("{V5}{alpha}"), &format!("{V5}Alpha_Pkg/{alpha}")], "{report}");
         let why = &report.rejected[&format!("{V5}{alpha}")];
@@ -626,7 +626,7 @@ mod tests {
         put(format!("beta/{beta}"), data).await;
         let project = crate::ProjectScope::for_file(&beta).unwrap();
         let report = indexer.run(crate::Request::new(root.clone()).project(project)).await.unwrap();
-        assert_eq!(report.added, [beta.clone()]);
+        assert_eq!(report.added, std::slice::from_ref(&beta));
         assert!(read("index.html").await.contains("<a href=\"beta/\">beta</a>"));
         assert!(read("beta/index.html").await.contains(&beta));
         let check = crate::check(store.as_ref(), &root).await.unwrap();
@@ -639,7 +639,11 @@ mod tests {
         deleted.sort();
         assert_eq!(
             deleted,
-            [format!("{V5}beta/beta-2.0-py3-none-any.whl.metadata"), format!("{V5}beta/index.html"), format!("{V5}beta/index.json")]
+            [
+                format!("{V5}beta/beta-2.0-py3-none-any.whl.metadata"),
+                format!("{V5}beta/index.html"),
+                format!("{V5}beta/index.json")
+            ]
         );
         assert!(!read("index.html").await.contains("beta/"));
         assert!(crate::check(store.as_ref(), &root).await.unwrap().is_clean());
