@@ -203,7 +203,10 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
 }
 
 fn printed(store: &str, report: PromoteReport, signed: bool, repo: Option<String>) -> Report {
-    let mut install: Vec<String> = report.roots.iter().map(|r| install_line(store, r, signed)).collect();
+    // pip, then apt, then dnf lines; the tarball directories last.
+    let mut by_kind: Vec<&RepoRoot> = report.roots.iter().collect();
+    by_kind.sort_by_key(|r| (r.kind(), r.as_str()));
+    let mut install: Vec<String> = by_kind.into_iter().map(|r| install_line(store, r, signed)).collect();
     install.extend(report.tarballs.iter().map(|dir| format!("tarballs: {}", public_url(store, dir))));
     let roots = report.roots.iter().map(ToString::to_string).chain(report.tarballs.iter().cloned()).collect();
     Report { from: report.from, to: report.to, dry_run: report.dry_run, files: report.files, roots, install, repo }
