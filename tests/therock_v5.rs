@@ -15,7 +15,9 @@ use std::time::Duration;
 use quarry_store::{Key, PutOptions, S3Store, StoreExt};
 use quarry_tests::native::{Apt, build_fixtures, dnf, files_in, text};
 use quarry_tests::s3::{S3Server, create_public_bucket, s3_client};
-use quarry_tests::{TOKEN, WheelSpec, assert_success, installed, pip_install, plant, quarry_bin, run, uv_pip, venv_dir};
+use quarry_tests::{
+    TOKEN, WheelSpec, assert_success, installed, pip_install, plant, quarry_bin, run, uv_pip, venv_dir,
+};
 
 const PRESET: &str = "[layout]\npreset = \"therock-v5\"\n";
 /// 2026-05-01T00:00:00Z: the promotion's date names the dated repos.
@@ -184,10 +186,7 @@ async fn a_kpack_run_promoted_as_dev_installs_with_pip_uv_apt_and_dnf() {
     assert!(wanted.iter().all(|w| got.contains(&(*w).to_owned())), "uv installed {got:?}");
 
     // apt-get and dnf through the dated repos.
-    let apt = Apt::new(
-        &tmp.path().join("apt"),
-        &format!("deb [trusted=yes] {url}packages/deb/{repo}/ stable main"),
-    );
+    let apt = Apt::new(&tmp.path().join("apt"), &format!("deb [trusted=yes] {url}packages/deb/{repo}/ stable main"));
     apt.update().await;
     let plan = apt.get(&["install", "-s", "quarry-hello", "amdrocm-fft"]).await;
     assert_success(&plan, "apt-get install -s from the dated repo");
@@ -271,8 +270,8 @@ async fn per_family_prerelease_and_asan_runs_land_where_therock_puts_them() {
     assert!(second["files"].as_array().unwrap().iter().all(|f| !f["to"].as_str().unwrap().contains(DATE)));
     let debs = walk(&store.join(V5).join("packages/deb"));
     assert!(debs.iter().all(|p| !p.starts_with(DATE)), "no dated repo for prerelease: {debs:#?}");
-    let packages = std::fs::read_to_string(store.join(V5).join("packages/deb/dists/stable/main/binary-amd64/Packages"))
-        .unwrap();
+    let packages =
+        std::fs::read_to_string(store.join(V5).join("packages/deb/dists/stable/main/binary-amd64/Packages")).unwrap();
     for name in ["quarry-hello", "quarry-many-1", "quarry-many-2"] {
         assert!(packages.contains(&format!("Package: {name}\n")), "{name}:\n{packages}");
     }
@@ -380,9 +379,8 @@ async fn a_release_promotion_between_therocks_buckets_on_moto() {
         assert!(keys.contains(&want), "{want} missing from the product bucket: {keys:#?}");
     }
     assert!(keys.iter().all(|k| !k.contains("/simple/")), "{keys:#?}");
-    let (_, page) = product.get_bytes(&Key::new(format!("{V5}whl-next/rocm-sdk-core/index.html")).unwrap(), 1 << 20)
-        .await
-        .unwrap();
+    let (_, page) =
+        product.get_bytes(&Key::new(format!("{V5}whl-next/rocm-sdk-core/index.html")).unwrap(), 1 << 20).await.unwrap();
     let page = String::from_utf8_lossy(&page);
     assert!(page.contains(&format!("href=\"{}#sha256=", wheels[0].filename())), "{page}");
     assert!(
