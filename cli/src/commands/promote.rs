@@ -136,6 +136,9 @@ fn places(args: &PromoteArgs) -> anyhow::Result<Places> {
         None => jiff::Timestamp::now(),
     };
     let release = Release { release_type, variant, date: date.to_zoned(jiff::tz::TimeZone::UTC).date() };
+    // A bad --to names no bucket: refused before any store is opened.
+    ReleaseRoots::new(&args.to, release_type, variant, release.date, "0")
+        .map_err(|e| super::UsageError::new(format!("--to: {e}")))?;
     let product = args.to.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
     let bucket = |name: &str| format!("s3://{name}").parse::<StoreUrl>().map_err(super::UsageError::new);
     let (to, from) = match (&args.store.store, &args.from_store) {

@@ -372,8 +372,9 @@ fn plan_release(
     let roots = ReleaseRoots::new(p.to, release.release_type, release.variant, release.date, run_id)
         .map_err(|e| PromoteError::BadInput(format!("--to: {e}")))?;
     let wants = |k: RepoKind| p.kinds.contains(&k);
+    let has_pip = files.iter().any(|(_, r)| r.kind() == RepoKind::Pip);
     let pip = match roots.pip(is_kpack(run, files)) {
-        Some(prefix) if wants(RepoKind::Pip) => Some(structured_root(&prefix)?),
+        Some(prefix) if has_pip && wants(RepoKind::Pip) => Some(structured_root(&prefix)?),
         _ => None,
     };
     let pool = quarry_layout::current().deb_pool();
