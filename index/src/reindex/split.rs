@@ -1,10 +1,12 @@
 //! Pip roots with a split state: a small manifest at the root's state key (the commit point of
-//! the root's own pages, `simple/index.*` and the find-links `index.html`) and one state object
+//! the root's own pages, `simple/index.*` and the find-links `index.html`; a structured root's
+//! `index.*`, `crate::render::pip::PagePaths`) and one state object
 //! per project under `.quarry-index/` (the commit point of that project: its entries, pages
 //! and sidecars), each replaced only with a conditional put.
 //!
 //! An event about one file ([`Indexer::attempt_project`]) reads the manifest and its project's
-//! object, lists only the project's files (prefix listings, one per spelling of its name),
+//! object, lists only the project's files (prefix listings, one per spelling of its name; in a
+//! structured root the one listing of its directory),
 //! renders only its pages, and touches the root's pages only when they change: the simple
 //! root when the project appears or goes (spliced from the stored `simple/index.json`), the
 //! find-links page when enabled (spliced from the stored page). A stored root page whose hash
