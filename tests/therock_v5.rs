@@ -233,6 +233,9 @@ async fn per_family_prerelease_and_asan_runs_land_where_therock_puts_them() {
     plant_natives(store, &fixtures, "6000-linux");
     // A second prerelease run with other packages.
     plant_natives(store, &many, "6001-linux");
+    // A kpack run whose core has the per-family run's name and other bytes.
+    let other_core = WheelSpec::new("rocm-sdk-core", "7.1.0").requires("other==1.0");
+    plant(store, &format!("6002-linux/python/{}", other_core.filename()), &other_core.build());
     // An ASAN run: wheels, debs, a tarball.
     let asan_wheel = WheelSpec::new("rocm-sdk-core", "7.1.0+asan");
     plant(store, &format!("7000-linux/python/{}", asan_wheel.filename()), &asan_wheel.build());
@@ -317,6 +320,13 @@ async fn per_family_prerelease_and_asan_runs_land_where_therock_puts_them() {
         assert_eq!(out.status.code(), Some(2), "--to {to}: {}", text(&out));
         assert!(text(&out).contains("not a product prefix of TheRock's v5 layout"), "{to}: {}", text(&out));
     }
+    // One name, one content across the product's pip roots: whl/ holds this core already.
+    let all = ["promote", "--from", "6002-linux", "--to", V5, "--store", &s, "--release-type", "prerelease"];
+    let out = quarry_in(tmp.path(), &all, &[]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("the channel already holds other bytes under 1 name(s)"), "{said}");
+    assert!(said.contains(&format!("{V5}whl/rocm-sdk-core/{}", core.filename())), "{said}");
     assert_eq!(walk(store), before, "a refused promotion changed the store");
 }
 
