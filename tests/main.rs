@@ -54,6 +54,7 @@ mod squatting;
 mod structure;
 mod therock_archives;
 mod therock_spellings;
+mod therock_v5;
 mod tls;
 mod upload_resets;
 mod upload_step;

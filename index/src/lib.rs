@@ -4,8 +4,9 @@
 //!   every output) and its objects in the store (a pip root's split per project, [`read_state`]),
 //!   and the roots themselves ([`RepoRoot`], [`check_key_segments`]);
 //! - [`render`]: every page and document rendered from a state, purely: pip's find-links and
-//!   PEP 503/691 pages with each variant release's `-variants.json` ([`render()`]), apt, dnf
-//!   with chunked compression, signatures, run listings;
+//!   PEP 503/691 pages with each variant release's `-variants.json` ([`render()`]; a structured
+//!   root's in place, `render::pip::PagePaths`), apt, dnf with chunked compression, signatures,
+//!   run listings and tarball indexes;
 //! - [`reindex`]: the [`Indexer`], a change's [`Scope`], [`inspect`]ion of new files into
 //!   entries, the pure plan, the race-free publish loop, per-project passes and per-family views,
 //!   and [`discover_scopes`];

@@ -7,11 +7,13 @@
 //! [layout]
 //! runs = true                  # run prefixes ({run}-{platform}/python/, …); default true
 //! preset = "therock-release"   # TheRock's release roots (v2/{family}/, v3/packages/…, python-deps/)
+//!                              # or "therock-v5": v5/rocm/{product}/{whl,whl-next,packages,tarball}/
 //!
 //! [[layout.root]]
 //! prefix = "nightly/{family}/" # `{name}` matches one segment; literal segments match exactly
-//! kind = "pip"                 # pip, apt or dnf
+//! kind = "pip"                 # pip, apt, dnf or tarball (release tarballs with an index page)
 //! find_links = true            # the root's find-links index.html (default false; run roots: on)
+//! structured = false           # pip: files in project directories, the root its own simple index
 //! keep_days = 30               # retention, carried for the retention code
 //! keep_versions = 5
 //! view = "family"              # a per-family view: lists `generic` too
@@ -30,7 +32,8 @@
 //! `compose_with` names the roots composed with this one (one origin per project): `quarry
 //! mirror`'s default `--compose-with` is every root the store holds that one of these patterns
 //! configures. [`ChannelRoots`] is the one place `quarry promote` and the GPU page learn where a
-//! channel's pip, apt and dnf roots lie.
+//! channel's pip, apt and dnf roots lie; [`ReleaseRoots`] where a `--release-type` promotion
+//! places each kind in TheRock's v5 layout (the `therock-v5` preset).
 
 use std::sync::OnceLock;
 
@@ -45,6 +48,21 @@ pub enum RootKind {
     Pip,
     Apt,
     Dnf,
+    /// Release tarballs (`*.tar.gz`) directly in the directory, with an index page listing
+    /// each one's name, size, sha256 and time: no package repo.
+    Tarball,
+}
+
+impl RootKind {
+    /// `pip`, `apt`, `dnf` or `tarball` (as configured).
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Pip => "pip",
+            Self::Apt => "apt",
+            Self::Dnf => "dnf",
+            Self::Tarball => "tarball",
+        }
+    }
 }
 
 /// One configured root: a prefix pattern and its options.
@@ -60,6 +78,11 @@ pub struct RootRule {
     /// keep theirs.
     #[serde(default)]
     pub find_links: bool,
+    /// A structured pip root (TheRock's v5 layout): each file in its project's directory
+    /// (`{root}/{pep503-name}/{file}`), whose `index.html` lists the project's files; the
+    /// root's `index.html` lists the projects. The root is itself the simple index.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub structured: bool,
     /// Retention: days a version is kept (none: for ever).
     #[serde(default)]
     pub keep_days: Option<u32>,
@@ -113,7 +136,7 @@ struct File {
 }
 
 /// The names [`Layout::preset`] accepts.
-pub const PRESETS: &[&str] = &["therock-release"];
+pub const PRESETS: &[&str] = &["therock-release", "therock-v5"];
 
 /// TheRock's release layout: nightly/staging pip roots per family, a deb repo, rpm repos per
 /// architecture, the `python-deps` base index.
@@ -142,6 +165,63 @@ kind = "dnf"
 prefix = "python-deps/"
 kind = "pip"
 compose_with = ["v2/{family}/", "v2-staging/{family}/"]
+"#;
+
+/// TheRock's v5 release layout (`publish_rocm_to_release_buckets.py`), one product per
+/// bucket (`therock-repo-amd-{stream}-{product}`): structured pip roots `whl/` (per-family
+/// builds) and `whl-next/` (kpack builds), apt and dnf repos under `packages/{deb|rpm}/`
+/// (prerelease) or a dated `packages/{deb|rpm}/{YYYYMMDD}-{run_id}/` per promotion (dev,
+/// nightly), `-asan` twins for ASAN builds, and the tarball directories ([`ReleaseRoots`]).
+pub const THEROCK_V5: &str = r#"
+[[layout.root]]
+prefix = "v5/rocm/{product}/whl/"
+kind = "pip"
+structured = true
+
+[[layout.root]]
+prefix = "v5/rocm/{product}/whl-next/"
+kind = "pip"
+structured = true
+
+[[layout.root]]
+prefix = "v5/rocm/{product}/packages/deb/"
+kind = "apt"
+
+[[layout.root]]
+prefix = "v5/rocm/{product}/packages/deb/{repo}/"
+kind = "apt"
+
+[[layout.root]]
+prefix = "v5/rocm/{product}/packages/rpm/{arch}/"
+kind = "dnf"
+
+[[layout.root]]
+prefix = "v5/rocm/{product}/packages/rpm/{repo}/{arch}/"
+kind = "dnf"
+
+[[layout.root]]
+prefix = "v5/rocm/{product}/packages-asan/deb/"
+kind = "apt"
+
+[[layout.root]]
+prefix = "v5/rocm/{product}/packages-asan/deb/{repo}/"
+kind = "apt"
+
+[[layout.root]]
+prefix = "v5/rocm/{product}/packages-asan/rpm/{arch}/"
+kind = "dnf"
+
+[[layout.root]]
+prefix = "v5/rocm/{product}/packages-asan/rpm/{repo}/{arch}/"
+kind = "dnf"
+
+[[layout.root]]
+prefix = "v5/rocm/{product}/tarball/"
+kind = "tarball"
+
+[[layout.root]]
+prefix = "v5/rocm/{product}/tarball-asan/"
+kind = "tarball"
 "#;
 
 /// A bad layout file, naming the line.
@@ -238,15 +318,15 @@ impl Layout {
 
     /// A named preset's layout (its roots, with the run layout).
     pub fn preset(name: &str) -> Option<Self> {
-        match name {
-            "therock-release" => {
-                let file: File = toml::from_str(THEROCK_RELEASE).expect("the preset parses");
-                let mut layout = file.layout.expect("the preset has a layout");
-                layout.preset = Some(name.to_owned());
-                Some(layout)
-            }
-            _ => None,
-        }
+        let text = match name {
+            "therock-release" => THEROCK_RELEASE,
+            "therock-v5" => THEROCK_V5,
+            _ => return None,
+        };
+        let file: File = toml::from_str(text).expect("the preset parses");
+        let mut layout = file.layout.expect("the preset has a layout");
+        layout.preset = Some(name.to_owned());
+        Some(layout)
     }
 
     /// The first configured root rule `prefix` matches.
@@ -303,8 +383,13 @@ impl RootRule {
         if self.view.as_deref().is_some_and(|v| v != "family") {
             return Err(format!("unknown view {:?}: expected \"family\"", self.view.as_deref().unwrap_or_default()));
         }
-        if self.kind != RootKind::Pip && (self.view.is_some() || self.generic.is_some()) {
-            return Err("views and generic roots are pip roots' options".to_owned());
+        if self.kind != RootKind::Pip && (self.view.is_some() || self.generic.is_some() || self.structured) {
+            return Err("views, generic roots and structured are pip roots' options".to_owned());
+        }
+        if self.structured && (self.find_links || self.view.is_some() || self.generic.is_some()) {
+            return Err(
+                "a structured pip root is its own simple index: no find_links page, view or generic root".to_owned()
+            );
         }
         Ok(())
     }
@@ -406,6 +491,161 @@ impl<'a> ChannelRoots<'a> {
     }
 }
 
+/// TheRock's release types (`publish_rocm_to_release_buckets.py --release-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReleaseType {
+    Dev,
+    DevBkc,
+    Nightly,
+    NightlyBkc,
+    Prerelease,
+}
+
+impl ReleaseType {
+    /// Every type, in TheRock's order.
+    pub const ALL: [Self; 5] = [Self::Dev, Self::DevBkc, Self::Nightly, Self::NightlyBkc, Self::Prerelease];
+
+    /// `dev`, `dev-bkc`, `nightly`, `nightly-bkc` or `prerelease`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Dev => "dev",
+            Self::DevBkc => "dev-bkc",
+            Self::Nightly => "nightly",
+            Self::NightlyBkc => "nightly-bkc",
+            Self::Prerelease => "prerelease",
+        }
+    }
+
+    /// A type by its label.
+    pub fn parse(label: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.label() == label)
+    }
+
+    /// The stream its product bucket is named by: `dev`, `nightly`, `rc` (prerelease) or `bkc`
+    /// (both BKC types).
+    pub fn stream(self) -> &'static str {
+        match self {
+            Self::Dev => "dev",
+            Self::Nightly => "nightly",
+            Self::Prerelease => "rc",
+            Self::DevBkc | Self::NightlyBkc => "bkc",
+        }
+    }
+
+    /// The product bucket TheRock publishes `product` (`core`, `pytorch`, `jax`) of this type
+    /// to: `therock-repo-amd-{stream}-{product}`.
+    pub fn bucket(self, product: &str) -> String {
+        format!("therock-repo-amd-{}-{product}", self.stream())
+    }
+
+    /// The bucket holding this type's runs (`therock-{dev|nightly|prerelease}-artifacts`).
+    pub fn artifact_bucket(self) -> &'static str {
+        super::artifact_bucket(self.label(), "", false).unwrap_or("therock-dev-artifacts")
+    }
+
+    /// Whether each promotion's native packages get a repo of their own, named by date and
+    /// run (`{YYYYMMDD}-{run_id}/`): every type but prerelease, which publishes into one repo.
+    pub fn dated(self) -> bool {
+        self != Self::Prerelease
+    }
+}
+
+/// A release's build variant (`--build-variant`): ASAN builds go to `-asan` directories and
+/// publish no Python packages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BuildVariant {
+    #[default]
+    Release,
+    Asan,
+}
+
+/// Where a promotion of one run places each kind in TheRock's v5 layout under a product
+/// prefix (`v5/rocm/core/`), as `publish_rocm_to_release_buckets.py` does: wheels and sdists
+/// in the structured `whl-next/` (a kpack run) or `whl/` (a per-family run), none for ASAN;
+/// `.deb`s and `.rpm`s in `packages[-asan]/{deb|rpm}/`, below a `{YYYYMMDD}-{run_id}/` repo of
+/// their own unless the type is prerelease; tarballs in `tarball[-asan]/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseRoots {
+    base: String,
+    release_type: ReleaseType,
+    variant: BuildVariant,
+    repo: String,
+}
+
+impl ReleaseRoots {
+    /// The roots under `base` (`v5/rocm/{product}`, with or without its `/`) for a promotion
+    /// on `date` (the promotion's, UTC) of run `run_id`; an error names a base that is not a
+    /// product prefix of the v5 layout.
+    pub fn new(
+        base: &str,
+        release_type: ReleaseType,
+        variant: BuildVariant,
+        date: jiff::civil::Date,
+        run_id: &str,
+    ) -> Result<Self, String> {
+        let trimmed = base.trim_end_matches('/');
+        let product = trimmed.strip_prefix("v5/rocm/").filter(|p| segment_ok(p) && !p.contains('/'));
+        if product.is_none_or(|p| p.starts_with('{') || p.starts_with('.')) {
+            return Err(format!("{base:?} is not a product prefix of TheRock's v5 layout (v5/rocm/PRODUCT/)"));
+        }
+        if run_id.is_empty() || !run_id.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("run id {run_id:?} is not a number"));
+        }
+        let repo = format!("{}-{run_id}", date.strftime("%Y%m%d"));
+        Ok(Self { base: format!("{trimmed}/"), release_type, variant, repo })
+    }
+
+    /// The product prefix, ending in `/`.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The product (`core`).
+    pub fn product(&self) -> &str {
+        self.base.trim_end_matches('/').rsplit('/').next().unwrap_or_default()
+    }
+
+    /// The structured pip root of a kpack (`whl-next/`) or per-family (`whl/`) run; `None` for
+    /// ASAN builds, which publish no Python packages.
+    pub fn pip(&self, kpack: bool) -> Option<String> {
+        let index = if kpack { "whl-next" } else { "whl" };
+        (self.variant == BuildVariant::Release).then(|| format!("{}{index}/", self.base))
+    }
+
+    fn asan(&self) -> &'static str {
+        match self.variant {
+            BuildVariant::Release => "",
+            BuildVariant::Asan => "-asan",
+        }
+    }
+
+    /// The native repos' directory: `packages[-asan]/{kind}/`, plus the dated repo.
+    fn native(&self, kind: &str) -> String {
+        let dated = if self.release_type.dated() { format!("{}/", self.repo) } else { String::new() };
+        format!("{}packages{}/{kind}/{dated}", self.base, self.asan())
+    }
+
+    /// The apt root.
+    pub fn deb(&self) -> String {
+        self.native("deb")
+    }
+
+    /// The dnf root of `arch` (dnf's `baseurl`).
+    pub fn rpm(&self, arch: &str) -> String {
+        format!("{}{arch}/", self.native("rpm"))
+    }
+
+    /// The tarball directory.
+    pub fn tarball(&self) -> String {
+        format!("{}tarball{}/", self.base, self.asan())
+    }
+
+    /// The dated repo's name (`20260501-12345`), whether or not the type uses one.
+    pub fn repo(&self) -> &str {
+        &self.repo
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,6 +685,72 @@ mod tests {
     }
 
     #[test]
+    fn the_v5_preset_lays_out_therocks_release_buckets() {
+        let layout = Layout::parse("[layout]\npreset = \"therock-v5\"\n").unwrap();
+        let rule = |p: &str| layout.rule_for(p).map(|r| (r.kind, r.structured));
+        assert_eq!(rule("v5/rocm/core/whl-next/"), Some((RootKind::Pip, true)));
+        assert_eq!(rule("v5/rocm/pytorch/whl/"), Some((RootKind::Pip, true)));
+        assert_eq!(rule("v5/rocm/core/whl-next/rocm/"), None, "a project directory is no root");
+        assert_eq!(rule("v5/rocm/core/packages/deb/20260501-12345/"), Some((RootKind::Apt, false)));
+        assert_eq!(rule("v5/rocm/core/packages/deb/"), Some((RootKind::Apt, false)));
+        assert_eq!(rule("v5/rocm/core/packages/rpm/20260501-12345/x86_64/"), Some((RootKind::Dnf, false)));
+        assert_eq!(rule("v5/rocm/core/packages-asan/rpm/x86_64/"), Some((RootKind::Dnf, false)));
+        assert_eq!(rule("v5/rocm/core/tarball/"), Some((RootKind::Tarball, false)));
+        assert_eq!(rule("v5/rocm/core/tarball-asan/"), Some((RootKind::Tarball, false)));
+        assert!(layout.runs, "runs keep their roots");
+
+        let date = jiff::civil::date(2026, 5, 1);
+        let roots = |t, v| ReleaseRoots::new("v5/rocm/core/", t, v, date, "12345").unwrap();
+        let dev = roots(ReleaseType::Dev, BuildVariant::Release);
+        assert_eq!((dev.base(), dev.product()), ("v5/rocm/core/", "core"));
+        assert_eq!(dev.pip(true).as_deref(), Some("v5/rocm/core/whl-next/"));
+        assert_eq!(dev.pip(false).as_deref(), Some("v5/rocm/core/whl/"));
+        assert_eq!(dev.deb(), "v5/rocm/core/packages/deb/20260501-12345/");
+        assert_eq!(dev.rpm("x86_64"), "v5/rocm/core/packages/rpm/20260501-12345/x86_64/");
+        assert_eq!(dev.tarball(), "v5/rocm/core/tarball/");
+        let pre = roots(ReleaseType::Prerelease, BuildVariant::Release);
+        assert_eq!(
+            (pre.deb(), pre.rpm("x86_64")),
+            ("v5/rocm/core/packages/deb/".into(), "v5/rocm/core/packages/rpm/x86_64/".into())
+        );
+        let asan = roots(ReleaseType::Nightly, BuildVariant::Asan);
+        assert_eq!(asan.pip(true), None, "ASAN publishes no Python");
+        assert_eq!(asan.deb(), "v5/rocm/core/packages-asan/deb/20260501-12345/");
+        assert_eq!(asan.tarball(), "v5/rocm/core/tarball-asan/");
+        let pre_asan = roots(ReleaseType::Prerelease, BuildVariant::Asan);
+        assert_eq!(pre_asan.rpm("x86_64"), "v5/rocm/core/packages-asan/rpm/x86_64/");
+        for bad in ["v5/rocm/", "v4/rocm/core/", "v5/rocm/a/b/", "v5/rocm/{product}/", "v5/rocm/../"] {
+            assert!(ReleaseRoots::new(bad, ReleaseType::Dev, BuildVariant::Release, date, "1").is_err(), "{bad}");
+        }
+        assert!(ReleaseRoots::new("v5/rocm/core", ReleaseType::Dev, BuildVariant::Release, date, "x1").is_err());
+
+        let buckets: Vec<String> = ReleaseType::ALL.iter().map(|t| t.bucket("core")).collect();
+        assert_eq!(
+            buckets,
+            [
+                "therock-repo-amd-dev-core",
+                "therock-repo-amd-bkc-core",
+                "therock-repo-amd-nightly-core",
+                "therock-repo-amd-bkc-core",
+                "therock-repo-amd-rc-core"
+            ]
+        );
+        let sources: Vec<&str> = ReleaseType::ALL.iter().map(|t| t.artifact_bucket()).collect();
+        assert_eq!(
+            sources,
+            [
+                "therock-dev-artifacts",
+                "therock-dev-artifacts",
+                "therock-nightly-artifacts",
+                "therock-nightly-artifacts",
+                "therock-prerelease-artifacts"
+            ]
+        );
+        assert_eq!(ReleaseType::parse("nightly-bkc"), Some(ReleaseType::NightlyBkc));
+        assert_eq!(ReleaseType::parse("release"), None);
+    }
+
+    #[test]
     fn options_are_carried() {
         let text = "[layout]\nruns = false\n[[layout.root]]\nprefix = \"nightly/{family}\"\nkind = \"pip\"\nfind_links = false\nkeep_days = 30\nkeep_versions = 3\n";
         let layout = Layout::parse(text).unwrap();
@@ -465,6 +771,8 @@ mod tests {
                 err("[[layout.root]]\nprefix = \"x/{fam\"\nkind = \"pip\"\n"),
                 err("[[layout.root]]\nprefix = \"deb/\"\nkind = \"apt\"\nview = \"family\"\n"),
                 err("[layout]\nruns = \"yes\"\n"),
+                err("[[layout.root]]\nprefix = \"t/\"\nkind = \"tarball\"\nstructured = true\n"),
+                err("[[layout.root]]\nprefix = \"w/\"\nkind = \"pip\"\nstructured = true\nfind_links = true\n"),
             ]
             .join("\n")
         );

@@ -85,9 +85,10 @@ pub(crate) async fn render_channel(
     layout: &Layout,
     prefix: &str,
 ) -> Result<Option<String>, AppError> {
-    let Some(rule) = layout.rule_for(prefix.trim_end_matches('/')) else { return Ok(None) };
-    let root =
-        RepoRoot::with_kind(prefix, RepoKind::from(rule.kind)).map_err(|e| AppError::BadRequest(e.to_string()))?;
+    if layout.rule_for(prefix.trim_end_matches('/')).is_none() {
+        return Ok(None);
+    }
+    let root = RepoRoot::new_in(layout, prefix).map_err(|e| AppError::BadRequest(e.to_string()))?;
     let state = quarry_index::read_state(store, &root).await?.unwrap_or_else(RepoState::empty);
     let mut files: Vec<FileRow> = state.entries.values().map(|e| row(&root, e, None)).collect();
     let generic = quarry_index::view::generic_of(layout, &root);
@@ -98,7 +99,7 @@ pub(crate) async fn render_channel(
     }
     files.sort_by(|a, b| a.name.cmp(&b.name));
     let index_href = match root.kind() {
-        RepoKind::Pip => encode_path(&format!("{root}simple/")),
+        RepoKind::Pip if !root.is_structured() => encode_path(&format!("{root}simple/")),
         _ => encode_path(root.as_str()),
     };
     let page = ChannelPage {
@@ -142,7 +143,7 @@ pub(crate) async fn render_channels(store: &dyn Store, layout: &Layout) -> Resul
         }
         rules.push(RuleRow {
             pattern: rule.prefix.clone(),
-            kind: RepoKind::from(rule.kind).label(),
+            kind: rule.kind.label(),
             options: options.join("; "),
             roots: mine.map(|p| (encode_path(&format!("-/channel/{p}")), p)).collect(),
         });

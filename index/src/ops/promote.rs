@@ -11,11 +11,23 @@
 //! the channel: the whole promotion is refused, nothing changed: one name, one content per
 //! channel); every copy lands before any root is reindexed, apt and dnf first, a generic root
 //! before the views that list it, so no page names a file that is not there yet.
+//!
+//! A release promotion ([`Release`], `quarry promote --release-type`) places each kind where
+//! TheRock's `publish_rocm_to_release_buckets.py` does ([`ReleaseRoots`]) under a v5 product
+//! prefix (`v5/rocm/core/`): wheels and sdists in the structured `whl-next/` (a kpack run, whose
+//! `python/` has no family directories nor per-family libraries wheels) or `whl/` (a
+//! per-family run), none for ASAN; `.deb`s and `.rpm`s in a repo of their own named by the
+//! promotion's date and the run (`packages/deb/20260501-12345/`), or for prerelease in the one
+//! `packages/{deb|rpm}/` each promotion adds to; the run's `tarballs/*.tar.gz` in `tarball/`
+//! (whose index page is refreshed after the copies). The same checks hold: one name, one
+//! content across the product's two pip roots and in every target. The run may lie in
+//! another store ([`Promotion::source`], TheRock's artifacts bucket): copies between two S3
+//! buckets stay server-side.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures_util::StreamExt;
-use quarry_layout::config::{ChannelRoots, Layout};
+use quarry_layout::config::{BuildVariant, ChannelRoots, Layout, ReleaseRoots, ReleaseType};
 use quarry_layout::{RunSegment, UploadKind};
 use quarry_packaging::DistFilename;
 use quarry_store::{Key, KeyError, ObjectMeta, Store, StoreError, StoreExt};
@@ -103,7 +115,24 @@ pub struct Promotion<'a> {
     pub families_map: &'a BTreeMap<&'a str, Vec<&'a str>>,
     /// Where the channel's roots are (`[layout]`).
     pub layout: &'a Layout,
+    /// A release into TheRock's v5 layout under `to` (`v5/rocm/core/`) instead of a channel
+    /// laid out like a run's packages.
+    pub release: Option<Release>,
+    /// The indexer of the store holding the run, when it is not the destination's.
+    pub source: Option<&'a Indexer>,
 }
+
+/// A promotion into TheRock's v5 release layout: its type, build variant and date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    pub release_type: ReleaseType,
+    pub variant: BuildVariant,
+    /// The promotion's date (UTC), naming the dated native repos.
+    pub date: jiff::civil::Date,
+}
+
+/// Where a run keeps its release tarballs (`{run}-{platform}/tarballs/therock-dist-….tar.gz`).
+pub const RUN_TARBALLS_DIR: &str = "tarballs";
 
 /// One file of the run and where it goes in the channel.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -128,6 +157,8 @@ pub struct PromoteReport {
     pub files: Vec<Copied>,
     /// The channel roots copied into (and reindexed), or published empty by [`init_channel`].
     pub roots: BTreeSet<RepoRoot>,
+    /// The tarball directories copied into (their index pages refreshed).
+    pub tarballs: BTreeSet<String>,
 }
 
 /// The family a wheel belongs to by TheRock's names: `rocm-sdk-libraries-{family}`,
@@ -190,11 +221,23 @@ fn channel_key(to: String, kind: RepoKind) -> Result<Key, PromoteError> {
     }
 }
 
-/// The run's package files (key, root) under its pip root and native repos.
-async fn run_files(store: &dyn Store, run: &str) -> Result<Vec<(ObjectMeta, RepoRoot)>, PromoteError> {
+/// The run's package files (key, root) under its pip root and native repos, and the
+/// `*.tar.gz` files directly in its tarballs directory.
+async fn run_files(store: &dyn Store, run: &str) -> Result<(Vec<(ObjectMeta, RepoRoot)>, Vec<Key>), PromoteError> {
     let listed = store.list_all(&format!("{run}/"), false).await.map_err(store_err(format!("listing {run}/")))?;
-    let files = listed.objects.into_iter().filter_map(|o| RepoRoot::for_key(&o.key).map(|r| (o, r)));
-    Ok(files.collect())
+    let tarballs_dir = format!("{run}/{RUN_TARBALLS_DIR}/");
+    let mut files = Vec::new();
+    let mut tarballs = Vec::new();
+    for object in listed.objects {
+        if let Some(root) = RepoRoot::for_key(&object.key) {
+            files.push((object, root));
+        } else if object.key.as_str().strip_prefix(&tarballs_dir).is_some_and(|n| !n.contains('/'))
+            && object.key.filename().ends_with(".tar.gz")
+        {
+            tarballs.push(object.key);
+        }
+    }
+    Ok((files, tarballs))
 }
 
 /// Each run file's entry (sha256, size, a wheel's metadata hash, a package's fields) from its
@@ -302,6 +345,93 @@ fn plan(p: &Promotion<'_>, run: &str, files: &[(ObjectMeta, RepoRoot)]) -> Resul
     Ok(out)
 }
 
+/// Whether the run is a kpack (multi-arch) build, as TheRock tells (`upload_python_packages.py`
+/// reports `kpack_split` for a flat `python/` only): no `python/{family}/` directory and, here
+/// too, no per-family `rocm-sdk-libraries-{family}` wheel.
+fn is_kpack(run: &str, files: &[(ObjectMeta, RepoRoot)]) -> bool {
+    use quarry_packaging::therock::wheels::DistKind;
+    let python = format!("{run}/{}", quarry_layout::current().root_dir(UploadKind::Python));
+    files.iter().filter(|(_, r)| r.kind() == RepoKind::Pip).all(|(o, r)| {
+        let per_family =
+            o.key.filename().parse::<DistFilename>().ok().is_some_and(|d| {
+                matches!(DistKind::from_project(d.name().as_ref()), Some(DistKind::Libraries(Some(_))))
+            });
+        r.as_str() == python && !per_family
+    })
+}
+
+/// Where each file goes in TheRock's v5 layout (the module's doc), with where the tarballs go.
+fn plan_release(
+    p: &Promotion<'_>,
+    release: &Release,
+    run: &str,
+    run_id: &str,
+    files: &[(ObjectMeta, RepoRoot)],
+    tarballs: &[Key],
+) -> Result<Vec<(Key, Key)>, PromoteError> {
+    let roots = ReleaseRoots::new(p.to, release.release_type, release.variant, release.date, run_id)
+        .map_err(|e| PromoteError::BadInput(format!("--to: {e}")))?;
+    let wants = |k: RepoKind| p.kinds.contains(&k);
+    let has_pip = files.iter().any(|(_, r)| r.kind() == RepoKind::Pip);
+    let pip = match roots.pip(is_kpack(run, files)) {
+        Some(prefix) if has_pip && wants(RepoKind::Pip) => Some(structured_root(&prefix)?),
+        _ => None,
+    };
+    let pool = quarry_layout::current().deb_pool();
+    let mut out = Vec::new();
+    for (object, root) in files {
+        let (key, name) = (&object.key, object.key.filename());
+        let to = match root.kind() {
+            RepoKind::Pip => match &pip {
+                Some(pip) => channel_key(
+                    pip.file_key(name).map_err(|e| PromoteError::BadInput(e.to_string()))?.to_string(),
+                    RepoKind::Pip,
+                )?,
+                None => continue,
+            },
+            RepoKind::Apt if wants(RepoKind::Apt) => {
+                channel_key(format!("{}{pool}/{name}", roots.deb()), RepoKind::Apt)?
+            }
+            RepoKind::Dnf if wants(RepoKind::Dnf) => {
+                let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or("x86_64");
+                channel_key(format!("{}{name}", roots.rpm(arch)), RepoKind::Dnf)?
+            }
+            _ => continue,
+        };
+        out.push((key.clone(), to));
+    }
+    let dir = roots.tarball();
+    if !tarballs.is_empty() && crate::ListingDir::new(&dir).is_none_or(|d| !d.is_tarball_index()) {
+        return Err(PromoteError::BadInput(format!(
+            "{dir} is no tarball directory of the layout: use [layout] preset = \"therock-v5\""
+        )));
+    }
+    for tarball in tarballs {
+        let to = key(format!("{dir}{}", tarball.filename()))?;
+        crate::check_key_segments(&to).map_err(|e| PromoteError::BadInput(e.to_string()))?;
+        out.push((tarball.clone(), to));
+    }
+    out.sort_by(|a, b| a.1.cmp(&b.1));
+    Ok(out)
+}
+
+/// The structured pip root the layout makes `prefix`, or the error naming the preset.
+fn structured_root(prefix: &str) -> Result<RepoRoot, PromoteError> {
+    match RepoRoot::new(prefix) {
+        Ok(root) if root.is_structured() => Ok(root),
+        _ => Err(PromoteError::BadInput(format!(
+            "{prefix} is no structured pip root of the layout: use [layout] preset = \"therock-v5\""
+        ))),
+    }
+}
+
+/// The product's pip roots (`whl/`, `whl-next/`): where a release's wheel name may already live.
+fn release_pip_roots(p: &Promotion<'_>, release: &Release) -> Vec<RepoRoot> {
+    let roots = ReleaseRoots::new(p.to, release.release_type, BuildVariant::Release, release.date, "0");
+    let prefixes = roots.map(|r| [r.pip(true), r.pip(false)]).unwrap_or_default();
+    prefixes.into_iter().flatten().filter_map(|p| structured_root(&p).ok()).collect()
+}
+
 /// Promote `p.from` into `p.to` with `indexer` (its store and publishing configuration).
 pub async fn promote(indexer: &Indexer, p: &Promotion<'_>) -> Result<PromoteReport, PromoteError> {
     let run = p.from.trim_end_matches('/');
@@ -311,20 +441,50 @@ pub async fn promote(indexer: &Indexer, p: &Promotion<'_>) -> Result<PromoteRepo
         return Err(PromoteError::BadInput(format!("--from {run:?}: give the run's own prefix (RUN-PLATFORM)")));
     }
     let store = indexer.store();
-    let files = run_files(store.as_ref(), run).await?;
-    if files.is_empty() {
-        return Err(PromoteError::BadInput(format!("{run}/ holds no wheels, sdists, debs or rpms")));
+    let source = p.source.unwrap_or(indexer);
+    let stores = Stores { to: store.as_ref(), from: source.store().as_ref() };
+    let (files, tarballs) = run_files(stores.from, run).await?;
+    let tarballs = if p.release.is_some() { tarballs } else { Vec::new() };
+    if files.is_empty() && tarballs.is_empty() {
+        let what =
+            if p.release.is_some() { "wheels, sdists, debs, rpms or tarballs" } else { "wheels, sdists, debs or rpms" };
+        return Err(PromoteError::BadInput(format!("{run}/ holds no {what}")));
     }
-    let planned = plan(p, run, &files)?;
-    let known = run_entries(indexer, &files).await?;
-    let mut copies = check(store.as_ref(), &planned, &known, &channel_pip_roots(p)).await?;
-    let roots: BTreeSet<RepoRoot> = copies.iter().filter_map(|c| RepoRoot::for_key(&Key::new(&c.to).ok()?)).collect();
+    let (planned, pip_roots) = match &p.release {
+        Some(release) => {
+            (plan_release(p, release, run, segment.run_id, &files, &tarballs)?, release_pip_roots(p, release))
+        }
+        None => (plan(p, run, &files)?, channel_pip_roots(p)),
+    };
+    if planned.is_empty() {
+        return Err(PromoteError::BadInput(format!(
+            "{run}/ holds nothing this promotion places (--kinds, --build-variant)"
+        )));
+    }
+    let known = run_entries(source, &files).await?;
+    let mut copies = check(stores, &planned, &known, &pip_roots).await?;
+    let targets = || copies.iter().filter_map(|c| Key::new(&c.to).ok());
+    let roots: BTreeSet<RepoRoot> = targets().filter_map(|k| RepoRoot::for_key(&k)).collect();
+    let listings: BTreeSet<crate::ListingDir> =
+        targets().filter(|k| RepoRoot::for_key(k).is_none()).filter_map(|k| crate::ListingDir::for_key(&k)).collect();
     if !p.dry_run {
-        let source = provenance(store.as_ref(), run, &segment).await?;
-        let inspections = copy_all(store.as_ref(), &mut copies, &known, &source).await?;
+        let origin = provenance(stores.from, run, &segment).await?;
+        let inspections = copy_all(stores, &mut copies, &known, &origin).await?;
         reindex(indexer, p.layout, &roots, inspections).await?;
+        for dir in &listings {
+            crate::update_listing(store.as_ref(), dir).await.map_err(store_err(format!("listing {dir}")))?;
+        }
     }
-    Ok(PromoteReport { from: run.to_owned(), to: p.to.to_owned(), dry_run: p.dry_run, files: copies, roots })
+    let tarballs = listings.iter().map(ToString::to_string).collect();
+    Ok(PromoteReport { from: run.to_owned(), to: p.to.to_owned(), dry_run: p.dry_run, files: copies, roots, tarballs })
+}
+
+/// The store a promotion copies into and the one holding the run (the same one unless
+/// [`Promotion::source`] names another).
+#[derive(Clone, Copy)]
+struct Stores<'a> {
+    to: &'a dyn Store,
+    from: &'a dyn Store,
 }
 
 /// Where the run's files come from: its manifest's run, platform and commit, else its prefix's.
@@ -376,7 +536,14 @@ pub async fn init_channel(indexer: &Indexer, p: &Promotion<'_>) -> Result<Promot
             .await
             .map_err(index_err(format!("publishing {root}")))?;
     }
-    Ok(PromoteReport { from: String::new(), to: p.to.to_owned(), dry_run: false, files: Vec::new(), roots })
+    Ok(PromoteReport {
+        from: String::new(),
+        to: p.to.to_owned(),
+        dry_run: false,
+        files: Vec::new(),
+        roots,
+        tarballs: BTreeSet::new(),
+    })
 }
 
 /// Every pip root of the channel (its generic root, its top root, each family's): where a
@@ -396,11 +563,12 @@ fn channel_pip_roots(p: &Promotion<'_>) -> Vec<RepoRoot> {
 /// read per root: a target's sha256 is its root's state's while the listed ETag is the one the
 /// state recorded; only a file the state does not know is HEADed.
 async fn check(
-    store: &dyn Store,
+    stores: Stores<'_>,
     planned: &[(Key, Key)],
     known: &BTreeMap<String, Entry>,
     pip_roots: &[RepoRoot],
 ) -> Result<Vec<Copied>, PromoteError> {
+    let store = stores.to;
     let mut channel: BTreeMap<String, (ObjectMeta, Option<String>)> = BTreeMap::new();
     let mut roots: BTreeSet<RepoRoot> = planned.iter().filter_map(|(_, to)| RepoRoot::for_key(to)).collect();
     roots.extend(pip_roots.iter().cloned());
@@ -411,13 +579,21 @@ async fn check(
         let state = state.unwrap_or_default();
         for object in listed.objects {
             let relative = object.key.as_str().strip_prefix(root.as_str()).unwrap_or_default();
-            let indexed = state.entries.get(relative).filter(|e| !e.etag.is_empty() && e.etag == object.version());
+            let name = root.file_name_of(relative).unwrap_or(relative);
+            let indexed = state.entries.get(name).filter(|e| !e.etag.is_empty() && e.etag == object.version());
             let sha = indexed.map(|e| e.sha256.clone());
             channel.insert(object.key.to_string(), (object, sha));
         }
     }
+    // Targets in no repo root (tarballs): what their directories hold.
+    let dirs: BTreeSet<&str> =
+        planned.iter().filter(|(_, to)| RepoRoot::for_key(to).is_none()).map(|(_, to)| to.parent_prefix()).collect();
+    for dir in dirs {
+        let listed = store.list_all(dir, true).await.map_err(store_err(format!("listing {dir}")))?;
+        channel.extend(listed.objects.into_iter().map(|o| (o.key.to_string(), (o, None))));
+    }
     let checked: Vec<Result<(Copied, Option<String>), PromoteError>> = futures_util::stream::iter(planned)
-        .map(|(from, to)| check_one(store, from, to, known, channel.get(to.as_str())))
+        .map(|(from, to)| check_one(stores, from, to, known, channel.get(to.as_str())))
         .buffered(CONCURRENCY)
         .collect()
         .await;
@@ -446,7 +622,7 @@ async fn elsewhere_in_channel(
     pip_roots: &[RepoRoot],
 ) -> Result<Vec<String>, PromoteError> {
     let in_pip_root =
-        |key: &str| pip_roots.iter().any(|r| key.strip_prefix(r.as_str()).is_some_and(|f| !f.contains('/')));
+        |key: &str| pip_roots.iter().any(|r| key.strip_prefix(r.as_str()).is_some_and(|f| r.file_name_of(f).is_some()));
     let mut by_name: BTreeMap<&str, Vec<(&String, &Held)>> = BTreeMap::new();
     for (key, there) in channel.iter().filter(|(key, _)| in_pip_root(key)) {
         let name = key.rsplit('/').next().unwrap_or_default();
@@ -495,15 +671,16 @@ async fn sha_of(store: &dyn Store, key: &Key) -> Result<(u64, String), PromoteEr
 /// `there`: the target as the channel's listing showed it, with its sha256 when the channel's
 /// state vouches for it.
 async fn check_one(
-    store: &dyn Store,
+    stores: Stores<'_>,
     from: &Key,
     to: &Key,
     known: &BTreeMap<String, Entry>,
     there: Option<&(ObjectMeta, Option<String>)>,
 ) -> Result<(Copied, Option<String>), PromoteError> {
+    let store = stores.to;
     let (size, sha256) = match known.get(from.as_str()) {
         Some(e) => (e.size, e.sha256.clone()),
-        None => sha_of(store, from).await?,
+        None => sha_of(stores.from, from).await?,
     };
     let (status, conflict) = match there {
         None => ("copy", None),
@@ -525,7 +702,7 @@ async fn check_one(
 /// instead of reading the copy again: that entry at the copy's ETag, stamped with when it
 /// entered the channel and where it came from, its wheel's `.metadata` sidecar copied along.
 async fn copy_all(
-    store: &dyn Store,
+    stores: Stores<'_>,
     copies: &mut [Copied],
     known: &BTreeMap<String, Entry>,
     source: &Provenance,
@@ -537,13 +714,13 @@ async fn copy_all(
             let now = now.clone();
             async move {
                 let (from, to) = (key(&c.from)?, key(&c.to)?);
-                let copied = store.copy_known(store, &from, &to, c.size, Some(&c.sha256)).await;
+                let copied = stores.to.copy_known(stores.from, &from, &to, c.size, Some(&c.sha256)).await;
                 let (put, method) = copied.map_err(store_err(format!("copying {from} to {to}")))?;
                 c.method = Some(method.label());
                 let Some(entry) = known.get(&c.from).filter(|e| !e.etag.is_empty() && !put.etag.is_empty()) else {
                     return Ok(None);
                 };
-                if entry.core_metadata_sha256.is_some() && !copy_sidecar(store, &from, &to).await? {
+                if entry.core_metadata_sha256.is_some() && !copy_sidecar(stores, &from, &to).await? {
                     return Ok(None);
                 }
                 let entry = Entry { etag: put.etag, upload_time: now, source: Some(source.clone()), ..entry.clone() };
@@ -564,10 +741,10 @@ async fn copy_all(
 
 /// Copies the run's `<wheel>.metadata` next to the copy (before any page names it); false when
 /// the run has none (the reindex then reads the wheel and writes it).
-async fn copy_sidecar(store: &dyn Store, from: &Key, to: &Key) -> Result<bool, PromoteError> {
+async fn copy_sidecar(stores: Stores<'_>, from: &Key, to: &Key) -> Result<bool, PromoteError> {
     let (from, to) = (key(format!("{from}{METADATA_SUFFIX}"))?, key(format!("{to}{METADATA_SUFFIX}"))?);
     // A sidecar is small: no size check to make before a server-side copy.
-    match store.copy_known(store, &from, &to, 0, None).await {
+    match stores.to.copy_known(stores.from, &from, &to, 0, None).await {
         Ok(_) => Ok(true),
         Err(e) if e.is_not_found() => Ok(false),
         Err(e) => Err(store_err(format!("copying {from} to {to}"))(e)),
@@ -650,10 +827,11 @@ mod tests {
             let key = |p: &str, n: &str| Key::new(format!("{p}/python/{n}-1.0.tar.gz")).unwrap();
             names.iter().map(|n| (key("9-linux", n), key("nightly", n))).collect()
         };
-        let copies = check(&store, &planned(&["a", "c"]), &known, &[]).await.unwrap();
+        let stores = Stores { to: &store, from: &store };
+        let copies = check(stores, &planned(&["a", "c"]), &known, &[]).await.unwrap();
         let status: Vec<&str> = copies.iter().map(|c| c.status).collect();
         assert_eq!(status, ["same", "copy"]);
-        let err = check(&store, &planned(&["a", "b", "c"]), &known, &[]).await.unwrap_err();
+        let err = check(stores, &planned(&["a", "b", "c"]), &known, &[]).await.unwrap_err();
         assert!(err.to_string().contains("other bytes under 1 name(s)"), "{err}");
         assert!(err.to_string().contains("nightly/python/b-1.0.tar.gz"), "{err}");
     }

@@ -253,7 +253,7 @@ pub async fn prune_root(
     let mut markers = Vec::new();
     for file in &files {
         let key = root
-            .key(&format!("{file}{LEAVING_SUFFIX}"))
+            .key(&format!("{}{LEAVING_SUFFIX}", root.file_path(file)))
             .map_err(|e| PruneError::Mark { key: format!("{root}{file}{LEAVING_SUFFIX}"), source: e.into() })?;
         markers.push((key, Bytes::new(), PutOptions::derived()));
     }
@@ -267,7 +267,7 @@ pub async fn prune_root(
         .map_err(|source| PruneError::Reindex { root: root.to_string(), source })?;
     for file in files {
         report.deleted.extend(delete_with_sidecars(store, root, file).await?);
-        if let Ok(marker) = root.key(&format!("{file}{LEAVING_SUFFIX}")) {
+        if let Ok(marker) = root.key(&format!("{}{LEAVING_SUFFIX}", root.file_path(file))) {
             match store.delete(&marker).await {
                 Ok(()) => {}
                 Err(e) if e.is_not_found() => {}
@@ -284,7 +284,8 @@ pub async fn prune_root(
 /// Delete `file` (relative to `root`) and its sidecars; the keys that were there.
 async fn delete_with_sidecars(store: &dyn Store, root: &RepoRoot, file: &str) -> Result<Vec<String>, PruneError> {
     let mut deleted = Vec::new();
-    let names = std::iter::once(file.to_owned()).chain(SIDECARS.iter().map(|s| format!("{file}{s}")));
+    let file = root.file_path(file);
+    let names = std::iter::once(file.clone()).chain(SIDECARS.iter().map(|s| format!("{file}{s}")));
     for name in names {
         let Ok(key) = root.key(&name) else { continue };
         match store.delete(&key).await {

@@ -133,7 +133,7 @@ impl Indexer {
         // must stay `Send` for every lifetime).
         let mut todo = Vec::new();
         for (name, entry) in &state.entries {
-            todo.push((root.key(name)?, name.clone(), entry.sha256.clone()));
+            todo.push((root.file_key(name)?, name.clone(), entry.sha256.clone()));
         }
         let checked: Vec<Result<Option<(String, String)>, StoreError>> = futures_util::stream::iter(todo)
             .map(|(key, name, sha)| {

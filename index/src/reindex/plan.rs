@@ -35,8 +35,13 @@ pub(crate) struct RootListing {
     /// The marker's key, by the file it yanks.
     pub(crate) yank_markers: BTreeMap<String, Key>,
     /// Names directly in a pip root that hold objects (`x.whl.metadata/y`): planted behind the
-    /// indexer's back (uploads of such keys are refused), they take the path of an output.
+    /// indexer's back (uploads of such keys are refused), they take the path of an output. In a
+    /// structured root, the names in a project's directory that do.
     pub(crate) directories: BTreeSet<String>,
+    /// Distribution files a structured root holds outside their project's directory, by key
+    /// (never a file name: the file may also lie where it belongs): the version listed and why
+    /// they are refused.
+    pub(crate) misplaced: BTreeMap<String, (String, String)>,
 }
 
 impl RootListing {
@@ -54,13 +59,19 @@ impl RootListing {
                 continue;
             }
             if let Some(target) = relative.strip_suffix(YANK_SUFFIX) {
-                if root.kind() == RepoKind::Pip && root.is_package(target) {
-                    listing.yank_markers.insert(target.to_owned(), object.key);
+                if root.kind() == RepoKind::Pip
+                    && root.is_package(target)
+                    && let Some(name) = root.file_name_of(target)
+                {
+                    listing.yank_markers.insert(name.to_owned(), object.key);
                 }
             } else if root.is_package(&relative) {
-                listing.files.insert(relative, object);
+                let name = root.file_name_of(&relative).unwrap_or(&relative).to_owned();
+                listing.files.insert(name, object);
+            } else if let Some(reason) = root.misplaced(&relative) {
+                listing.misplaced.insert(object.key.to_string(), (object.version(), reason));
             } else if root.kind() == RepoKind::Pip
-                && let Some((directory, _)) = relative.split_once('/')
+                && let Some(directory) = squatting_directory(root, &relative)
             {
                 listing.directories.insert(directory.to_owned());
             }
@@ -80,7 +91,7 @@ impl RootListing {
 
     /// No package file and no yank marker.
     pub(crate) fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.yank_markers.is_empty()
+        self.files.is_empty() && self.yank_markers.is_empty() && self.misplaced.is_empty()
     }
 
     /// Listed files `old` holds neither as an entry nor as rejected at their listed version:
@@ -111,6 +122,17 @@ impl RootListing {
         };
         self.yank_markers.iter().filter(|(name, _)| indexed(name)).map(|(n, k)| (n.clone(), k.clone())).collect()
     }
+}
+
+/// The directory an object at `relative` (to a pip root) lies in where outputs are named: the
+/// root itself (`x.whl.metadata/y`), or in a structured root a project's directory
+/// (`proj/x.whl.metadata/y`, given as `x.whl.metadata`).
+fn squatting_directory<'a>(root: &RepoRoot, relative: &'a str) -> Option<&'a str> {
+    if !root.is_structured() {
+        return relative.split_once('/').map(|(directory, _)| directory);
+    }
+    let (_, rest) = relative.split_once('/')?;
+    rest.split_once('/').map(|(directory, _)| directory)
 }
 
 /// The files (as `keys` spell them) a [`LEAVING_SUFFIX`] marker among `keys` marks.
@@ -262,7 +284,7 @@ fn admit(
                     // without PEP 658 metadata (clients read the wheel) rather than not at all.
                     entry.core_metadata_sha256 = None;
                 } else if let Some(body) = core_metadata {
-                    let key = root.key(&format!("{name}{METADATA_SUFFIX}"))?;
+                    let key = root.key(&format!("{}{METADATA_SUFFIX}", root.file_path(&name)))?;
                     sidecars.push(Output { key, body, content_type: "text/plain; charset=utf-8" });
                 }
                 report.added.push(name.clone());
@@ -273,6 +295,10 @@ fn admit(
                 state.rejected.insert(name, rejected);
             }
         }
+    }
+    for (relative, (etag, reason)) in &listing.misplaced {
+        report.rejected.insert(relative.clone(), reason.clone());
+        state.rejected.insert(relative.clone(), Rejected { etag: etag.clone(), reason: reason.clone() });
     }
     for name in state.entries.keys().filter(|n| squatted(n)) {
         report.rejected.insert(
@@ -348,7 +374,7 @@ fn render_outputs(
     }
     for entry in state.entries.values() {
         if let Some(hash) = &entry.core_metadata_sha256 {
-            state.outputs.insert(format!("{root}{}{METADATA_SUFFIX}", entry.filename), hash.clone());
+            state.outputs.insert(format!("{root}{}{METADATA_SUFFIX}", root.file_path(&entry.filename)), hash.clone());
         }
     }
     Ok(pages)

@@ -582,6 +582,73 @@ mod tests {
         assert!(!text(store.as_ref(), "index.html").await.contains(&gone));
     }
 
+    /// A structured root (TheRock's v5 `whl-next/`): files in their project's directory, the
+    /// root its own simple index, sidecars beside the files; a file elsewhere refused, named;
+    /// a project's event touches its directory and the root's pages only.
+    #[tokio::test]
+    async fn structured_roots_index_files_in_their_project_directories() {
+        const V5: &str = "v5/rocm/core/whl-next/";
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let root = RepoRoot::structured(V5).unwrap();
+        let indexer = Indexer::new(store.clone());
+        let at = |path: &str| Key::new(format!("{V5}{path}")).unwrap();
+        let put = |path: String, data: Vec<u8>| {
+            let store = store.clone();
+            async move { store.put_bytes(&at(&path), Bytes::from(data), PutOptions::default()).await.unwrap() }
+        };
+        let read = |path: &'static str| {
+            let store = store.clone();
+            async move { String::from_utf8(store.get_bytes(&at(path), 1 << 24).await.unwrap().1.to_vec()).unwrap() }
+        };
+        let (alpha, data) = wheel("Alpha_Pkg", "1.0", 10);
+        put(format!("alpha-pkg/{alpha}"), data.clone()).await;
+        put(alpha.clone(), data.clone()).await;
+        put(format!("Alpha_Pkg/{alpha}"), data).await;
+        put(format!("alpha-pkg/{alpha}.yanked"), b"bad build".to_vec()).await;
+        let report = indexer.reindex(&root).await.unwrap();
+        assert_eq!(report.added, std::slice::from_ref(&alpha));
+        let refused: Vec<&String> = report.rejected.keys().collect();
+        assert_eq!(refused, [&format!("{V5}{alpha}"), &format!("{V5}Alpha_Pkg/{alpha}")], "{report}");
+        let why = &report.rejected[&format!("{V5}{alpha}")];
+        assert!(why.contains(&format!("should be {V5}alpha-pkg/{alpha}")), "{why}");
+        assert!(read("index.html").await.contains("<a href=\"alpha-pkg/\">alpha-pkg</a>"));
+        let page = read("alpha-pkg/index.html").await;
+        assert!(page.contains(&format!("<a href=\"{alpha}#sha256=")) && page.contains("data-core-metadata=\"sha256="));
+        assert!(page.contains("data-yanked=\"bad build\""), "{page}");
+        assert!(read("alpha-pkg/index.json").await.contains(&format!("\"url\":\"{alpha}\"")));
+        store.head(&at(&format!("alpha-pkg/{alpha}.metadata"))).await.expect("the sidecar lies beside the wheel");
+        assert!(store.list_all(&format!("{V5}simple/"), false).await.unwrap().objects.is_empty(), "no simple/");
+        let check = crate::check(store.as_ref(), &root).await.unwrap();
+        assert!(check.is_clean() && check.pages == 2 && check.files == 3, "{check}");
+
+        // One project's event: its directory, then the root's list.
+        let (beta, data) = wheel("beta", "2.0", 10);
+        put(format!("beta/{beta}"), data).await;
+        let project = crate::ProjectScope::for_file(&beta).unwrap();
+        let report = indexer.run(crate::Request::new(root.clone()).project(project)).await.unwrap();
+        assert_eq!(report.added, std::slice::from_ref(&beta));
+        assert!(read("index.html").await.contains("<a href=\"beta/\">beta</a>"));
+        assert!(read("beta/index.html").await.contains(&beta));
+        let check = crate::check(store.as_ref(), &root).await.unwrap();
+        assert!(check.is_clean(), "{check}");
+
+        // Gone: its pages and sidecar go too.
+        store.delete(&at(&format!("beta/{beta}"))).await.unwrap();
+        let report = indexer.reindex(&root).await.unwrap();
+        let mut deleted = report.deleted.clone();
+        deleted.sort();
+        assert_eq!(
+            deleted,
+            [
+                format!("{V5}beta/beta-2.0-py3-none-any.whl.metadata"),
+                format!("{V5}beta/index.html"),
+                format!("{V5}beta/index.json")
+            ]
+        );
+        assert!(!read("index.html").await.contains("beta/"));
+        assert!(crate::check(store.as_ref(), &root).await.unwrap().is_clean());
+    }
+
     /// A store that fails the operations a rule picks, as a flaky S3 would (5xx, throttling,
     /// timeouts) or as a crash would cut a reindex short.
     async fn assert_consistent(store: &dyn Store) {

@@ -49,10 +49,15 @@ impl Scope {
         ListingDir::for_key(key).map(Self::Listing)
     }
 
-    /// A pip file's project (the whole root when its name does not parse), any other root.
+    /// A pip file's project (the whole root when its name does not parse, or when a
+    /// structured root holds it outside its project's directory: the root's reindex refuses
+    /// it), any other root.
     fn for_file(root: RepoRoot, key: &Key) -> Self {
+        let relative = key.as_str().strip_prefix(root.as_str()).unwrap_or_default();
         match ProjectScope::for_file(key.filename()) {
-            Some(project) if root.kind() == RepoKind::Pip => Self::Project(root, project),
+            Some(project) if root.kind() == RepoKind::Pip && root.misplaced(relative).is_none() => {
+                Self::Project(root, project)
+            }
             _ => Self::Root(root),
         }
     }

@@ -1,10 +1,12 @@
 //! Pip roots with a split state: a small manifest at the root's state key (the commit point of
-//! the root's own pages, `simple/index.*` and the find-links `index.html`) and one state object
+//! the root's own pages, `simple/index.*` and the find-links `index.html`; a structured root's
+//! `index.*`, `crate::render::pip::PagePaths`) and one state object
 //! per project under `.quarry-index/` (the commit point of that project: its entries, pages
 //! and sidecars), each replaced only with a conditional put.
 //!
 //! An event about one file ([`Indexer::attempt_project`]) reads the manifest and its project's
-//! object, lists only the project's files (prefix listings, one per spelling of its name),
+//! object, lists only the project's files (prefix listings, one per spelling of its name; in a
+//! structured root the one listing of its directory),
 //! renders only its pages, and touches the root's pages only when they change: the simple
 //! root when the project appears or goes (spliced from the stored `simple/index.json`), the
 //! find-links page when enabled (spliced from the stored page). A stored root page whose hash
@@ -33,8 +35,7 @@ use crate::reindex::plan::{Output, Plan, PlanInput, RootListing, plan};
 use crate::reindex::publish::Pass;
 use crate::reindex::report::ReindexReport;
 use crate::render::pip::{
-    FIND_LINKS, Parts, SIMPLE_ROOT_HTML, SIMPLE_ROOT_JSON, Stage, file_project, simple_root_names, simple_root_pages,
-    splice_find_links,
+    FIND_LINKS, PagePaths, Parts, Stage, file_project, simple_root_names, simple_root_pages, splice_find_links,
 };
 use crate::state::io::{
     SPLIT_VERSION, commit_object, ensure_object_unmoved, load_object, load_projects, merge, object_put, project_key,
@@ -220,7 +221,8 @@ impl Indexer {
         else {
             // A root page this call wrote itself in a lost attempt will not come back to what
             // the manifest records: only another event's page in flight may.
-            let own = [SIMPLE_ROOT_HTML, SIMPLE_ROOT_JSON, FIND_LINKS]
+            let paths = PagePaths::of(root);
+            let own = [paths.root_html(), paths.root_json(), FIND_LINKS]
                 .iter()
                 .any(|page| pass.dirty.contains(&format!("{root}{page}")));
             // Another event's: retried as a lost race (`PROJECT_ATTEMPTS` attempts as a
@@ -263,13 +265,20 @@ impl Indexer {
     }
 
     /// `project`'s files: one listing per spelling of its name (the event's, and every one its
-    /// state holds), keeping only the files that are the project's.
+    /// state holds), keeping only the files that are the project's. In a structured root, the
+    /// one listing of its directory (files elsewhere are the whole root's to refuse).
     async fn list_project(
         &self,
         root: &RepoRoot,
         project: &ProjectScope,
         old: &RepoState,
     ) -> Result<RootListing, IndexError> {
+        if root.is_structured() {
+            let objects = self.store().list_all(&format!("{root}{}/", project.name()), true).await?.objects;
+            let mut listing = RootListing::new(root, objects);
+            listing.misplaced.clear();
+            return Ok(listing);
+        }
         let mut spellings = BTreeSet::from([project.spelling().to_owned()]);
         for name in old.entries.keys().chain(old.rejected.keys()) {
             spellings.extend(spelling(name, project.name()).map(str::to_owned));
@@ -301,11 +310,12 @@ impl Indexer {
         dirty: &BTreeSet<String>,
     ) -> Result<Option<RootPages>, IndexError> {
         let mut pages = RootPages { manifest: manifest.clone(), writes: Vec::new(), deletes: Vec::new() };
-        let (html, json) = (root.key(SIMPLE_ROOT_HTML)?, root.key(SIMPLE_ROOT_JSON)?);
+        let paths = PagePaths::of(root);
+        let (html, json) = (root.key(paths.root_html())?, root.key(paths.root_json())?);
         // Listed on the simple root: a project with files; in a view, one with pages (its
         // files may all be the generic root's).
         let view = crate::reindex::view::generic_of(self.layout(), root).is_some();
-        let page = root.key(&format!("simple/{}/index.html", project.name()))?;
+        let page = root.key(&paths.project_html(project.name()))?;
         let listed = |state: &RepoState| match view {
             false => !state.entries.is_empty(),
             true => state.outputs.contains_key(page.as_str()),
@@ -321,9 +331,13 @@ impl Indexer {
             }
             names.sort();
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            for page in simple_root_pages(&names) {
+            for page in simple_root_pages(paths, &names) {
                 pages.add(root.key(&page.path)?, page.body, page.content_type);
             }
+        }
+        if !paths.has_find_links() {
+            // The root's `index.html` is its project list (above).
+            return Ok(Some(pages));
         }
         let find_links = root.key(FIND_LINKS)?;
         if !self.config().find_links(self.layout(), root.as_str()) {

@@ -17,6 +17,15 @@ pub fn summary_line(root_url: &str, kind: RepoKind, signed: bool) -> String {
     }
 }
 
+/// [`summary_line`] for `root` served at `root_url`: a structured pip root is its own index
+/// (`pip: --index-url {root}`).
+pub fn root_line(root_url: &str, root: &crate::RepoRoot, signed: bool) -> String {
+    if root.is_structured() {
+        return format!("pip: --index-url {root_url}");
+    }
+    summary_line(root_url, root.kind(), signed)
+}
+
 /// A pip root's PEP 503/691 index (`--index-url`).
 pub fn index_url(root_url: &str) -> String {
     format!("{}/simple/", root_url.trim_end_matches('/'))
@@ -59,6 +68,11 @@ mod tests {
             "apt: deb [signed-by=/etc/apt/keyrings/quarry.asc] http://h:9/7-linux/packages/deb/ stable main"
         );
         assert_eq!(summary_line("u/", RepoKind::Dnf, true), "dnf: baseurl=u/");
+        let v5 = crate::RepoRoot::structured("v5/rocm/core/whl-next/").unwrap();
+        assert_eq!(
+            root_line("http://h/v5/rocm/core/whl-next/", &v5, false),
+            "pip: --index-url http://h/v5/rocm/core/whl-next/"
+        );
         assert_eq!(
             pip_install(true, root, false, "demo").join(" "),
             "uv pip install --find-links http://h:9/7-linux/python/ demo"

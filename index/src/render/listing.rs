@@ -10,6 +10,12 @@
 //! written is therefore always followed by a listing that matches it, whoever wrote it, and
 //! every later upload brings its own event. A cache object (`.quarry-listing.json`) keeps the
 //! sha256s already read, so an event costs two listings and reads only what is new.
+//!
+//! A tarball directory the layout configures (`kind = "tarball"`, the `therock-v5` preset's
+//! `v5/rocm/{product}/tarball/`) is listed the same way, its page the facts of TheRock's
+//! `index_generation_s3_tar.py` ([`render_tarball_index`]): titled `Tarball index`, only the
+//! `*.tar.gz` files directly in it, newest first, each with the GPU family its name gives
+//! (the first `gfx…` in it, as that script's filter does), plus the size, time and sha256.
 
 use std::collections::BTreeMap;
 
@@ -68,14 +74,21 @@ impl ListingDir {
         Self::new(key.parent_prefix())
     }
 
-    /// `prefix` (ending in `/`) as a listed directory, if it is one (never inside the audit
-    /// log, [`crate::ops::audit_log::AUDIT_PREFIX`], though it names runs).
+    /// `prefix` (ending in `/`) as a listed directory, if it is one: a run's, or a tarball
+    /// directory the layout configures (never inside the audit log,
+    /// [`crate::ops::audit_log::AUDIT_PREFIX`], though it names runs).
     pub fn new(prefix: &str) -> Option<Self> {
         let trimmed = prefix.trim_end_matches('/');
         if crate::ops::audit_log::is_audit_path(prefix) {
             return None;
         }
-        layout::current().is_listed(trimmed).then(|| Self(format!("{trimmed}/")))
+        let tarballs = || !trimmed.is_empty() && tarball_dir(trimmed);
+        (layout::current().is_listed(trimmed) || tarballs()).then(|| Self(format!("{trimmed}/")))
+    }
+
+    /// Whether this is a configured tarball directory (its page a tarball index).
+    pub fn is_tarball_index(&self) -> bool {
+        tarball_dir(self.0.trim_end_matches('/'))
     }
 
     pub fn as_str(&self) -> &str {
@@ -164,8 +177,84 @@ struct ListingPage<'a> {
     rows: Vec<Row>,
 }
 
-/// Render a directory's listing page, rows in codepoint order.
+/// Whether the configured layout makes `prefix` a tarball directory.
+fn tarball_dir(prefix: &str) -> bool {
+    let rule = layout::config::configured().rule_for(prefix);
+    rule.is_some_and(|r| r.kind == layout::config::RootKind::Tarball)
+}
+
+/// The GPU family a tarball's name gives, as `index_generation_s3_tar.py`'s filter reads it:
+/// the first `gfx` (any case) followed by digits and then letters, or else by word
+/// characters (`therock-dist-linux-gfx94X-dcgpu-7.13.0.tar.gz`: `gfx94X`); empty when none.
+pub fn tarball_family(name: &str) -> &str {
+    let lower = name.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(at) = lower[from..].find("gfx").map(|i| i + from) {
+        let rest = &name.as_bytes()[at + 3..];
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        let len = if digits > 0 {
+            digits + rest[digits..].iter().take_while(|b| b.is_ascii_alphabetic()).count()
+        } else {
+            rest.iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count()
+        };
+        if len > 0 {
+            return &name[at..at + 3 + len];
+        }
+        from = at + 3;
+    }
+    ""
+}
+
+struct TarballRow {
+    href: String,
+    name: String,
+    family: String,
+    size: String,
+    size_bytes: u64,
+    datetime: String,
+    modified: String,
+    sha256: String,
+}
+
+#[derive(Template)]
+#[template(path = "tarball-index.html")]
+struct TarballPage<'a> {
+    title: &'a str,
+    families: Vec<&'a str>,
+    rows: Vec<TarballRow>,
+}
+
+/// A tarball directory's page: its `*.tar.gz` files (not subdirectories, not other files),
+/// newest first then by name, with the families found among them.
+pub fn render_tarball_index(title: &str, entries: &[ListingEntry]) -> String {
+    let mut tarballs: Vec<&ListingEntry> =
+        entries.iter().filter(|e| e.size.is_some() && e.name.ends_with(".tar.gz")).collect();
+    tarballs.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| a.name.cmp(&b.name)));
+    let mut families: Vec<&str> = tarballs.iter().map(|e| tarball_family(&e.name)).filter(|f| !f.is_empty()).collect();
+    families.sort_unstable();
+    families.dedup();
+    let rows = tarballs
+        .into_iter()
+        .map(|e| TarballRow {
+            href: quarry_store::url::encode_path(&e.name),
+            name: e.name.clone(),
+            family: tarball_family(&e.name).to_owned(),
+            size: human_size(e.size.unwrap_or_default()),
+            size_bytes: e.size.unwrap_or_default(),
+            datetime: e.modified.map(|t| t.strftime("%Y-%m-%dT%H:%M:%S+00:00").to_string()).unwrap_or_default(),
+            modified: e.modified.map(|t| t.strftime("%Y-%m-%d %H:%M UTC").to_string()).unwrap_or_default(),
+            sha256: e.sha256.clone().unwrap_or_default(),
+        })
+        .collect();
+    TarballPage { title, families, rows }.render().expect("the tarball index renders")
+}
+
+/// Render a directory's listing page, rows in codepoint order (a tarball directory's:
+/// [`render_tarball_index`]).
 pub fn render_listing(dir: &ListingDir, entries: &[ListingEntry]) -> String {
+    if dir.is_tarball_index() {
+        return render_tarball_index(dir.as_str(), entries);
+    }
     let mut entries: Vec<&ListingEntry> = entries.iter().collect();
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     let rows = entries
@@ -407,6 +496,42 @@ mod tests {
         let parents: Vec<String> =
             ListingDir::new("9-linux/logs/gfx94X/").unwrap().with_parents().iter().map(ToString::to_string).collect();
         assert_eq!(parents, ["9-linux/logs/gfx94X/", "9-linux/logs/", "9-linux/"]);
+    }
+
+    #[test]
+    fn tarball_indexes_read_like_therocks() {
+        assert_eq!(tarball_family("therock-dist-linux-gfx94X-dcgpu-7.13.0.tar.gz"), "gfx94X");
+        assert_eq!(tarball_family("therock-dist-linux-GFX1151-7.13.0.tar.gz"), "GFX1151");
+        assert_eq!(tarball_family("therock-dist-linux-gfx-gfxfoo_1-x.tar.gz"), "gfxfoo_1");
+        assert_eq!(tarball_family("therock-dist-linux-multiarch-7.13.0.tar.gz"), "");
+        let at = |s: i64| Some(jiff::Timestamp::from_second(s).unwrap());
+        let entry = |name: &str, size: Option<u64>, modified, sha: Option<&str>| ListingEntry {
+            name: name.into(),
+            size,
+            modified,
+            sha256: sha.map(Into::into),
+            etag: "e".into(),
+            page: false,
+        };
+        let entries = [
+            entry(
+                "therock-dist-linux-multiarch-7.13.0a20260501.tar.gz",
+                Some(3 << 30),
+                at(1_777_600_000),
+                Some(&"a".repeat(64)),
+            ),
+            entry(
+                "therock-dist-linux-gfx94X-dcgpu-7.13.0a20260502.tar.gz",
+                Some(1 << 30),
+                at(1_777_700_000),
+                Some(&"b".repeat(64)),
+            ),
+            entry("therock-dist-linux-gfx1151-tests-7.13.0a20260502.tar.gz", Some(12345), at(1_777_700_000), None),
+            entry("notes.txt", Some(3), at(1_777_800_000), None),
+            entry("old/", None, None, None),
+        ];
+        insta::assert_snapshot!(render_tarball_index("v5/rocm/core/tarball/", &entries));
+        insta::assert_snapshot!("empty_tarball_index", render_tarball_index("v5/rocm/core/tarball/", &entries[3..]));
     }
 
     #[test]

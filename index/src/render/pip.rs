@@ -7,6 +7,12 @@
 //! option is on: a root no layout rule matches (a run's) always, a rule's root only with
 //! `find_links = true`, `IndexConfig::find_links` overriding both. Where it is off, a page left
 //! from before is deleted by the next reindex.
+//!
+//! A structured root (`RepoRoot::is_structured`, TheRock's v5 `…/whl-next/`) is its own simple
+//! index ([`PagePaths`]): `index.html`/`index.json` list the projects, each project's
+//! `{name}/index.html`/`index.json` its files by same-directory hrefs (with the same sha256
+//! fragments, `data-requires-python`, PEP 658/714 attributes and yank marks), a release's
+//! `-variants.json` lies in its project's directory, and it has no find-links page.
 
 use std::collections::BTreeMap;
 
@@ -28,11 +34,49 @@ pub const FIND_LINKS: &str = "index.html";
 pub const SIMPLE_ROOT_HTML: &str = "simple/index.html";
 pub const SIMPLE_ROOT_JSON: &str = "simple/index.json";
 
-pub fn simple_project_html(name: &PackageName) -> String {
-    format!("simple/{name}/index.html")
+/// Where a pip root's index pages lie and how a project page links the root's files: under
+/// `simple/`, linking `../../{file}` (a flat root), or at the root itself, linking the files
+/// beside the page in the project's directory (a structured root).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PagePaths {
+    structured: bool,
 }
-pub fn simple_project_json(name: &PackageName) -> String {
-    format!("simple/{name}/index.json")
+
+impl PagePaths {
+    pub fn of(root: &RepoRoot) -> Self {
+        Self { structured: root.is_structured() }
+    }
+
+    /// The page listing the projects (HTML).
+    pub fn root_html(self) -> &'static str {
+        if self.structured { FIND_LINKS } else { SIMPLE_ROOT_HTML }
+    }
+
+    /// The page listing the projects (PEP 691 JSON).
+    pub fn root_json(self) -> &'static str {
+        if self.structured { "index.json" } else { SIMPLE_ROOT_JSON }
+    }
+
+    /// A project's page (HTML), by normalized name.
+    pub fn project_html(self, name: &str) -> String {
+        if self.structured { format!("{name}/index.html") } else { format!("simple/{name}/index.html") }
+    }
+
+    /// A project's page (PEP 691 JSON), by normalized name.
+    pub fn project_json(self, name: &str) -> String {
+        if self.structured { format!("{name}/index.json") } else { format!("simple/{name}/index.json") }
+    }
+
+    /// What a project page's hrefs to the root's own files start with.
+    pub fn file_href_base(self) -> &'static str {
+        if self.structured { "" } else { "../../" }
+    }
+
+    /// Whether the root has a find-links page at all (a structured root's `index.html` is its
+    /// project list).
+    pub fn has_find_links(self) -> bool {
+        !self.structured
+    }
 }
 
 /// When an output is published relative to the others: every output of one stage is written
@@ -205,8 +249,9 @@ struct VariantsFile {
 
 /// One [`VariantsFile`] per release with variant wheels, merged from their `variant.json` in
 /// filename order (admission has checked that they agree; a release that does not merge is
-/// left without one). Its upload time is its newest variant wheel's.
-fn variants_files(state: &RepoState) -> Vec<VariantsFile> {
+/// left without one). Its upload time is its newest variant wheel's. The page's path is the
+/// file's in `root` (its project's directory in a structured root).
+fn variants_files(root: &RepoRoot, state: &RepoState) -> Vec<VariantsFile> {
     let mut out = Vec::new();
     for project in group(state, None).into_values() {
         let mut releases: BTreeMap<&Version, Vec<&Entry>> = BTreeMap::new();
@@ -229,7 +274,7 @@ fn variants_files(state: &RepoState) -> Vec<VariantsFile> {
                 upload_time: wheels.iter().map(|e| e.upload_time.clone()).max().unwrap_or_default(),
                 ..Entry::default()
             };
-            let page = Page::new(filename, body, Stage::Immutable, crate::variant::JSON);
+            let page = Page::new(root.file_path(&filename), body, Stage::Immutable, crate::variant::JSON);
             out.push(VariantsFile { name: project.name.clone(), version: version.clone(), entry, page });
         }
     }
@@ -292,19 +337,20 @@ pub fn render_with_extra(root: &RepoRoot, state: &RepoState, extra: Option<Extra
 
 /// [`render_with_extra`], only the pages `parts` names beside the projects' own.
 pub fn render_parts(root: &RepoRoot, state: &RepoState, parts: Parts, extra: Option<Extra<'_>>) -> Vec<Page> {
-    let variants = variants_files(state);
-    let extra_variants = extra.map(|x| variants_files(x.state)).unwrap_or_default();
+    let paths = PagePaths::of(root);
+    let variants = variants_files(root, state);
+    let extra_variants = extra.map(|x| variants_files(root, x.state)).unwrap_or_default();
     let projects = with_variants(state, &variants, extra, &extra_variants);
     let mut pages = Vec::with_capacity(projects.len() * 2 + 3 + variants.len());
     pages.extend(variants.iter().map(|file| file.page.clone()));
     for project in projects.values() {
-        pages.extend(project_pages(project));
+        pages.extend(project_pages(paths, project));
     }
     if parts.simple_root {
         let names: Vec<&str> = projects.keys().map(PackageName::as_str).collect();
-        pages.extend(simple_root_pages(&names));
+        pages.extend(simple_root_pages(paths, &names));
     }
-    if parts.find_links {
+    if parts.find_links && paths.has_find_links() {
         pages.push(find_links_page(root, &projects));
     }
     pages
@@ -333,31 +379,27 @@ fn with_variants<'a>(
 }
 
 /// A project's PEP 503 and PEP 691 pages.
-fn project_pages(project: &Project<'_>) -> [Page; 2] {
+fn project_pages(paths: PagePaths, project: &Project<'_>) -> [Page; 2] {
     let name = project.name.as_str();
+    let base = paths.file_href_base();
     let files: Vec<FileView<'_>> =
-        project.files.iter().map(|(_, e, prefix)| view(e, &format!("../../{prefix}"))).collect();
-    let html = Page::new(
-        simple_project_html(&project.name),
-        render_html(&SimpleProjectPage { name, files }),
-        Stage::Index,
-        HTML,
-    );
+        project.files.iter().map(|(_, e, prefix)| view(e, &format!("{base}{prefix}"))).collect();
+    let html = Page::new(paths.project_html(name), render_html(&SimpleProjectPage { name, files }), Stage::Index, HTML);
     let mut versions: Vec<&Version> = project.files.iter().map(|(v, _, _)| v).collect();
     versions.dedup();
     let json = JsonProject {
         meta: Meta { api_version: API_VERSION },
         name,
         versions: versions.into_iter().map(ToString::to_string).collect(),
-        files: project.files.iter().map(|(_, e, prefix)| json_file(e, prefix)).collect(),
+        files: project.files.iter().map(|(_, e, prefix)| json_file(e, &format!("{base}{prefix}"))).collect(),
     };
-    [html, Page::new(simple_project_json(&project.name), render_json(&json), Stage::Index, PEP691_JSON)]
+    [html, Page::new(paths.project_json(name), render_json(&json), Stage::Index, PEP691_JSON)]
 }
 
-fn json_file<'a>(e: &'a Entry, href_prefix: &str) -> JsonFile<'a> {
+fn json_file<'a>(e: &'a Entry, href_base: &str) -> JsonFile<'a> {
     JsonFile {
         filename: &e.filename,
-        url: format!("../../{href_prefix}{}", encode_segment(&e.filename)),
+        url: format!("{href_base}{}", encode_segment(&e.filename)),
         hashes: BTreeMap::from([("sha256", e.sha256.as_str())]),
         requires_python: e.requires_python.as_deref(),
         core_metadata: e.core_metadata_sha256.as_deref().map(|h| BTreeMap::from([("sha256", h)])),
@@ -373,10 +415,11 @@ fn json_file<'a>(e: &'a Entry, href_prefix: &str) -> JsonFile<'a> {
     }
 }
 
-/// The simple root's HTML and JSON pages listing `names` (normalized, sorted).
-pub fn simple_root_pages(names: &[&str]) -> [Page; 2] {
+/// The simple root's HTML and JSON pages listing `names` (normalized, sorted), where `paths`
+/// puts them.
+pub fn simple_root_pages(paths: PagePaths, names: &[&str]) -> [Page; 2] {
     let html = Page::new(
-        SIMPLE_ROOT_HTML.into(),
+        paths.root_html().into(),
         render_html(&SimpleRootPage { projects: names.to_vec() }),
         Stage::Pointer,
         HTML,
@@ -385,7 +428,7 @@ pub fn simple_root_pages(names: &[&str]) -> [Page; 2] {
         meta: Meta { api_version: API_VERSION },
         projects: names.iter().map(|name| JsonProjectName { name }).collect(),
     };
-    [html, Page::new(SIMPLE_ROOT_JSON.into(), render_json(&json_root), Stage::Pointer, PEP691_JSON)]
+    [html, Page::new(paths.root_json().into(), render_json(&json_root), Stage::Pointer, PEP691_JSON)]
 }
 
 fn find_links_page(root: &RepoRoot, projects: &BTreeMap<PackageName, Project<'_>>) -> Page {
@@ -425,7 +468,7 @@ pub fn splice_find_links(root: &RepoRoot, current: &str, project: &PackageName, 
     if !current.ends_with('\n') || current.contains("\r\n") {
         return None;
     }
-    let variants = variants_files(state);
+    let variants = variants_files(root, state);
     let projects = with_variants(state, &variants, None, &[]);
     if projects.keys().any(|name| name != project) {
         return None;
@@ -582,6 +625,45 @@ mod tests {
         }
         let pages = render(&RepoRoot::new("nightly/python/gfx94X-dcgpu/").unwrap(), &s);
         insta::assert_snapshot!("promoted_project_json", page(&pages, "simple/demo/index.json"));
+    }
+
+    #[test]
+    fn structured_roots_are_their_own_simple_index() {
+        let mut s = state();
+        let base = "rocm_sdk_device-7.10.0-py3-none-linux_x86_64";
+        for (label, arch) in [("gfx942", &["gfx942"][..]), ("null", &[])] {
+            let mut e = entry(&format!("{base}-{label}.whl"), Some(">=3.10"), true, None);
+            e.variant = Some(crate::variant::test_variant(label, arch));
+            s.entries.insert(e.filename.clone(), e);
+        }
+        let root = RepoRoot::structured("v5/rocm/core/whl-next/").unwrap();
+        let pages = render(&root, &s);
+        let paths: Vec<&str> = pages.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "rocm-sdk-device/rocm_sdk_device-7.10.0-variants.json",
+                "foo-bar-baz/index.html",
+                "foo-bar-baz/index.json",
+                "rocm-sdk-device/index.html",
+                "rocm-sdk-device/index.json",
+                "torch/index.html",
+                "torch/index.json",
+                "index.html",
+                "index.json"
+            ],
+            "no simple/ directory and no find-links page"
+        );
+        insta::assert_snapshot!("structured_root_html", page(&pages, "index.html"));
+        insta::assert_snapshot!("structured_root_json", page(&pages, "index.json"));
+        insta::assert_snapshot!("structured_project_html", page(&pages, "foo-bar-baz/index.html"));
+        insta::assert_snapshot!("structured_project_json", page(&pages, "foo-bar-baz/index.json"));
+        insta::assert_snapshot!("structured_variants_project_html", page(&pages, "rocm-sdk-device/index.html"));
+        // The flat root's pages, moved: the same bytes but for the hrefs.
+        let flat = render(&RepoRoot::new("1-linux/python/").unwrap(), &s);
+        let moved = page(&flat, "simple/foo-bar-baz/index.html").replace("../../", "");
+        assert_eq!(moved, page(&pages, "foo-bar-baz/index.html"));
+        assert_eq!(page(&flat, "simple/index.html"), page(&pages, "index.html"));
     }
 
     #[test]

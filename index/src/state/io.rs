@@ -384,6 +384,15 @@ pub(crate) fn project_key(root: &RepoRoot, name: &str) -> Result<Key, IndexError
 /// sidecars, its releases' `-variants.json`. `None` for the root's own pages.
 pub(crate) fn output_project(root: &RepoRoot, key: &str) -> Option<String> {
     let relative = key.strip_prefix(root.as_str())?;
+    if root.is_structured() {
+        // `{project}/index.*` and `{project}/{file}[.metadata]`; the root's own `index.*`.
+        let (project, rest) = relative.split_once('/')?;
+        if rest == "index.html" || rest == "index.json" {
+            return Some(project.to_owned());
+        }
+        let file = rest.strip_suffix(crate::state::root::METADATA_SUFFIX).unwrap_or(rest);
+        return file_project(file).map(|name| name.as_str().to_owned());
+    }
     if let Some(rest) = relative.strip_prefix("simple/") {
         let (name, page) = rest.split_once('/')?;
         return (page == "index.html" || page == "index.json").then(|| name.to_owned());

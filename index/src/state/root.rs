@@ -58,17 +58,18 @@ pub enum RepoKind {
     Dnf,
 }
 
-impl From<layout::config::RootKind> for RepoKind {
-    fn from(kind: layout::config::RootKind) -> Self {
+impl RepoKind {
+    /// The repo a configured root kind serves; `None` for a tarball directory, which is no
+    /// package repo (its page is a listing, `crate::render::listing`).
+    pub fn of(kind: layout::config::RootKind) -> Option<Self> {
         match kind {
-            layout::config::RootKind::Pip => Self::Pip,
-            layout::config::RootKind::Apt => Self::Apt,
-            layout::config::RootKind::Dnf => Self::Dnf,
+            layout::config::RootKind::Pip => Some(Self::Pip),
+            layout::config::RootKind::Apt => Some(Self::Apt),
+            layout::config::RootKind::Dnf => Some(Self::Dnf),
+            layout::config::RootKind::Tarball => None,
         }
     }
-}
 
-impl RepoKind {
     /// `pip`, `apt` or `dnf` (as serialized).
     pub fn label(self) -> &'static str {
         match self {
@@ -86,10 +87,18 @@ impl RepoKind {
 /// segment and no `simple` segment after it. apt roots hold `pool/…/*.deb` (TheRock:
 /// `{run}-{platform}/packages/deb/`), dnf roots hold `*.rpm` directly
 /// (`{run}-{platform}/packages/rpm/x86_64/`).
+///
+/// A structured pip root (a configured root's `structured = true`, TheRock's v5
+/// `…/whl-next/`) keeps each file in its project's directory, `{root}{pep503-name}/{file}`,
+/// with its sidecars beside it ([`RepoRoot::file_path`]); the root is its own simple index
+/// (`index.html` listing the projects, `{project}/index.html` each project's files). A file
+/// directly in the root, or in a directory that is not its normalized name, belongs to the
+/// root and is refused by its reindex, named.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RepoRoot {
     prefix: String,
     kind: RepoKind,
+    structured: bool,
 }
 
 impl RepoRoot {
@@ -106,7 +115,11 @@ impl RepoRoot {
         let trimmed = prefix.trim_end_matches('/');
         let key = Key::new(trimmed)?;
         if let Some(rule) = config.rule_for(key.as_str()) {
-            return Self::with_kind(prefix, RepoKind::from(rule.kind));
+            let Some(kind) = RepoKind::of(rule.kind) else {
+                return Err(KeyError { key: prefix.to_owned(), reason: "a tarball directory, not a package repo" });
+            };
+            let root = Self::with_kind(prefix, kind)?;
+            return Ok(Self { structured: rule.structured, ..root });
         }
         if !config.runs {
             return Err(KeyError { key: prefix.to_owned(), reason: "not a configured repo root (quarry.toml)" });
@@ -114,7 +127,7 @@ impl RepoRoot {
         let segments: Vec<&str> = key.as_str().split('/').collect();
         let layout = layout::current();
         if layout.python_segment(&segments).is_some_and(|i| !segments[i..].contains(&SIMPLE_DIR)) {
-            return Ok(Self { prefix: format!("{trimmed}/"), kind: RepoKind::Pip });
+            return Ok(Self { prefix: format!("{trimmed}/"), kind: RepoKind::Pip, structured: false });
         }
         match layout.native_root_kind(&segments) {
             Some(UploadKind::Deb) => Self::with_kind(prefix, RepoKind::Apt),
@@ -138,7 +151,61 @@ impl RepoRoot {
                 reason: "a repo root cannot lie inside another root's generated or pool directories",
             });
         }
-        Ok(Self { prefix: format!("{trimmed}/"), kind })
+        Ok(Self { prefix: format!("{trimmed}/"), kind, structured: false })
+    }
+
+    /// A structured pip root at `prefix`, whatever the layout says.
+    pub fn structured(prefix: &str) -> Result<Self, KeyError> {
+        Ok(Self { structured: true, ..Self::with_kind(prefix, RepoKind::Pip)? })
+    }
+
+    /// Whether this is a structured pip root (files in project directories).
+    pub fn is_structured(&self) -> bool {
+        self.structured
+    }
+
+    /// Where the file `filename` (or an object named after it: `{filename}.metadata`, a
+    /// release's `-variants.json`) lies relative to the root: `{pep503-name}/{filename}` in a
+    /// structured root, the name itself in any other.
+    pub fn file_path(&self, filename: &str) -> String {
+        match crate::state::file_project(filename).filter(|_| self.structured) {
+            Some(project) => format!("{project}/{filename}"),
+            None => filename.to_owned(),
+        }
+    }
+
+    /// The key of [`RepoRoot::file_path`].
+    pub fn file_key(&self, filename: &str) -> Result<Key, KeyError> {
+        self.key(&self.file_path(filename))
+    }
+
+    /// The file name a path relative to the root names when the file lies where
+    /// [`RepoRoot::file_path`] puts it: directly in a flat root, in its project's directory in
+    /// a structured one.
+    pub fn file_name_of<'a>(&self, relative: &'a str) -> Option<&'a str> {
+        if !self.structured {
+            return (!relative.contains('/')).then_some(relative);
+        }
+        let (dir, name) = relative.split_once('/')?;
+        (!name.contains('/') && crate::state::file_project(name).is_some_and(|p| p.as_str() == dir)).then_some(name)
+    }
+
+    /// Why a distribution file at `relative` does not lie where a structured root keeps it
+    /// (`None`: it does, or the root is flat, or the path is deeper than a project directory).
+    pub fn misplaced(&self, relative: &str) -> Option<String> {
+        if !self.structured || self.file_name_of(relative).is_some() {
+            return None;
+        }
+        let name = relative.rsplit('/').next().unwrap_or(relative);
+        if relative.matches('/').count() > 1 || !DistFilename::has_dist_extension(name) {
+            return None;
+        }
+        let expected = self.file_path(name);
+        Some(format!(
+            "a structured root keeps each file in the directory of its normalized project name: \
+             {}{relative} should be {}{expected}",
+            self.prefix, self.prefix
+        ))
     }
 
     /// The root a package file at `key` belongs to, if any: wheels and sdists to their
@@ -148,7 +215,13 @@ impl RepoRoot {
         check_key_segments(key).ok()?;
         let name = key.filename();
         if DistFilename::has_dist_extension(name) {
-            return Self::new(key.parent_prefix()).ok().filter(|r| r.kind == RepoKind::Pip);
+            let parent = key.parent_prefix();
+            if let Some(root) = Self::new(parent).ok().filter(|r| r.kind == RepoKind::Pip) {
+                return Some(root);
+            }
+            // A project directory of a structured root.
+            let (grandparent, _) = parent.trim_end_matches('/').rsplit_once('/')?;
+            return Self::new(grandparent).ok().filter(|r| r.kind == RepoKind::Pip && r.structured);
         }
         if name.ends_with(".deb") {
             let segments: Vec<&str> = key.as_str().split('/').collect();
@@ -206,14 +279,16 @@ impl RepoRoot {
     pub fn package_prefix(&self) -> (String, bool) {
         match self.kind {
             RepoKind::Apt => (format!("{}pool/", self.prefix), true),
+            RepoKind::Pip if self.structured => (self.prefix.clone(), true),
             RepoKind::Pip | RepoKind::Dnf => (self.prefix.clone(), false),
         }
     }
 
-    /// Whether a file (path relative to the root) is one of this root's packages.
+    /// Whether a file (path relative to the root) is one of this root's packages (in a
+    /// structured root: in its project's directory).
     pub fn is_package(&self, relative: &str) -> bool {
         match self.kind {
-            RepoKind::Pip => !relative.contains('/') && DistFilename::has_dist_extension(relative),
+            RepoKind::Pip => self.file_name_of(relative).is_some_and(DistFilename::has_dist_extension),
             RepoKind::Apt => relative.starts_with("pool/") && relative.ends_with(".deb"),
             RepoKind::Dnf => !relative.contains('/') && relative.ends_with(".rpm") && !relative.ends_with(".src.rpm"),
         }
@@ -272,6 +347,37 @@ mod tests {
         let channels_only = layout::config::Layout { runs: false, ..release };
         assert_eq!(kind(&channels_only, "12-linux/python/"), None);
         assert_eq!(kind(&channels_only, "v2/gfx94X-dcgpu/"), Some(RepoKind::Pip));
+    }
+
+    #[test]
+    fn structured_roots_keep_files_in_project_directories() {
+        let v5 = layout::config::Layout::preset("therock-v5").unwrap();
+        let root = RepoRoot::new_in(&v5, "v5/rocm/core/whl-next").unwrap();
+        assert!(root.is_structured() && root.kind() == RepoKind::Pip);
+        assert_eq!(
+            root.file_path("rocm_sdk_core-7.13.0-py3-none-linux_x86_64.whl"),
+            "rocm-sdk-core/rocm_sdk_core-7.13.0-py3-none-linux_x86_64.whl"
+        );
+        assert_eq!(root.file_path("rocm-7.13.0.tar.gz"), "rocm/rocm-7.13.0.tar.gz");
+        assert_eq!(root.file_path("Foo.Bar-1.0-variants.json"), "foo-bar/Foo.Bar-1.0-variants.json");
+        assert_eq!(root.file_name_of("rocm/rocm-7.13.0.tar.gz"), Some("rocm-7.13.0.tar.gz"));
+        assert_eq!(root.file_name_of("Rocm/rocm-7.13.0.tar.gz"), None);
+        assert_eq!(root.file_name_of("rocm-7.13.0.tar.gz"), None);
+        assert!(root.is_package("rocm/rocm-7.13.0.tar.gz"));
+        assert!(!root.is_package("rocm/index.html") && !root.is_package("rocm/rocm-7.13.0.tar.gz.metadata"));
+        assert_eq!(root.misplaced("rocm/rocm-7.13.0.tar.gz"), None);
+        assert!(
+            root.misplaced("rocm-7.13.0.tar.gz")
+                .unwrap()
+                .contains("should be v5/rocm/core/whl-next/rocm/rocm-7.13.0.tar.gz")
+        );
+        assert!(root.misplaced("Rocm/rocm-7.13.0.tar.gz").is_some());
+        assert_eq!(root.misplaced("rocm/a/rocm-7.13.0.tar.gz"), None, "deeper: not this root's");
+        assert_eq!(root.package_prefix(), ("v5/rocm/core/whl-next/".to_owned(), true));
+        assert!(RepoRoot::new_in(&v5, "v5/rocm/core/tarball/").is_err(), "a tarball directory is no repo");
+        let flat = RepoRoot::new("1-linux/python/").unwrap();
+        assert_eq!(flat.file_path("rocm-7.13.0.tar.gz"), "rocm-7.13.0.tar.gz");
+        assert_eq!(flat.file_name_of("rocm/rocm-7.13.0.tar.gz"), None);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! is on the pages (or was refused, with a reason; or is marked for pruning). A missing object
 //! a page names is a dangling link ([`CheckReport::dangling`]). `quarry index --check` runs it;
 //! the race and fault suites assert it comes back clean. apt and dnf roots are audited from
-//! their entry points down (`native`); run listings by [`check_listing`].
+//! their entry points down (`native`); run listings by [`check_listing`]. A structured root
+//! is read where its pages lie (`index.*`, `{project}/index.*`, links beside them).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,6 +19,7 @@ mod report;
 pub use report::CheckReport;
 use report::{MISSING_FILE, MISSING_LINKED, MISSING_METADATA, committed_state, unescape};
 
+use crate::render::pip::PagePaths;
 use crate::state::RepoState;
 use crate::state::root::RepoRoot;
 use crate::{LEAVING_SUFFIX, METADATA_SUFFIX, YANK_SUFFIX};
@@ -63,15 +65,24 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
         native::check_native(store, root, &mut report).await?;
         return Ok(report);
     }
-    let listing = store.list_all(root.as_str(), true).await?;
+    let structured = root.is_structured();
+    let listing = store.list_all(root.as_str(), !structured).await?;
     let present: BTreeSet<String> =
         listing.objects.iter().map(|o| o.key.as_str()[root.as_str().len()..].to_owned()).collect();
     // A file `quarry prune` marked is on its way out: indexed as gone, not expected on a page.
     let marked = |n: &String| present.contains(&format!("{n}{LEAVING_SUFFIX}"));
-    let files: BTreeSet<&String> = present
+    // By file name (a structured root's files in their project's directory; one elsewhere is
+    // refused under its path).
+    let files: BTreeSet<String> = present
         .iter()
         .filter(|n| DistFilename::has_dist_extension(n) && !n.ends_with(METADATA_SUFFIX) && !n.ends_with(YANK_SUFFIX))
-        .filter(|n| !marked(n))
+        .filter(|n| !marked(n) && n.matches('/').count() <= usize::from(structured))
+        .map(|n| match root.file_name_of(n) {
+            Some(name) => name.to_owned(),
+            // Refused under its key (`RootListing`).
+            None if structured => format!("{root}{n}"),
+            None => n.clone(),
+        })
         .collect();
     report.files = files.len();
 
@@ -82,10 +93,11 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
     let view = crate::reindex::view::source_for(store, quarry_layout::config::configured(), root).await?;
     let ctx = Ctx { store, root, present: &present, state: &state, view: view.as_ref() };
     // A root whose find-links page is off (`find_links = false`) has none to check.
-    let find_links = match state.outputs.contains_key(&format!("{root}index.html")) {
-        true => Some(check_find_links(&ctx, &mut report).await?),
-        false => None,
-    };
+    let find_links =
+        match PagePaths::of(root).has_find_links() && state.outputs.contains_key(&format!("{root}index.html")) {
+            true => Some(check_find_links(&ctx, &mut report).await?),
+            false => None,
+        };
     let html = check_simple_pages(&ctx, false, &mut report).await?;
     check_unlinked_projects(&ctx, &html, &mut report).await?;
     // (`pages` counts the HTML pages.)
@@ -123,7 +135,8 @@ async fn check_simple_pages(
     json: bool,
     report: &mut CheckReport,
 ) -> Result<BTreeMap<String, BTreeSet<String>>, StoreError> {
-    let (index, name) = if json { ("simple/index.json", "index.json") } else { ("simple/index.html", "index.html") };
+    let paths = PagePaths::of(ctx.root);
+    let index = if json { paths.root_json() } else { paths.root_html() };
     let text = read_page(ctx.store, ctx.root, index, None, report).await?;
     let projects: Vec<String> = if json {
         json_project_names(&text, index, report)
@@ -139,12 +152,12 @@ async fn check_simple_pages(
     };
     let mut linked_by_project: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for project in projects {
-        let page_path = format!("simple/{project}/{name}");
+        let page_path = if json { paths.project_json(&project) } else { paths.project_html(&project) };
         let page = read_page(ctx.store, ctx.root, &page_path, Some(index), report).await?;
         let links = if json { json_file_links(&page, &page_path, report) } else { anchors(&page) };
         let linked = linked_by_project.entry(project).or_default();
         for a in links {
-            let Some(file) = a.href.strip_prefix("../../") else {
+            let Some(file) = own_file(paths, &a.href) else {
                 let what = if json { "url" } else { "link" };
                 report.problems.push(format!("{page_path}: {what} {:?} leaves the root's files", a.href));
                 continue;
@@ -164,17 +177,17 @@ async fn check_unlinked_projects(
     report: &mut CheckReport,
 ) -> Result<(), StoreError> {
     let (store, root, present) = (ctx.store, ctx.root, ctx.present);
-    let listed_dirs = store.list_all(&format!("{root}simple/"), true).await?.common_prefixes;
+    let paths = PagePaths::of(root);
+    let pages_dir = if root.is_structured() { root.to_string() } else { format!("{root}simple/") };
+    let listed_dirs = store.list_all(&pages_dir, true).await?.common_prefixes;
     for dir in listed_dirs {
-        let Some(project) = dir.strip_prefix(&format!("{root}simple/")).map(|d| d.trim_end_matches('/')) else {
+        let Some(project) = dir.strip_prefix(&pages_dir).map(|d| d.trim_end_matches('/')) else {
             continue;
         };
-        if linked.contains_key(project) {
+        if linked.contains_key(project) || project.starts_with('.') {
             continue;
         }
-        for (page_path, json) in
-            [(format!("simple/{project}/index.html"), false), (format!("simple/{project}/index.json"), true)]
-        {
+        for (page_path, json) in [(paths.project_html(project), false), (paths.project_json(project), true)] {
             let text = match store.get_bytes(&root.key(&page_path)?, MAX_PAGE).await {
                 Ok((_, bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
                 Err(e) if e.is_not_found() => continue,
@@ -183,7 +196,8 @@ async fn check_unlinked_projects(
             let links = if json { json_file_links(&text, &page_path, report) } else { anchors(&text) };
             for a in links {
                 // A view's link into its generic root is checked there.
-                let Some(file) = a.href.strip_prefix("../../").filter(|f| !f.starts_with("../")) else { continue };
+                let Some(file) = own_file(paths, &a.href).filter(|f| !f.starts_with("../")) else { continue };
+                let file = &root.file_path(file);
                 if !exists(store, root, present, file).await? {
                     report.problems.push(format!("{page_path} (on no simple index) {MISSING_FILE} {file}"));
                 }
@@ -198,8 +212,15 @@ async fn check_unlinked_projects(
     Ok(())
 }
 
+/// The file a project page's link names in the root, by name (a view's `../../../generic/x`
+/// keeps its `../`): none when it leaves the root's files.
+fn own_file(paths: PagePaths, href: &str) -> Option<&str> {
+    let file = href.strip_prefix(paths.file_href_base())?;
+    (paths.has_find_links() || !file.contains('/')).then_some(file)
+}
+
 /// Coverage: every file in the listing is on the pages, or was refused with a reason.
-fn check_coverage(state: &RepoState, files: &BTreeSet<&String>, linked: &Linked, report: &mut CheckReport) {
+fn check_coverage(state: &RepoState, files: &BTreeSet<String>, linked: &Linked, report: &mut CheckReport) {
     for file in files {
         if state.rejected.contains_key(file.as_str()) {
             continue;
@@ -328,18 +349,19 @@ async fn check_file_link(
         Some((v, file)) => (&v.root, &none, &v.state, file),
         None => (root, present, state, file),
     };
-    if !exists(store, root, present, file).await? {
-        report.problems.push(format!("{page} {MISSING_FILE} {file}"));
+    let path = root.file_path(file);
+    if !exists(store, root, present, &path).await? {
+        report.problems.push(format!("{page} {MISSING_FILE} {path}"));
     }
-    if a.core_metadata && !exists(store, root, present, &format!("{file}{METADATA_SUFFIX}")).await? {
-        report.problems.push(format!("{page} {MISSING_METADATA} {file}{METADATA_SUFFIX}"));
+    if a.core_metadata && !exists(store, root, present, &format!("{path}{METADATA_SUFFIX}")).await? {
+        report.problems.push(format!("{page} {MISSING_METADATA} {path}{METADATA_SUFFIX}"));
     }
     match (state.entries.get(file), &a.sha256) {
         (Some(entry), Some(sha)) if &entry.sha256 != sha => {
             report.problems.push(format!("{page} gives {file} sha256 {sha}, the state {}", entry.sha256));
         }
         // An output the state published beside the files (a release's variants.json).
-        (None, Some(sha)) if state.outputs.get(&format!("{root}{file}")) == Some(sha) => {}
+        (None, Some(sha)) if state.outputs.get(&format!("{root}{path}")) == Some(sha) => {}
         (None, _) => report.problems.push(format!("{page} links to {file}, which the state does not hold")),
         _ => {}
     }
