@@ -5,7 +5,8 @@
 #   bench_setup NAME   a scratch directory in $work (removed at exit unless BENCH_KEEP=1),
 #                      log/die printing "[NAME] …" to stderr
 #   bench_quarry       build target/release/quarry (unless SKIP_BUILD=1) and copy it to
-#                      $quarry, with $quarry_rev naming the commit
+#                      $quarry, with $quarry_rev naming the commit; QUARRY_BIN=path takes
+#                      that binary instead (a before/after comparison)
 #   bench_host         nproc, memory, cpu, filesystem and load lines for a results header
 
 bench_setup() {
@@ -27,6 +28,12 @@ log() { printf '[%s] %s\n' "$bench_name" "$*" >&2; }
 die() { printf '[%s] FAILED: %s\n' "$bench_name" "$*" >&2; exit 1; }
 
 bench_quarry() {
+    if [[ -n "${QUARRY_BIN:-}" ]]; then
+        cp "$QUARRY_BIN" "$work/quarry"
+        quarry="$work/quarry"
+        quarry_rev="binary $QUARRY_BIN"
+        return
+    fi
     if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
         log "building quarry (release)"
         (cd "$repo" && cargo build --release --quiet --bin quarry)

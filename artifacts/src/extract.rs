@@ -35,7 +35,7 @@
 use std::cell::Cell;
 use std::collections::HashSet;
 use std::fs;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 #[cfg(unix)]
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -532,6 +532,7 @@ fn unpack_bounded<R: Read>(
         roots: &roots,
         checked: HashSet::new(),
         links: PendingLinks { dest: dest.to_path_buf(), links: Vec::new() },
+        buffer: vec![0; COPY_BUFFER],
     };
     unpacker.roots()?;
     let mut portable = limits.portable_names.then(PortableNames::default);
@@ -574,7 +575,12 @@ struct Unpacker<'a> {
     roots: &'a [String],
     checked: HashSet<PathBuf>,
     links: PendingLinks,
+    /// One buffer for every file's bytes: large reads and writes, not `io::copy`'s 8 KiB.
+    buffer: Vec<u8>,
 }
+
+/// Bytes moved per read and write when a member's data is copied into its file.
+const COPY_BUFFER: usize = 256 * 1024;
 
 impl Unpacker<'_> {
     /// Where `member` goes under `dest` by the mode, and its path inside its root; a member
@@ -613,7 +619,7 @@ impl Unpacker<'_> {
                 no_symlink_between(self.dest, &path, false, &member, &mut self.checked)?;
                 prepare(&path, &member)?;
                 let mut file = fs::File::create(&path).map_err(io_at(&path))?;
-                io::copy(entry, &mut file).map_err(io_at(&path))?;
+                copy_through(entry, &mut file, &mut self.buffer).map_err(io_at(&path))?;
                 drop(file);
                 set_mode(&path, mode_bits).map_err(io_at(&path))?;
             }
@@ -687,6 +693,18 @@ impl Unpacker<'_> {
             fs::write(&marker, b"").map_err(io_at(&marker))?;
         }
         Ok(())
+    }
+}
+
+/// Copies `from` to its end into `to` through `buffer`.
+fn copy_through(from: &mut impl Read, to: &mut impl Write, buffer: &mut [u8]) -> io::Result<()> {
+    loop {
+        match from.read(buffer) {
+            Ok(0) => return Ok(()),
+            Ok(n) => to.write_all(&buffer[..n])?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
 }
 

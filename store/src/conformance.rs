@@ -22,6 +22,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     conditional_puts(store.as_ref()).await;
     awkward_keys(store.as_ref()).await;
     refused_bodies(store.as_ref()).await;
+    files(store.as_ref()).await;
     listing(store.as_ref()).await;
     unchanged(store.as_ref()).await;
     if atomic {
@@ -135,6 +136,51 @@ async fn refused_bodies(store: &dyn Store) {
     ]));
     assert!(matches!(store.put(&k, broken, PutOptions::default()).await.unwrap_err(), StoreError::Body { .. }));
     assert!(store.head(&k).await.unwrap_err().is_not_found(), "a refused body must leave nothing behind");
+}
+
+/// `put_file` stores a file's bytes as `put` would, copied or given, checks them like any body,
+/// and never changes the caller's file; `open_file`, where a store answers it, reads the object
+/// at the version it opened.
+async fn files(store: &dyn Store) {
+    use std::io::Read as _;
+    let dir = std::env::temp_dir().join(format!(
+        "quarry-conformance-{}-{}",
+        std::process::id(),
+        sha256_hex(store.describe().as_bytes())
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = b"archive bytes ".repeat(10_000);
+    for (i, handover) in [crate::FileHandover::Copy, crate::FileHandover::Give].into_iter().enumerate() {
+        let path = dir.join(format!("file-{i}"));
+        std::fs::write(&path, &data).unwrap();
+        let k = key(&format!("conf/files/{i}.tar.zst"));
+        let wrong = PutOptions { sha256: Some("00".repeat(32)), ..PutOptions::default() };
+        assert!(matches!(
+            store.put_file(&k, &path, handover, wrong).await.unwrap_err(),
+            StoreError::DigestMismatch { .. }
+        ));
+        let small = PutOptions { max_size: Some(10), ..PutOptions::default() };
+        assert!(matches!(store.put_file(&k, &path, handover, small).await.unwrap_err(), StoreError::TooLarge { .. }));
+        assert!(store.head(&k).await.unwrap_err().is_not_found(), "a refused file must leave nothing behind");
+        let declared = PutOptions { sha256: Some(sha256_hex(&data)), ..PutOptions::default() };
+        let put = store.put_file(&k, &path, handover, declared).await.unwrap();
+        assert_eq!((put.size, put.sha256.as_str()), (data.len() as u64, sha256_hex(&data).as_str()));
+        assert_eq!(store.head(&k).await.unwrap().sha256.as_deref(), Some(put.sha256.as_str()));
+        assert_eq!(store.get_bytes(&k, 1 << 20).await.unwrap().1, data.as_slice());
+        assert_eq!(std::fs::read(&path).unwrap(), data, "the caller's file is unchanged");
+        if let Some(mut opened) = store.open_file(&k).await.unwrap() {
+            store.put_bytes(&k, Bytes::from_static(b"replaced"), PutOptions::default()).await.unwrap();
+            let mut read = Vec::new();
+            opened.read_to_end(&mut read).unwrap();
+            assert_eq!(read, data, "an opened object keeps the version it opened");
+        }
+        store.delete(&k).await.unwrap();
+    }
+    let (none, absent) = (key("conf/files/none"), dir.join("absent"));
+    let missing = store.put_file(&none, &absent, crate::FileHandover::Copy, PutOptions::default()).await;
+    assert!(matches!(missing.unwrap_err(), StoreError::Body { .. }));
+    assert!(matches!(store.open_file(&key("conf/files/none")).await, Ok(None) | Err(StoreError::NotFound(_))));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 async fn listing(store: &dyn Store) {

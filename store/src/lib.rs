@@ -36,6 +36,7 @@ pub mod url;
 
 use std::fmt;
 use std::io;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -192,6 +193,16 @@ pub enum Condition {
     IfMatch(String),
     /// Create only; fail if the key exists.
     IfNoneMatch,
+}
+
+/// What [`Store::put_file`] may do with the caller's file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileHandover {
+    /// The caller keeps the file: its bytes are copied.
+    Copy,
+    /// The caller gives the file up and never changes it again (it was written for this put,
+    /// through a temporary file of its own): a directory store may link it into place.
+    Give,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -397,6 +408,26 @@ pub trait Store: Send + Sync + fmt::Debug {
             results.push(self.head_and_read(key, keep_up_to).await);
         }
         results
+    }
+
+    /// Stores the file at `path` under `key`, as [`Store::put`] of its bytes would (which is
+    /// what this does, reading it in 1 MiB chunks). With [`FileHandover::Give`] the caller
+    /// gives the file up and never changes it again, so a directory store may link it into place
+    /// instead of copying it; its bytes are still hashed and checked like any body.
+    async fn put_file(&self, key: &Key, path: &Path, handover: FileHandover, options: PutOptions) -> Result<PutResult> {
+        let _ = handover;
+        let file =
+            tokio::fs::File::open(path).await.map_err(|source| StoreError::Body { key: key.to_string(), source })?;
+        self.put(key, Box::pin(tokio_util::io::ReaderStream::with_capacity(file, 1 << 20)), options).await
+    }
+
+    /// The object as an open local file, for a store that keeps its objects as files (a local
+    /// directory): a reader that would download it only to read it (hash, unpack) reads it in
+    /// place. The handle keeps the version it opened (objects are replaced by rename, never
+    /// rewritten). `None` (what this answers): the store has no such files; download it.
+    async fn open_file(&self, key: &Key) -> Result<Option<std::fs::File>> {
+        let _ = key;
+        Ok(None)
     }
 
     /// Where `key` lies for a server-side copy (S3: its bucket and full key); `None` for stores

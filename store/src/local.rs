@@ -47,8 +47,8 @@ use tokio::io::AsyncWriteExt;
 
 use crate::hashing::HashingBody;
 use crate::{
-    ByteRange, ByteStream, Condition, GetObject, Key, ListOptions, ListPage, ObjectMeta, PutOptions, PutResult, Result,
-    Store, StoreError, validate_prefix,
+    ByteRange, ByteStream, Condition, FileHandover, GetObject, Key, ListOptions, ListPage, ObjectMeta, PutOptions,
+    PutResult, Result, Store, StoreError, validate_prefix,
 };
 
 const INTERNAL_DIR: &str = ".quarry";
@@ -251,6 +251,52 @@ fn identity(meta: &fs::Metadata) -> i128 {
 #[cfg(not(unix))]
 fn identity(meta: &fs::Metadata) -> i128 {
     nanos(meta.created())
+}
+
+/// Reads `from` to its end in 1 MiB chunks, hashing (and writing to `to`) as it goes: the size
+/// and sha256, failing beyond `limit` bytes.
+fn hash_reader(
+    from: &mut fs::File,
+    mut to: Option<&mut fs::File>,
+    key: &str,
+    limit: Option<u64>,
+) -> Result<(u64, String)> {
+    let mut hasher = crate::Sha256Hex::default();
+    let mut buffer = vec![0; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = io::Read::read(from, &mut buffer).map_err(|source| StoreError::Body { key: key.to_owned(), source })?;
+        if n == 0 {
+            return Ok((size, hasher.finish()));
+        }
+        size += n as u64;
+        if limit.is_some_and(|limit| size > limit) {
+            return Err(StoreError::TooLarge { key: key.to_owned(), limit: limit.unwrap_or_default() });
+        }
+        hasher.update(&buffer[..n]);
+        if let Some(to) = to.as_deref_mut() {
+            io::Write::write_all(to, &buffer[..n]).map_err(io_err(key))?;
+        }
+    }
+}
+
+/// A linked file keeps its owner's mode (a temporary file's is `0600`): made readable by all,
+/// as a file the store creates is under the usual umask, so a web server in front of the
+/// directory can serve it.
+#[cfg(unix)]
+fn readable_by_all(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = fs::metadata(path)?.permissions().mode();
+    if mode & 0o444 != 0o444 {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode | 0o444))?;
+    }
+    Ok(())
+}
+
+/// Windows has no mode bits to widen: a linked file is readable as its directory allows.
+#[cfg(not(unix))]
+fn readable_by_all(_path: &Path) -> io::Result<()> {
+    Ok(())
 }
 
 fn timestamp(meta: &fs::Metadata) -> jiff::Timestamp {
@@ -699,6 +745,44 @@ impl LocalStore {
         Ok((file, small, meta, (start, end)))
     }
 
+    /// [`Store::put_file`] in one blocking call: the file linked into `.quarry/tmp/` (given up
+    /// by the caller, same file system) or copied there, hashed as it is read, synced unless
+    /// derived, then committed as any put is.
+    fn put_file_blocking(
+        &self,
+        key: &Key,
+        src: &Path,
+        handover: FileHandover,
+        options: PutOptions,
+    ) -> Result<PutResult> {
+        let k = key.as_str();
+        let body_err = |source| StoreError::Body { key: k.to_owned(), source };
+        let mut guard = TempFile::new(self.temp_path());
+        let linked = handover == FileHandover::Give && fs::hard_link(src, &guard.path).is_ok();
+        let (size, sha256) = if linked {
+            readable_by_all(&guard.path).map_err(io_err(k))?;
+            let mut file = fs::OpenOptions::new().read(true).write(true).open(&guard.path).map_err(io_err(k))?;
+            let hashed = hash_reader(&mut file, None, k, options.max_size)?;
+            if !options.derived {
+                file.sync_data().map_err(io_err(k))?;
+            }
+            hashed
+        } else {
+            let mut from = fs::File::open(src).map_err(body_err)?;
+            let mut to = fs::File::create(&guard.path).map_err(io_err(k))?;
+            let hashed = hash_reader(&mut from, Some(&mut to), k, options.max_size)?;
+            if !options.derived {
+                to.sync_data().map_err(io_err(k))?;
+            }
+            hashed
+        };
+        let sha256 = crate::hashing::check_digest(k, options.sha256.as_deref(), sha256)?;
+        let record = (!options.derived).then(|| (sha256.clone(), options.content_type.clone()));
+        let etag = self.commit(key, &guard.path, &options.condition, record)?;
+        guard.disarm();
+        Ok(PutResult { etag, size, sha256 })
+    }
+
     /// Hash `body` and check its size limit and declared digest. A body already in memory (one
     /// chunk: bytes the caller holds) or a small one is returned in memory, written later in the
     /// same blocking call as the commit, without a copy of the former; a larger one is streamed
@@ -825,6 +909,25 @@ impl Store for LocalStore {
         })
         .await?;
         Ok(PutResult { etag, size, sha256 })
+    }
+
+    async fn put_file(&self, key: &Key, path: &Path, handover: FileHandover, options: PutOptions) -> Result<PutResult> {
+        let (this, key, path) = (self.clone(), key.clone(), path.to_path_buf());
+        blocking(move || this.put_file_blocking(&key, &path, handover, options)).await
+    }
+
+    async fn open_file(&self, key: &Key) -> Result<Option<fs::File>> {
+        let (this, key) = (self.clone(), key.clone());
+        blocking(move || {
+            this.check_parents(&key, false)?;
+            let path = this.path(&key);
+            // Symlinks are not objects: never follow one out of the store.
+            if !fs::symlink_metadata(&path).map_err(io_err(key.as_str()))?.is_file() {
+                return Err(StoreError::NotFound(key.to_string()));
+            }
+            fs::File::open(&path).map(Some).map_err(io_err(key.as_str()))
+        })
+        .await
     }
 
     async fn put_many(&self, items: Vec<(Key, bytes::Bytes, PutOptions)>) -> Vec<Result<PutResult>> {

@@ -1,6 +1,8 @@
 //! Fetch: the archives a stage needs, chosen from the run's listing, downloaded (three attempts,
 //! each checked against its sidecar) into a cache and unpacked; nothing is unpacked when any
-//! download failed.
+//! download failed. From a store that keeps its objects as files (a local staging directory),
+//! an archive that is only unpacked is read in place: checked against its sidecar through the
+//! open file, then unpacked from that same file, with no copy in a cache.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -11,7 +13,7 @@ use quarry_artifacts::{ArchiveFormat, ArtifactName, COMPONENTS, ExtractMode, sid
 use quarry_store::{Key, StoreExt as _};
 use quarry_topology::Topology;
 
-use super::{GpuSelection, Moved, TransferError, listed, select, stage_artifacts, unpack_all};
+use super::{GpuSelection, Moved, Source, TransferError, listed, select, stage_artifacts, unpack_all};
 use quarry_store::error_chain;
 
 use crate::Run;
@@ -149,7 +151,10 @@ pub async fn fetch(run: &Run, opts: &FetchOptions) -> Result<FetchReport, Transf
         None => (opts.output_dir.join(".download_cache"), false),
     };
     std::fs::create_dir_all(&cache).map_err(creating(&cache))?;
-    let (mut fetched, downloaded, mut failures) = download_all(run, &chosen, &cache, opts.download_concurrency).await;
+    // Only what is unpacked and not kept is read in place.
+    let in_place = opts.extract.is_some() && !keep_cache;
+    let (mut fetched, downloaded, mut failures) =
+        download_all(run, &chosen, &cache, in_place, opts.download_concurrency).await;
     if let Some(mode) = opts.extract
         && failures.is_empty()
     {
@@ -172,14 +177,16 @@ pub async fn fetch(run: &Run, opts: &FetchOptions) -> Result<FetchReport, Transf
     Ok(FetchReport { failures, fetched, not_in_run, prefix: run.prefix.clone() })
 }
 
-type Downloaded = Vec<(ArtifactName, ArchiveFormat, PathBuf)>;
+type Downloaded = Vec<(ArtifactName, ArchiveFormat, Source)>;
 
-/// Downloads the chosen archives into `cache`: what was fetched, the files (sorted) and the
-/// failures.
+/// Obtains the chosen archives, checked against their sidecars: downloaded into `cache`, or
+/// (`in_place`, from a store of files) opened where they are. What was fetched, the archives
+/// (sorted by name) and the failures.
 async fn download_all(
     run: &Run,
     chosen: &BTreeMap<ArtifactName, ArchiveFormat>,
     cache: &Path,
+    in_place: bool,
     concurrency: usize,
 ) -> (Vec<Moved>, Downloaded, Vec<String>) {
     let results: Vec<_> = futures_util::stream::iter(chosen)
@@ -187,36 +194,35 @@ async fn download_all(
             let file = name.archive_name(*format);
             let to = cache.join(&file);
             async move {
-                let result = fetch_one(run, &file, &to).await;
-                (name, *format, file, to, result)
+                let result = fetch_one(run, &file, &to, in_place).await;
+                (name, *format, file, result)
             }
         })
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
     let (mut fetched, mut ok, mut failures) = (Vec::new(), Vec::new(), Vec::new());
-    for (name, format, file, path, result) in results {
+    for (name, format, file, result) in results {
         match result {
-            Ok(sha256) => {
-                let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-                fetched.push(Moved { artifact: name.to_string(), file, size, sha256 });
-                ok.push((name.clone(), format, path));
+            Ok((sha256, source)) => {
+                fetched.push(Moved { artifact: name.to_string(), file, size: source.size(), sha256 });
+                ok.push((name.clone(), format, source));
             }
             Err(e) => failures.push(format!("{file}: {}", error_chain(&e))),
         }
     }
-    ok.sort();
+    ok.sort_by(|a, b| a.0.cmp(&b.0));
     (fetched, ok, failures)
 }
 
-/// Downloads one archive and checks it against its sidecar: three attempts, 2 s and 4 s apart.
-async fn fetch_one(run: &Run, file: &str, to: &Path) -> Result<String, TransferError> {
+/// Obtains one archive and checks it against its sidecar: three attempts, 2 s and 4 s apart.
+async fn fetch_one(run: &Run, file: &str, to: &Path, in_place: bool) -> Result<(String, Source), TransferError> {
     let key = run.key(file)?;
     let side = run.key(&sidecar::sidecar_name(file))?;
     let mut attempt = 1u32;
     loop {
-        match verified_download(run, &key, &side, to).await {
-            Ok(sha) => return Ok(sha),
+        match verified(run, &key, &side, to, in_place).await {
+            Ok(got) => return Ok(got),
             Err(e) => {
                 tracing::warn!(%key, attempt, "{}", error_chain(&e));
                 if attempt == 3 {
@@ -229,7 +235,15 @@ async fn fetch_one(run: &Run, file: &str, to: &Path) -> Result<String, TransferE
     }
 }
 
-async fn verified_download(run: &Run, key: &Key, side: &Key, to: &Path) -> Result<String, TransferError> {
+/// The archive at `key`, opened in place (`in_place`, a store of files) or downloaded to `to`,
+/// with its sha256 checked against the sidecar at `side` (when there is one).
+async fn verified(
+    run: &Run,
+    key: &Key,
+    side: &Key,
+    to: &Path,
+    in_place: bool,
+) -> Result<(String, Source), TransferError> {
     let expected = match run.store.get_bytes(side, 4096).await {
         Ok((_, bytes)) => Some(
             sidecar::parse(&String::from_utf8_lossy(&bytes))
@@ -238,14 +252,40 @@ async fn verified_download(run: &Run, key: &Key, side: &Key, to: &Path) -> Resul
         Err(e) if e.is_not_found() => None,
         Err(e) => return Err(crate::store(format!("reading {side}"))(e).into()),
     };
-    let actual = download(run, key, to).await?;
+    let opened =
+        if in_place { run.store.open_file(key).await.map_err(crate::store(format!("opening {key}")))? } else { None };
+    let (actual, source) = match opened {
+        Some(file) => {
+            let reading = crate::io(format!("reading {key}"));
+            tokio::task::spawn_blocking(move || hash_open(&file).map(|sha| (sha, Source::InPlace(file))))
+                .await?
+                .map_err(reading)?
+        }
+        None => (download(run, key, to).await?, Source::Downloaded(to.to_path_buf())),
+    };
     match expected {
         Some(expected) if expected != actual => Err(TransferError::Mismatch { key: key.to_string(), actual, expected }),
         None => {
             tracing::warn!(%key, "no .sha256sum sidecar; not verified");
-            Ok(actual)
+            Ok((actual, source))
         }
-        _ => Ok(actual),
+        _ => Ok((actual, source)),
+    }
+}
+
+/// The sha256 of an open file read from its start, in 1 MiB chunks.
+fn hash_open(file: &std::fs::File) -> std::io::Result<String> {
+    use std::io::{Read as _, Seek as _};
+    let mut reader = file;
+    reader.seek(std::io::SeekFrom::Start(0))?;
+    let mut hash = quarry_store::Sha256Hex::default();
+    let mut buffer = vec![0; 1 << 20];
+    loop {
+        let n = reader.read(&mut buffer)?;
+        if n == 0 {
+            return Ok(hash.finish());
+        }
+        hash.update(&buffer[..n]);
     }
 }
 

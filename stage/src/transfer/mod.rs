@@ -19,7 +19,7 @@ use quarry_topology::{Topology, TopologyError};
 pub use copy::{CopyOptions, CopyPlan, CopyReport, copy, copy_plan};
 pub use fetch::{FetchOptions, FetchReport, NameFilter, fetch};
 pub use push::{PushOptions, PushReport, push};
-pub use unpack::unpack_all;
+pub use unpack::{Source, unpack_all};
 
 use crate::run::RunError;
 use crate::{OpError, Run};

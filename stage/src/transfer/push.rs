@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use futures_util::StreamExt as _;
 use quarry_artifacts::{ArchiveFormat, ArchiveOptions, ArtifactName, sidecar, write_archive};
-use quarry_store::{PutOptions, StoreExt as _};
+use quarry_store::{FileHandover, PutOptions, StoreExt as _};
 use quarry_topology::Topology;
 
 use super::{Moved, TransferError, stage_artifacts};
@@ -74,7 +74,8 @@ impl std::fmt::Display for PushReport {
     }
 }
 
-/// Archives and uploads a stage's artifacts.
+/// Archives and uploads a stage's artifacts. Each archive is uploaded as soon as it is written
+/// (the next one is being compressed meanwhile), with the sha256 its writer computed.
 pub async fn push(run: &Run, opts: &PushOptions) -> Result<PushReport, TransferError> {
     let wanted = opts.artifacts(&run.topology)?;
     let cache = opts.build_dir.join(".upload_cache");
@@ -82,29 +83,47 @@ pub async fn push(run: &Run, opts: &PushOptions) -> Result<PushReport, TransferE
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
     let archive = ArchiveOptions { format: opts.format, level: opts.level, threads, mtime: opts.mtime };
     let (to_archive, mut ready) = scan(&opts.build_dir.join("artifacts"), &opts.stage, &wanted)?;
+    // An archive written now replaces a ready one of the same artifact.
+    for (name, _) in &to_archive {
+        ready.remove(name);
+    }
     progress!(opts.quiet, archive = to_archive.len(), ready = ready.len(), stage = %opts.stage, "pushing");
     let started = std::time::Instant::now();
-    let archived: Vec<Result<(ArtifactName, PathBuf), TransferError>> = futures_util::stream::iter(to_archive)
+    let archived = futures_util::stream::iter(to_archive)
         .map(|(name, dir)| {
             let path = cache.join(name.archive_name(opts.format));
-            async move { tokio::task::spawn_blocking(move || archive_one(name, &dir, path, &archive)).await? }
+            async move {
+                let written = tokio::task::spawn_blocking(move || archive_one(name, &dir, path, &archive)).await??;
+                Ok::<_, TransferError>(Pending {
+                    name: written.0,
+                    format: opts.format,
+                    path: written.1,
+                    sha256: Some(written.2),
+                })
+            }
         })
-        .buffer_unordered(opts.compress_concurrency.max(1))
-        .collect()
-        .await;
-    let mut failures = Vec::new();
-    for (name, path) in successes(archived, &mut failures) {
-        ready.insert(name, (opts.format, path));
-    }
-    progress!(opts.quiet, seconds = started.elapsed().as_secs_f64(), "archived");
-    let uploads: Vec<Result<Moved, TransferError>> = futures_util::stream::iter(ready)
-        .map(|(name, (format, path))| async move { upload_archive(run, &name, format, &path).await })
+        .buffer_unordered(opts.compress_concurrency.max(1));
+    let ready = futures_util::stream::iter(ready)
+        .map(|(name, (format, path))| Ok(Pending { name, format, path, sha256: None }));
+    let uploads: Vec<Result<Moved, TransferError>> = ready
+        .chain(archived)
+        .map(|pending| async move { upload_archive(run, pending?).await })
         .buffer_unordered(opts.upload_concurrency.max(1))
         .collect()
         .await;
+    let mut failures = Vec::new();
     let mut pushed = successes(uploads, &mut failures);
+    progress!(opts.quiet, seconds = started.elapsed().as_secs_f64(), "archived and uploaded");
     pushed.sort_by(|a, b| a.file.cmp(&b.file));
     Ok(PushReport { failures, prefix: run.prefix.clone(), pushed })
+}
+
+/// An archive to upload: written by this push (its sha256 known) or found ready.
+struct Pending {
+    name: ArtifactName,
+    format: ArchiveFormat,
+    path: PathBuf,
+    sha256: Option<String>,
 }
 
 /// The successes; each failure's chain goes to `failures`.
@@ -149,42 +168,42 @@ fn scan(
     Ok((to_archive, ready))
 }
 
-/// Writes one archive through a temporary file beside `path`.
+/// Writes one archive through a temporary file beside `path`: the name, the path and the
+/// archive's sha256.
 fn archive_one(
     name: ArtifactName,
     dir: &Path,
     path: PathBuf,
     opts: &ArchiveOptions,
-) -> Result<(ArtifactName, PathBuf), TransferError> {
+) -> Result<(ArtifactName, PathBuf, String), TransferError> {
     let writing = || crate::io(format!("writing {}", path.display()));
     let tmp = tempfile::NamedTempFile::new_in(path.parent().unwrap_or(Path::new("."))).map_err(writing())?;
-    let (writer, _) = write_archive(dir, std::io::BufWriter::new(tmp), opts)
+    let (writer, report) = write_archive(dir, std::io::BufWriter::new(tmp), opts)
         .map_err(|source| TransferError::Artifact { what: format!("archiving {}", dir.display()), source })?;
     let tmp = writer.into_inner().map_err(|e| writing()(e.into_error()))?;
     tmp.persist(&path).map_err(|e| writing()(e.error))?;
-    Ok((name, path))
+    Ok((name, path, report.sha256))
 }
 
 /// Uploads an archive, then its sidecar. Pushing again replaces both: a rebuilt artifact is not
-/// an error.
-async fn upload_archive(
-    run: &Run,
-    name: &ArtifactName,
-    format: ArchiveFormat,
-    path: &Path,
-) -> Result<Moved, TransferError> {
+/// an error. An archive this push wrote is handed to the store (a local directory links it
+/// rather than copying it: the cache file is replaced, never rewritten, by the next push).
+async fn upload_archive(run: &Run, pending: Pending) -> Result<Moved, TransferError> {
+    let Pending { name, format, path, sha256 } = pending;
     let file = name.archive_name(format);
     let reading = || crate::io(format!("reading {}", path.display()));
-    let (size, sha256) = quarry_store::hash_file(path).await.map_err(reading())?;
+    let (sha256, handover) = match sha256 {
+        Some(sha256) => (sha256, FileHandover::Give),
+        None => (quarry_store::hash_file(&path).await.map_err(reading())?.1, FileHandover::Copy),
+    };
     let key = run.key(&file)?;
-    let body = tokio::fs::File::open(path).await.map_err(reading())?;
-    let body: quarry_store::ByteStream = Box::pin(tokio_util::io::ReaderStream::with_capacity(body, 1 << 20));
     let options = PutOptions { sha256: Some(sha256.clone()), ..PutOptions::default() };
-    run.store.put(&key, body, options).await.map_err(crate::store(format!("uploading {key}")))?;
+    let put =
+        run.store.put_file(&key, &path, handover, options).await.map_err(crate::store(format!("uploading {key}")))?;
     let side = run.key(&sidecar::sidecar_name(&file))?;
     run.store
         .put_bytes(&side, sidecar::render(&sha256).into(), PutOptions::default())
         .await
         .map_err(crate::store(format!("uploading {side}")))?;
-    Ok(Moved { artifact: name.to_string(), file, size, sha256 })
+    Ok(Moved { artifact: name.to_string(), file, size: put.size, sha256 })
 }

@@ -17,9 +17,46 @@ use rayon::prelude::*;
 use super::TransferError;
 use quarry_store::error_chain;
 
-fn open(path: &Path) -> Result<std::io::BufReader<std::fs::File>, TransferError> {
-    let file = std::fs::File::open(path).map_err(crate::io(format!("opening {}", path.display())))?;
-    Ok(std::io::BufReader::new(file))
+/// An archive to unpack: a downloaded file, or the store's own file opened in place (read from
+/// its start each time, never changed).
+#[derive(Debug)]
+pub enum Source {
+    Downloaded(PathBuf),
+    InPlace(std::fs::File),
+}
+
+impl Source {
+    /// The archive's size in bytes (0 when it cannot be read: the unpack will say why).
+    pub fn size(&self) -> u64 {
+        match self {
+            Source::Downloaded(path) => std::fs::metadata(path).map_or(0, |m| m.len()),
+            Source::InPlace(file) => file.metadata().map_or(0, |m| m.len()),
+        }
+    }
+
+    /// What to call it in messages.
+    fn describe(&self, name: &str) -> String {
+        match self {
+            Source::Downloaded(path) => path.display().to_string(),
+            Source::InPlace(_) => name.to_owned(),
+        }
+    }
+
+    /// A buffered reader from the archive's first byte.
+    fn open(&self) -> Result<std::io::BufReader<std::fs::File>, TransferError> {
+        let file = match self {
+            Source::Downloaded(path) => {
+                std::fs::File::open(path).map_err(crate::io(format!("opening {}", path.display())))?
+            }
+            Source::InPlace(file) => {
+                let mut file = file.try_clone().map_err(crate::io("reopening an archive in place".to_owned()))?;
+                std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0))
+                    .map_err(crate::io("rewinding an archive in place".to_owned()))?;
+                file
+            }
+        };
+        Ok(std::io::BufReader::with_capacity(1 << 20, file))
+    }
 }
 
 /// Unpacks every archive into `out` (tree mode: `out/artifacts/<artifact dir>`) on `jobs`
@@ -28,7 +65,7 @@ fn open(path: &Path) -> Result<std::io::BufReader<std::fs::File>, TransferError>
 /// unreadable manifest stops everything before anything is wiped. `limits` bound each archive
 /// (and say whether its names must be portable to Windows).
 pub fn unpack_all(
-    archives: &[(ArtifactName, ArchiveFormat, PathBuf)],
+    archives: &[(ArtifactName, ArchiveFormat, Source)],
     out: &Path,
     mode: ExtractMode,
     jobs: usize,
@@ -36,9 +73,11 @@ pub fn unpack_all(
 ) -> Result<Vec<String>, TransferError> {
     if mode == ExtractMode::Bootstrap {
         let mut roots = BTreeSet::new();
-        for (_, format, path) in archives {
-            let manifest = read_manifest(open(path)?, *format)
-                .map_err(|source| TransferError::Artifact { what: path.display().to_string(), source })?;
+        for (name, format, source) in archives {
+            let manifest = read_manifest(source.open()?, *format).map_err(|e| TransferError::Artifact {
+                what: source.describe(&name.archive_name(*format)),
+                source: e,
+            })?;
             roots.extend(manifest);
         }
         wipe_roots(out, &roots.into_iter().collect::<Vec<_>>())
@@ -48,13 +87,13 @@ pub fn unpack_all(
     let placed: Vec<Result<(String, PendingLinks), String>> = pool.install(|| {
         archives
             .par_iter()
-            .map(|(name, format, path)| {
+            .map(|(name, format, source)| {
                 let file = name.archive_name(*format);
                 let dest = match mode {
                     ExtractMode::Tree => out.join("artifacts").join(name.dir_name()),
                     _ => out.to_path_buf(),
                 };
-                let reader = open(path).map_err(|e| format!("{file}: {}", error_chain(&e)))?;
+                let reader = source.open().map_err(|e| format!("{file}: {}", error_chain(&e)))?;
                 match extract_deferred(reader, *format, &dest, mode, limits) {
                     Ok((_, links)) => Ok((file, links)),
                     Err(e) => Err(format!("{file}: {}{}", error_chain(&e), raise_hint(&e))),
@@ -123,8 +162,15 @@ mod tests {
         let broken = tmp.path().join("b_lib_generic.tar.zst");
         std::fs::write(&broken, b"not zstd").unwrap();
         let name = |n: &str| ArtifactName::parse_dir(n).unwrap();
-        let archives =
-            vec![(name("a_dev_generic"), ArchiveFormat::Zstd, dev), (name("a_lib_generic"), ArchiveFormat::Zstd, lib)];
+        // One read in place (its manifest, then its members, from the same open file), one
+        // downloaded.
+        let both = || {
+            vec![
+                (name("a_dev_generic"), ArchiveFormat::Zstd, Source::InPlace(std::fs::File::open(&dev).unwrap())),
+                (name("a_lib_generic"), ArchiveFormat::Zstd, Source::Downloaded(lib.clone())),
+            ]
+        };
+        let archives = both();
 
         let out = tmp.path().join("boot");
         std::fs::create_dir_all(out.join("proj/stage/stale")).unwrap();
@@ -136,8 +182,8 @@ mod tests {
         assert_eq!(std::fs::read_to_string(stage.join("lib/liba.so")).unwrap(), "elf");
 
         let tree = tmp.path().join("tree");
-        let mut with_broken = archives.clone();
-        with_broken.push((name("b_lib_generic"), ArchiveFormat::Zstd, broken));
+        let mut with_broken = both();
+        with_broken.push((name("b_lib_generic"), ArchiveFormat::Zstd, Source::Downloaded(broken)));
         let errors = unpack_all(&with_broken, &tree, ExtractMode::Tree, 1, Limits::default()).unwrap();
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].starts_with("b_lib_generic.tar.zst: "), "{errors:?}");
@@ -159,8 +205,8 @@ mod tests {
         let esc = format!("{deep}/s/{}", vec![".."; 17].join("/"));
         let through = archive(tmp.path(), "b_lib_generic", &[("b.txt", "b")], &[("esc", &esc)]);
         let archives = vec![
-            (name("b_lib_generic"), ArchiveFormat::Zstd, through),
-            (name("a_lib_generic"), ArchiveFormat::Zstd, chain),
+            (name("b_lib_generic"), ArchiveFormat::Zstd, Source::Downloaded(through)),
+            (name("a_lib_generic"), ArchiveFormat::Zstd, Source::Downloaded(chain)),
         ];
         for mode in [ExtractMode::Bootstrap, ExtractMode::Flatten] {
             let out = tmp.path().join(format!("{mode:?}"));
@@ -184,7 +230,7 @@ mod tests {
         std::fs::create_dir_all(&out).unwrap();
         // `proj` a link out of the build directory (as an older extractor could leave).
         std::os::unix::fs::symlink(&outside, out.join("proj")).unwrap();
-        let archives = vec![(name("a_lib_generic"), ArchiveFormat::Zstd, lib)];
+        let archives = vec![(name("a_lib_generic"), ArchiveFormat::Zstd, Source::Downloaded(lib))];
         let err = unpack_all(&archives, &out, ExtractMode::Bootstrap, 1, Limits::default()).unwrap_err();
         let text = error_chain(&err);
         assert!(text.contains(&format!("{} is a symlink", out.join("proj").display())), "{text}");
@@ -196,7 +242,8 @@ mod tests {
     fn an_archive_over_a_limit_names_the_flag_that_raises_it() {
         let tmp = tempfile::tempdir().unwrap();
         let zeros = archive(tmp.path(), "z_lib_generic", &[("zeros", &"\0".repeat(4 << 20))], &[]);
-        let archives = vec![(name("z_lib_generic"), ArchiveFormat::Zstd, zeros)];
+        let archives =
+            vec![(name("z_lib_generic"), ArchiveFormat::Zstd, Source::InPlace(std::fs::File::open(&zeros).unwrap()))];
         let tight = Limits { ratio_after: 1 << 20, ..Limits::default() };
         let errors = unpack_all(&archives, &tmp.path().join("a"), ExtractMode::Tree, 1, tight).unwrap();
         assert_eq!(errors.len(), 1, "{errors:?}");
