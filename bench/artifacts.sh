@@ -16,9 +16,9 @@
 # (`{x}-lib_{lib,dev,test}_generic`, 36 archives sharing each artifact's root): headers and
 # cmake files of 1-16 KiB, libraries of 64 KiB-8 MiB with their .so chains, test programs,
 # the same random/soup mix. zstd level 3 everywhere (Quarry's and
-# TheRock's default). Quarry archives artifacts one at a time, each with all cores
-# (--compress-concurrency 1, zstd workers = CPUs); the baseline runs `zstd -T0` per
-# artifact, one after another. Both write the same members (manifest first, then the root).
+# TheRock's default). Quarry archives one artifact per core at once (its default
+# --compress-concurrency), uploading each as soon as it is written; the baseline runs
+# `zstd -T0` per artifact, one after another. Both write the same members (manifest first, then the root).
 # Checks: every fetched tree equals its source (diff -r, symlinks compared as links).
 # Ratios are baseline / Quarry (wall): > 1 means Quarry is faster.
 set -euo pipefail

@@ -19,6 +19,11 @@ use sha2::{Digest, Sha256};
 
 use crate::{ArchiveFormat, ArtifactError, MANIFEST, io_at, relative_ok};
 
+/// Bytes gathered before each write into the compressor.
+const WRITE_BUFFER: usize = 1 << 20;
+/// The largest read from an archived file.
+const READ_BUFFER: usize = 1 << 20;
+
 /// How to compress.
 #[derive(Clone, Copy, Debug)]
 pub struct ArchiveOptions {
@@ -106,14 +111,17 @@ pub fn write_archive<W: Write>(dir: &Path, out: W, opts: &ArchiveOptions) -> Res
             Box::new(xz2::write::XzEncoder::new(hashing, opts.level.unwrap_or(6).clamp(0, 9).unsigned_abs()))
         }
     };
-    let mut tar = tar::Builder::new(encoder);
-    let mut walker = Walker { opts, members: 0, content_bytes: 0, inodes: HashMap::new() };
+    // tar writes in 8 KiB pieces: gathered into 1 MiB before each call into the compressor.
+    let mut tar = tar::Builder::new(io::BufWriter::with_capacity(WRITE_BUFFER, encoder));
+    let mut walker =
+        Walker { opts, members: 0, content_bytes: 0, inodes: HashMap::new(), buffer: vec![0; READ_BUFFER] };
     let mut header = walker.header(tar::EntryType::Regular, 0o644, manifest.len() as u64);
     tar.append_data(&mut header, MANIFEST, manifest.as_slice()).map_err(io_at(&manifest_path))?;
     for root in &roots {
         walker.children(&mut tar, &dir.join(root), root)?;
     }
-    let encoder = tar.into_inner().map_err(ArtifactError::Read)?;
+    let buffered = tar.into_inner().map_err(ArtifactError::Read)?;
+    let encoder = buffered.into_inner().map_err(|e| ArtifactError::Read(e.into_error()))?;
     let hashing = encoder.finish_into().map_err(ArtifactError::Read)?;
     let report = ArchiveReport {
         sha256: hex::encode(hashing.hash.finalize()),
@@ -146,6 +154,32 @@ struct Walker<'a> {
     content_bytes: u64,
     /// (device, inode) of multiply-linked files already written → their member name.
     inodes: HashMap<(u64, u64), String>,
+    /// Where file data passes on its way into the archive.
+    buffer: Vec<u8>,
+}
+
+/// Copies exactly `len` bytes of `from` into `to` through `buffer`: a file that ends sooner
+/// (it shrank while being archived) is an error, bytes beyond `len` are left (the header
+/// already says `len`).
+fn copy_exact(from: &mut fs::File, to: &mut impl Write, len: u64, buffer: &mut [u8]) -> io::Result<()> {
+    let mut left = len;
+    while left > 0 {
+        let want = usize::try_from(left).unwrap_or(usize::MAX).min(buffer.len());
+        let n = match io::Read::read(from, &mut buffer[..want]) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("the file shrank while being archived ({} of {len} bytes read)", len - left),
+                ));
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(&buffer[..n])?;
+        left -= n as u64;
+    }
+    Ok(())
 }
 
 impl Walker<'_> {
@@ -201,8 +235,16 @@ impl Walker<'_> {
                 self.inodes.insert(inode, name.to_owned());
             }
             let mut h = self.header(tar::EntryType::Regular, mode, meta.len());
-            let file = fs::File::open(path).map_err(io_at)?;
-            tar.append_data(&mut h, name, file).map_err(io_at)?;
+            let mut file = fs::File::open(path).map_err(io_at)?;
+            // The header (and any long-name record) from tar; the data copied here in large
+            // reads straight into the compressor (tar's own copy goes in 8 KiB pieces), exactly
+            // the size the header gives, then the padding to the next 512-byte block.
+            tar.append_data(&mut h, name, io::empty()).map_err(io_at)?;
+            copy_exact(&mut file, tar.get_mut(), meta.len(), &mut self.buffer).map_err(io_at)?;
+            let tail = meta.len() % 512;
+            if tail != 0 {
+                tar.get_mut().write_all(&[0; 512][..(512 - tail) as usize]).map_err(io_at)?;
+            }
             self.content_bytes += meta.len();
         } else {
             return Err(ArtifactError::Special(name.to_owned()));
@@ -247,4 +289,26 @@ fn shared_inode(meta: &fs::Metadata) -> Option<(u64, u64)> {
 #[cfg(not(unix))]
 fn shared_inode(_meta: &fs::Metadata) -> Option<(u64, u64)> {
     None
+}
+
+#[cfg(test)]
+mod copy_tests {
+    use super::copy_exact;
+
+    #[test]
+    fn a_file_is_copied_to_the_size_its_header_gives_and_a_shrunk_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let mut out = Vec::new();
+        let mut buffer = vec![0; 4];
+        copy_exact(&mut std::fs::File::open(&path).unwrap(), &mut out, 10, &mut buffer).unwrap();
+        assert_eq!(out, b"0123456789");
+        // Grown since its header was written: only the header's bytes go in.
+        let mut out = Vec::new();
+        copy_exact(&mut std::fs::File::open(&path).unwrap(), &mut out, 6, &mut buffer).unwrap();
+        assert_eq!(out, b"012345");
+        let err = copy_exact(&mut std::fs::File::open(&path).unwrap(), &mut Vec::new(), 12, &mut buffer).unwrap_err();
+        assert!(err.to_string().contains("shrank while being archived (10 of 12 bytes read)"), "{err}");
+    }
 }

@@ -201,7 +201,9 @@ pub enum FileHandover {
     /// The caller keeps the file: its bytes are copied.
     Copy,
     /// The caller gives the file up and never changes it again (it was written for this put,
-    /// through a temporary file of its own): a directory store may link it into place.
+    /// through a temporary file of its own): a directory store may link it into place, and
+    /// takes a declared sha256 as the writer's word (it hashed the bytes as it wrote them)
+    /// rather than reading the file again.
     Give,
 }
 
@@ -413,7 +415,7 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Stores the file at `path` under `key`, as [`Store::put`] of its bytes would (which is
     /// what this does, reading it in 1 MiB chunks). With [`FileHandover::Give`] the caller
     /// gives the file up and never changes it again, so a directory store may link it into place
-    /// instead of copying it; its bytes are still hashed and checked like any body.
+    /// instead of copying it (see [`FileHandover::Give`] for its digest).
     async fn put_file(&self, key: &Key, path: &Path, handover: FileHandover, options: PutOptions) -> Result<PutResult> {
         let _ = handover;
         let file =

@@ -762,7 +762,21 @@ impl LocalStore {
         let (size, sha256) = if linked {
             readable_by_all(&guard.path).map_err(io_err(k))?;
             let mut file = fs::OpenOptions::new().read(true).write(true).open(&guard.path).map_err(io_err(k))?;
-            let hashed = hash_reader(&mut file, None, k, options.max_size)?;
+            // A file given up with its digest was hashed by its writer as it wrote it: not read
+            // again (the digest is the giver's word, as `FileHandover::Give` says).
+            let hashed = match &options.sha256 {
+                Some(declared) => {
+                    let size = file.metadata().map_err(io_err(k))?.len();
+                    if options.max_size.is_some_and(|limit| size > limit) {
+                        return Err(StoreError::TooLarge {
+                            key: k.to_owned(),
+                            limit: options.max_size.unwrap_or_default(),
+                        });
+                    }
+                    (size, declared.to_ascii_lowercase())
+                }
+                None => hash_reader(&mut file, None, k, options.max_size)?,
+            };
             if !options.derived {
                 file.sync_data().map_err(io_err(k))?;
             }

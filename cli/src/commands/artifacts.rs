@@ -75,9 +75,10 @@ struct PushArgs {
     /// zstd 1–22 (default 3), xz 0–9 (default 6).
     #[arg(long)]
     compression_level: Option<i32>,
-    /// Archives written at once (each zstd archive also uses every core).
-    #[arg(long, default_value_t = 1)]
-    compress_concurrency: usize,
+    /// Archives written at once (default: one per core; the cores are shared out as each
+    /// archive's zstd workers).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    compress_concurrency: Option<u64>,
     /// Uploads in flight at once.
     #[arg(long, default_value_t = 10)]
     upload_concurrency: usize,
@@ -308,7 +309,7 @@ async fn push(args: PushArgs) -> anyhow::Result<()> {
         },
         level: args.compression_level,
         mtime: archive_mtime()?,
-        compress_concurrency: args.compress_concurrency,
+        compress_concurrency: args.compress_concurrency.and_then(|n| usize::try_from(n).ok()),
         upload_concurrency: args.upload_concurrency,
         quiet: false,
     };

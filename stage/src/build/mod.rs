@@ -390,7 +390,7 @@ async fn push_outputs(run: &Run, opts: &BuildOptions, quiet: bool) -> Result<Vec
         format: ArchiveFormat::Zstd,
         level: None,
         mtime: opts.mtime,
-        compress_concurrency: 2,
+        compress_concurrency: None,
         upload_concurrency: 10,
         quiet,
     };

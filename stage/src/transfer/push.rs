@@ -36,8 +36,9 @@ pub struct PushOptions {
     pub level: Option<i32>,
     /// Every member's modification time (`SOURCE_DATE_EPOCH`).
     pub mtime: u64,
-    /// Archives written at once (each zstd archive also uses every core).
-    pub compress_concurrency: usize,
+    /// Archives written at once; `None`: one per core (at most one per archive), the cores
+    /// shared out as each zstd archive's compression workers.
+    pub compress_concurrency: Option<usize>,
     /// Uploads at once.
     pub upload_concurrency: usize,
     /// Progress lines at debug level.
@@ -80,9 +81,12 @@ pub async fn push(run: &Run, opts: &PushOptions) -> Result<PushReport, TransferE
     let wanted = opts.artifacts(&run.topology)?;
     let cache = opts.build_dir.join(".upload_cache");
     std::fs::create_dir_all(&cache).map_err(crate::io(format!("creating {}", cache.display())))?;
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
-    let archive = ArchiveOptions { format: opts.format, level: opts.level, threads, mtime: opts.mtime };
     let (to_archive, mut ready) = scan(&opts.build_dir.join("artifacts"), &opts.stage, &wanted)?;
+    let cpus = std::thread::available_parallelism().map_or(2, usize::from);
+    let concurrency = opts.compress_concurrency.unwrap_or(cpus).clamp(1, to_archive.len().max(1));
+    // The bytes do not depend on the number of workers.
+    let threads = u32::try_from((cpus / concurrency).max(1)).unwrap_or(1);
+    let archive = ArchiveOptions { format: opts.format, level: opts.level, threads, mtime: opts.mtime };
     // An archive written now replaces a ready one of the same artifact.
     for (name, _) in &to_archive {
         ready.remove(name);
@@ -102,7 +106,7 @@ pub async fn push(run: &Run, opts: &PushOptions) -> Result<PushReport, TransferE
                 })
             }
         })
-        .buffer_unordered(opts.compress_concurrency.max(1));
+        .buffer_unordered(concurrency);
     let ready = futures_util::stream::iter(ready)
         .map(|(name, (format, path))| Ok(Pending { name, format, path, sha256: None }));
     let uploads: Vec<Result<Moved, TransferError>> = ready
