@@ -157,3 +157,73 @@ async fn a_rollback_switches_pip_back_and_readers_never_see_two_versions() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("weekly/ has no versions"), "{}", text(&out));
 }
+
+/// On S3 behind the CDN: the CloudFront Function under node, its KeyValueStore a JSON file the
+/// test writes with the key and value `quarry channel rollback` prints (the deploy's
+/// `aws cloudfront-keyvaluestore put-key`), over moto.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollback_through_the_cloudfront_function_over_s3() {
+    use quarry_store::{Key, PutOptions, S3Store, StoreExt};
+    use quarry_tests::s3::{S3Server, create_public_bucket, s3_client};
+
+    let server = S3Server::start_moto().await;
+    let client = s3_client(&server);
+    create_public_bucket(&client, "releases").await;
+    let store = S3Store::from_client(client.clone(), "releases", "ci/");
+    for (run, version) in [(700, "7.1.0"), (701, "7.1.1")] {
+        for name in ["chan-demo", "chan-extra"] {
+            let wheel = WheelSpec::new(name, version);
+            let key = Key::new(format!("{run}-linux/python/{}", wheel.filename())).unwrap();
+            store.put_bytes(&key, wheel.build().into(), PutOptions::default()).await.unwrap();
+        }
+    }
+    let s3 = "s3://releases/ci/";
+    let quarry_s3 = |args: Vec<String>| {
+        let env = server.client_env();
+        async move {
+            let mut cmd = tokio::process::Command::new(quarry_bin());
+            cmd.args(&args).envs(env).env_remove("QUARRY_CONFIG");
+            run(cmd, Duration::from_secs(300)).await
+        }
+    };
+    let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert_success(&quarry_s3(args(&["index", s3])).await, "quarry index s3://");
+    for run in ["700-linux", "701-linux"] {
+        let out =
+            quarry_s3(args(&["promote", "--from", run, "--to", "nightly", "--kinds", "pip", "--store", s3])).await;
+        assert_success(&out, "quarry promote s3://");
+    }
+
+    let tmp = tempfile::tempdir().unwrap();
+    let kvs = tmp.path().join("kvs.json");
+    std::fs::write(&kvs, r#"{"/ci/nightly/": "2"}"#).unwrap();
+    let edge = crate::cdn::Edge::start_with_kvs(&format!("{}/releases", server.endpoint), Some(&kvs)).await;
+    let index = format!("{}/ci/nightly/python/simple/", edge.url);
+    let pip = |version: &'static str| {
+        let index = index.clone();
+        async move {
+            let target = tempfile::tempdir().unwrap();
+            let out = pip_install(&["--index-url", &index, "chan-demo"], target.path()).await;
+            assert_success(&out, "pip install through the edge");
+            assert_eq!(installed(target.path()), [format!("chan_demo-{version}.dist-info")]);
+        }
+    };
+    pip("7.1.1").await;
+
+    let out = quarry_s3(args(&["channel", "rollback", "nightly", "--store", s3, "--json"])).await;
+    assert_success(&out, "quarry channel rollback s3://");
+    let switched: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(switched["kvs_key"], "/ci/nightly/", "{switched}");
+    let entry = serde_json::json!({ switched["kvs_key"].as_str().unwrap(): switched["kvs_value"] });
+    std::fs::write(&kvs, entry.to_string()).unwrap();
+    pip("7.1.0").await;
+    let http = reqwest::Client::new();
+    for url in [index.clone(), format!("{index}chan-demo/"), format!("{index}chan-extra/")] {
+        let body = page(&http, &url).await;
+        assert!(body.contains("7.1.0") || url == index, "{url}:\n{body}");
+        assert!(!body.contains("7.1.1"), "{url} names a 7.1.1 file after the rollback:\n{body}");
+    }
+    let log = edge.log();
+    assert!(log.contains("/ci/nightly/.versions/1/python/simple/chan-demo/index.html 200"), "{log}");
+    server.stop().await;
+}

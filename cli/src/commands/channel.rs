@@ -90,7 +90,12 @@ async fn rollback(args: RollbackArgs) -> anyhow::Result<()> {
     let store = args.store.store.open_existing().await?;
     let identity = super::audit::local_identity();
     let switched = match versions::rollback(store.as_ref(), &args.channel, args.to).await {
-        Ok(switched) => switched,
+        Ok(mut switched) => {
+            // The edge sees bucket keys: the store's own prefix comes first.
+            let destination = quarry_upload::destination::StoreDestination::parse(args.store.store.as_str());
+            switched.kvs_key = versions::kvs_key(&destination.key(&switched.channel));
+            switched
+        }
         Err(e) => {
             let outcome = if e.is_bad_input() { AuditOutcome::Refused } else { AuditOutcome::Failed };
             let entry =
