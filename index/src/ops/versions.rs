@@ -16,7 +16,7 @@
 //! channel's own URL names the channel's package files.
 //!
 //! Readers resolve a page key under a channel to the current version's copy ([`Resolver`]:
-//! `quarry serve`, one pointer read per channel, cached [`RESOLVE_TTL`]); package files are
+//! `quarry serve`, one pointer read per channel, cached); package files are
 //! served where they are. The CDN does the same in `infra/cloudfront/index-router.js` from a
 //! CloudFront KeyValueStore whose key is the channel's prefix ([`kvs_key`]) and value the
 //! current version. [`rollback`] rewrites the pointer only: its cost does not depend on the
@@ -369,10 +369,11 @@ pub async fn holders(store: &dyn Store, keys: &[&str]) -> Result<BTreeMap<String
 }
 
 /// Resolves page keys to the current version's copy for readers (`quarry serve`), caching
-/// each prefix's pointer (or its absence) for [`RESOLVE_TTL`].
+/// each prefix's pointer: while the store says it is unchanged (a local store: at once after a
+/// switch), else for [`RESOLVE_TTL`]; its absence for [`RESOLVE_TTL`].
 #[derive(Debug, Default)]
 pub struct Resolver {
-    cache: Mutex<HashMap<String, (Instant, Option<u64>)>>,
+    cache: Mutex<HashMap<String, (Instant, Option<(u64, String)>)>>,
 }
 
 impl Resolver {
@@ -395,20 +396,26 @@ impl Resolver {
     }
 
     async fn current(&self, store: &dyn Store, prefix: &str) -> Result<Option<u64>, VersionError> {
-        let cached = self.cache.lock().ok().and_then(|c| c.get(prefix).copied());
-        if let Some((at, n)) = cached
-            && at.elapsed() < RESOLVE_TTL
-        {
-            return Ok(n);
+        let cached = self.cache.lock().ok().and_then(|c| c.get(prefix).cloned());
+        if let Some((at, known)) = cached {
+            // A pointer read before: still valid while the store says it is unchanged (a local
+            // store tells with one `lstat`), else for the TTL. No pointer: for the TTL.
+            let unchanged = match &known {
+                Some((_, etag)) => store.unchanged(&pointer_key(prefix)?, etag),
+                None => None,
+            };
+            if unchanged == Some(true) || (unchanged.is_none() && at.elapsed() < RESOLVE_TTL) {
+                return Ok(known.map(|(n, _)| n));
+            }
         }
-        let n = read_pointer(store, prefix).await?.map(|(p, _)| p.current);
+        let known = read_pointer(store, prefix).await?.map(|(p, etag)| (p.current, etag));
         if let Ok(mut cache) = self.cache.lock() {
             if cache.len() > 4096 {
                 cache.clear();
             }
-            cache.insert(prefix.to_owned(), (Instant::now(), n));
+            cache.insert(prefix.to_owned(), (Instant::now(), known.clone()));
         }
-        Ok(n)
+        Ok(known.map(|(n, _)| n))
     }
 }
 
@@ -467,8 +474,8 @@ mod tests {
         assert_eq!((switched.from, switched.to, switched.kvs_key.as_str()), (2, 1, "/nightly/"));
         let (pointer, _) = read_pointer(&store, "nightly/").await.unwrap().unwrap();
         assert_eq!(pointer.current, 1);
-        let fresh = Resolver::default();
-        let resolved = fresh.resolve(&store, &page).await.unwrap();
+        // The same resolver sees the switch at once: the store tells the pointer changed.
+        let resolved = resolver.resolve(&store, &page).await.unwrap();
         assert_eq!(get(&store, &resolved).await, "page names 1.0");
         // No version before the first; a version that is not there is named.
         assert!(rollback(&store, "nightly", None).await.unwrap_err().is_bad_input());
