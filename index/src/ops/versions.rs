@@ -368,12 +368,15 @@ pub async fn holders(store: &dyn Store, keys: &[&str]) -> Result<BTreeMap<String
     Ok(out)
 }
 
+/// When a prefix's pointer was read, and its current version and ETag (`None`: no pointer).
+type Cached = (Instant, Option<(u64, String)>);
+
 /// Resolves page keys to the current version's copy for readers (`quarry serve`), caching
 /// each prefix's pointer: while the store says it is unchanged (a local store: at once after a
 /// switch), else for [`RESOLVE_TTL`]; its absence for [`RESOLVE_TTL`].
 #[derive(Debug, Default)]
 pub struct Resolver {
-    cache: Mutex<HashMap<String, (Instant, Option<(u64, String)>)>>,
+    cache: Mutex<HashMap<String, Cached>>,
 }
 
 impl Resolver {
