@@ -50,6 +50,10 @@ async fn the_template_embeds_the_function_verbatim() {
         ["FunctionAssociations"];
     let events: Vec<&str> = associations.as_array().unwrap().iter().map(|a| a["EventType"].as_str().unwrap()).collect();
     assert_eq!(events, ["viewer-request", "viewer-response"]);
+    // The function reads the channels' current versions from the template's KeyValueStore.
+    let kvs = &function["FunctionConfig"]["KeyValueStoreAssociations"][0]["KeyValueStoreARN"];
+    assert_eq!(kvs["Fn::GetAtt"][0], "ChannelVersions", "{kvs}");
+    assert_eq!(template["Resources"]["ChannelVersions"]["Type"], "AWS::CloudFront::KeyValueStore");
 }
 
 /// The stand-in edge: node running the function in front of `origin`; killed when dropped.
@@ -62,6 +66,11 @@ pub(crate) struct Edge {
 
 impl Edge {
     pub(crate) async fn start(origin: &str) -> Self {
+        Self::start_with_kvs(origin, None).await
+    }
+
+    /// The edge with its KeyValueStore served from `kvs` (a JSON object, read on each lookup).
+    pub(crate) async fn start_with_kvs(origin: &str, kvs: Option<&std::path::Path>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let port_file = dir.path().join("port");
         let log = dir.path().join("edge.log");
@@ -70,6 +79,7 @@ impl Edge {
             .arg(function_path())
             .arg(origin)
             .arg(&port_file)
+            .args(kvs)
             .stdin(std::process::Stdio::null())
             .stdout(std::fs::File::create(&log).unwrap())
             .kill_on_drop(true)

@@ -8,6 +8,7 @@ mod bad_input;
 mod browse;
 mod build_summary;
 mod cdn;
+mod channel_versions;
 mod chunked_indexes;
 mod ci_matrix;
 mod cli;

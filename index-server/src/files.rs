@@ -182,8 +182,15 @@ impl Reader<'_> {
         }
     }
 
-    /// Serve one stored object (GET with optional single range, or HEAD).
+    /// Serve one stored object (GET with optional single range, or HEAD); a channel's page
+    /// from the channel's current version.
     async fn object(&self, key: &Key, p: Presentation) -> Result<Response, AppError> {
+        let resolved = self.state.versions.resolve(self.state.store.as_ref(), key).await;
+        let resolved = resolved.map_err(|e| AppError::Internal(format!("resolving {key}'s channel version: {e}")))?;
+        // A versioned page's key depends on the channel's pointer, not on the path alone: the
+        // connection's memo must not keep it.
+        let versioned = resolved != *key;
+        let key = &resolved;
         let range = match self.headers.get(header::RANGE).and_then(|v| v.to_str().ok()) {
             Some(v) => parse_range(v),
             None => None,
@@ -212,7 +219,7 @@ impl Reader<'_> {
         let partial = range.map(|_| got.range);
         // A whole small object is collected (one chunk from a local store: no copy), so the
         // connection can keep the answer (`memo`); anything else streams.
-        if partial.is_none() && got.meta.size <= crate::memo::MEMO_BODY_MAX {
+        if partial.is_none() && got.meta.size <= crate::memo::MEMO_BODY_MAX && !versioned {
             let data = quarry_store::collect_sized(got.body, crate::memo::MEMO_BODY_MAX, got.meta.size)
                 .await
                 .map_err(|e| AppError::Internal(format!("reading {key}: {e}")))?;

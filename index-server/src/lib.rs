@@ -264,6 +264,8 @@ pub struct Shared {
     tls: Option<tls::Tls>,
     /// Trusted publishing ([`oidc`]); none: not configured.
     oidc: Option<Arc<oidc::TrustedPublishing>>,
+    /// A channel's page read from its current version ([`quarry_index::versions`]).
+    versions: Arc<quarry_index::versions::Resolver>,
 }
 
 impl AppState {
@@ -290,6 +292,7 @@ impl AppState {
             memo: Arc::default(),
             tls: None,
             oidc: None,
+            versions: Arc::default(),
         }))
     }
 

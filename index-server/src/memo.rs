@@ -13,7 +13,8 @@
 //! picks the key (the mapping in [`crate::files::get_path`] is a function of the path and,
 //! under `…/simple/`, of `Accept`), the ETag stands for the object's bytes and metadata, the
 //! guard runs per request, and the router's per-request headers (`Date`, `Connection`) are
-//! hyper's and the connection's, added after.
+//! hyper's and the connection's, added after. A page of a channel with versions is never kept:
+//! its key follows the channel's pointer ([`quarry_index::versions::Resolver`]).
 //!
 //! A store that cannot tell from the ETag alone (`Store::unchanged` answers `None`) is asked
 //! with a `HEAD`. A kept answer is counted, logged and metered as the router would have done

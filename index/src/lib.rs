@@ -40,7 +40,7 @@ pub mod render;
 pub mod state;
 
 // The modules other crates name, at the paths they always had.
-pub use ops::{audit_log, check, lifecycle, origin, promote, prune, reconcile, retention};
+pub use ops::{audit_log, check, lifecycle, origin, promote, prune, reconcile, retention, versions};
 pub use reindex::{task, view};
 pub use render::{apt, chunked, dnf, install, listing, sign};
 

@@ -1,3 +1,5 @@
+import cf from 'cloudfront';
+
 // Quarry's CloudFront Function (runtime cloudfront-js-2.0), associated with the distribution's
 // viewer-request and viewer-response events. The bucket holds static files only; this maps the
 // URLs pip, uv, apt, dnf and browsers ask for onto them:
@@ -8,7 +10,12 @@
 //   `index.json` the indexer writes beside each `index.html`;
 // - `…/simple/torch` (no slash) is redirected to `…/simple/torch/`, as PyPI does;
 // - every negotiated page carries `Vary: Accept` on the way out, so caches below the CDN keep
-//   the two representations apart (the CDN's own cache key is the rewritten URI).
+//   the two representations apart (the CDN's own cache key is the rewritten URI);
+// - a page under a channel with versions is read from the channel's current version: the
+//   associated KeyValueStore maps the channel's prefix (`/nightly/`, the bucket key's) to its
+//   current version N, and `/nightly/python/simple/x/index.html` becomes
+//   `/nightly/.versions/N/python/simple/x/index.html` (`quarry channel rollback` prints the key
+//   and value to write; package files are never rewritten). One KVS write switches the edge.
 //
 // The same source is embedded in infra/template.yaml (tests/cdn.rs checks they are identical)
 // and is run under node by tests/cdn.rs in front of an S3 server.
@@ -59,6 +66,51 @@ function inSimpleTree(uri) {
   return uri.indexOf('/simple/') >= 0;
 }
 
+// Names of package files and sidecars: served where they are, never from a version.
+var PACKAGE_SUFFIXES = ['.whl', '.tar.gz', '.zip', '.tar.bz2', '.tgz', '.deb', '.rpm', '.metadata', '.yanked', '.sha256sum'];
+// Deepest channel prefix looked up (each level is one KVS lookup).
+var MAX_CHANNEL_DEPTH = 6;
+
+function isPage(uri) {
+  var name = uri.substring(uri.lastIndexOf('/') + 1).toLowerCase();
+  if (uri.indexOf('/.') >= 0) {
+    return false;
+  }
+  for (var i = 0; i < PACKAGE_SUFFIXES.length; i++) {
+    var suffix = PACKAGE_SUFFIXES[i];
+    if (name.length >= suffix.length && name.substring(name.length - suffix.length) === suffix) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The request with a channel page's URI moved to the channel's current version.
+async function versioned(request) {
+  var uri = request.uri;
+  if (!isPage(uri)) {
+    return request;
+  }
+  var kvs = cf.kvs();
+  var end = 0;
+  for (var depth = 0; depth < MAX_CHANNEL_DEPTH; depth++) {
+    var slash = uri.indexOf('/', end + 1);
+    if (slash < 0) {
+      break;
+    }
+    end = slash;
+    var prefix = uri.substring(0, end + 1);
+    if (await kvs.exists(prefix)) {
+      var n = String(await kvs.get(prefix)).trim();
+      if (/^[0-9]+$/.test(n)) {
+        request.uri = prefix + '.versions/' + n + '/' + uri.substring(end + 1);
+      }
+      return request;
+    }
+  }
+  return request;
+}
+
 function onRequest(event) {
   var request = event.request;
   var uri = request.uri;
@@ -91,6 +143,15 @@ function onResponse(event) {
   return response;
 }
 
-function handler(event) {
+// The URI rewrites and redirects, without the version lookup.
+function rewrite(event) {
   return event.context.eventType === 'viewer-response' ? onResponse(event) : onRequest(event);
+}
+
+async function handler(event) {
+  var done = rewrite(event);
+  if (event.context.eventType === 'viewer-response' || done.statusCode) {
+    return done;
+  }
+  return versioned(done);
 }

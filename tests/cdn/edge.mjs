@@ -3,17 +3,30 @@
 // (viewer-request before the origin, viewer-response after it, the event shapes of the
 // CloudFront Functions event structure) and forwards to an S3 origin (path-style bucket URL).
 //
-// usage: node edge.mjs FUNCTION_JS ORIGIN_URL PORT_FILE
+// usage: node edge.mjs FUNCTION_JS ORIGIN_URL PORT_FILE [KVS_FILE]
 // Listens on a free loopback port, writes it to PORT_FILE, logs one line per request
 // (`METHOD uri -> rewritten-uri status`) on stdout.
 import fs from 'node:fs';
 import http from 'node:http';
 import vm from 'node:vm';
 
-const [functionPath, origin, portFile] = process.argv.slice(2);
-const source = fs.readFileSync(functionPath, 'utf8');
+const [functionPath, origin, portFile, kvsFile] = process.argv.slice(2);
+// The function imports CloudFront's `cloudfront` module; the stand-in serves the KeyValueStore
+// from KVS_FILE (a JSON object, read again on each lookup; none: an empty store).
+const source = fs.readFileSync(functionPath, 'utf8').replace(/^import cf from 'cloudfront';$/m, '');
+const entries = () => (kvsFile && fs.existsSync(kvsFile) ? JSON.parse(fs.readFileSync(kvsFile, 'utf8')) : {});
+const cf = {
+  kvs: () => ({
+    exists: async (key) => Object.hasOwn(entries(), key),
+    get: async (key) => {
+      const all = entries();
+      if (!Object.hasOwn(all, key)) throw new Error(`no key ${key}`);
+      return all[key];
+    },
+  }),
+};
 // The function's file is a script with a global `handler`, as CloudFront loads it.
-const handler = vm.runInNewContext(`${source}\n;handler`, {}, { filename: functionPath });
+const handler = vm.runInNewContext(`${source}\n;handler`, { cf }, { filename: functionPath });
 
 function eventHeaders(raw) {
   const headers = {};
@@ -50,7 +63,7 @@ const server = http.createServer(async (req, res) => {
   try {
     const event = viewerRequest(req);
     const asked = event.request.uri;
-    const result = handler(event);
+    const result = await handler(event);
     if (result.statusCode) {
       console.log(`${req.method} ${asked} -> ${result.statusCode}`);
       send(res, result.statusCode, result.statusDescription, result.headers || {}, '');
@@ -66,7 +79,7 @@ const server = http.createServer(async (req, res) => {
         headers[name] = { value };
       }
     }
-    const response = handler({
+    const response = await handler({
       version: '1.0',
       context: { eventType: 'viewer-response', distributionDomainName: 'edge.test' },
       viewer: { ip: '127.0.0.1' },

@@ -6,7 +6,20 @@ import test from 'node:test';
 import vm from 'node:vm';
 
 const file = path.join(import.meta.dirname, '../../infra/cloudfront/index-router.js');
-const handler = vm.runInNewContext(`${fs.readFileSync(file, 'utf8')}\n;handler`, {});
+// CloudFront supplies the `cloudfront` module; here a stand-in KeyValueStore (`kvs`, a plain
+// object) takes its place, and `handler` is the rewrite without the version lookup.
+const kvs = {};
+const cf = {
+  kvs: () => ({
+    exists: async (key) => Object.hasOwn(kvs, key),
+    get: async (key) => {
+      if (!Object.hasOwn(kvs, key)) throw new Error(`no key ${key}`);
+      return kvs[key];
+    },
+  }),
+};
+const source = fs.readFileSync(file, 'utf8').replace(/^import cf from 'cloudfront';$/m, '');
+const [handler, versionedHandler] = vm.runInNewContext(`${source}\n;[rewrite, handler]`, { cf });
 
 function request(uri, accept, querystring = {}) {
   const headers = accept === undefined ? {} : { accept: { value: accept } };
@@ -74,4 +87,25 @@ test('pages vary on Accept, files do not', () => {
   assert.equal(respond('text/html; charset=utf-8'), 'Accept');
   assert.equal(respond('application/vnd.pypi.simple.v1+json'), 'Accept');
   assert.equal(respond('application/octet-stream'), undefined);
+});
+
+test('a channel page is read from the current version the KeyValueStore names', async () => {
+  const ask = (uri) =>
+    versionedHandler({
+      context: { eventType: 'viewer-request' },
+      request: { method: 'GET', uri, querystring: {}, headers: {}, cookies: {} },
+    });
+  assert.equal((await ask('/ci/nightly/python/simple/x/')).uri, '/ci/nightly/python/simple/x/index.html');
+  kvs['/ci/nightly/'] = '3';
+  assert.equal((await ask('/ci/nightly/python/simple/x/')).uri, '/ci/nightly/.versions/3/python/simple/x/index.html');
+  assert.equal((await ask('/ci/nightly/packages/deb/dists/stable/InRelease')).uri, '/ci/nightly/.versions/3/packages/deb/dists/stable/InRelease');
+  // Package files, sidecars and the versions themselves are never rewritten.
+  for (const uri of ['/ci/nightly/python/x-1.0-py3-none-any.whl', '/ci/nightly/python/x-1.0-py3-none-any.whl.metadata', '/ci/nightly/packages/deb/pool/main/x_1.0_amd64.deb', '/ci/nightly/.versions/2/python/index.html']) {
+    assert.equal((await ask(uri)).uri, uri);
+  }
+  // Another channel, a value that is no version: as they are.
+  assert.equal((await ask('/ci/weekly/python/')).uri, '/ci/weekly/python/index.html');
+  kvs['/ci/nightly/'] = 'x';
+  assert.equal((await ask('/ci/nightly/python/')).uri, '/ci/nightly/python/index.html');
+  delete kvs['/ci/nightly/'];
 });

@@ -11,6 +11,7 @@
 mod args;
 mod artifacts;
 mod audit;
+mod channel;
 mod ci;
 mod gc;
 mod index;
@@ -125,6 +126,11 @@ enum Command {
     /// A run's wheels, sdists, debs and rpms are copied into the channel's roots, which are
     /// then reindexed.
     Promote(promote::PromoteArgs),
+    /// A channel's versions: history and rollback.
+    ///
+    /// Each promotion into a channel makes a new version of its pages; a rollback switches
+    /// readers back to an older one in one write.
+    Channel(channel::ChannelArgs),
     /// TheRock's package versions (pip, deb, rpm) for a release type.
     Version(version::VersionArgs),
     /// Pack this binary as a wheel (`scripts/build-wheel` runs it).
@@ -139,7 +145,7 @@ enum Command {
 /// group (a test checks).
 const COMMAND_GROUPS: &[(&str, &[&str])] = &[
     ("Serve and upload", &["serve", "upload", "index", "yank", "unyank", "delete", "audit"]),
-    ("Releases and retention", &["promote", "mirror", "check-origins", "prune", "gc"]),
+    ("Releases and retention", &["promote", "channel", "mirror", "check-origins", "prune", "gc"]),
     ("TheRock builds", &["stage", "artifacts", "pipeline", "package", "version", "runs", "ci"]),
 ];
 
@@ -279,6 +285,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args).await,
         Command::Index(args) => index::run(args).await,
         Command::Promote(args) => promote::run(args).await,
+        Command::Channel(args) => channel::run(args).await,
         Command::Upload(args) => upload::run(args).await,
         Command::Yank(args) => lifecycle::yank(args).await,
         Command::Unyank(args) => lifecycle::unyank(args).await,

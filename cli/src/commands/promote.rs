@@ -108,6 +108,9 @@ struct Report {
     /// The dated native repo's name (`20260501-12345`), for a release of a dated type.
     #[serde(skip_serializing_if = "Option::is_none")]
     repo: Option<String>,
+    /// The channel's version the promotion made current (`quarry channel history`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<quarry_index::versions::ChannelVersion>,
 }
 
 /// Where a release promotion copies: the store, the run's store, the release.
@@ -222,7 +225,16 @@ fn printed(store: &str, report: PromoteReport, signed: bool, repo: Option<String
     let mut install: Vec<String> = by_kind.into_iter().map(|r| install_line(store, r, signed)).collect();
     install.extend(report.tarballs.iter().map(|dir| format!("tarballs: {}", public_url(store, dir))));
     let roots = report.roots.iter().map(ToString::to_string).chain(report.tarballs.iter().cloned()).collect();
-    Report { from: report.from, to: report.to, dry_run: report.dry_run, files: report.files, roots, install, repo }
+    Report {
+        from: report.from,
+        to: report.to,
+        dry_run: report.dry_run,
+        files: report.files,
+        roots,
+        install,
+        repo,
+        version: report.version,
+    }
 }
 
 /// The public URL of `prefix` in `store`: a bucket's public URL on S3, else the store's own
@@ -249,6 +261,9 @@ fn text(report: &Report) -> String {
     }
     for line in &report.install {
         let _ = writeln!(out, "{line}");
+    }
+    if let Some(v) = &report.version {
+        let _ = writeln!(out, "version {} of {} is current", v.n, report.to.trim_end_matches('/'));
     }
     out
 }

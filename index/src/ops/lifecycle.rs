@@ -12,8 +12,9 @@
 //! ([`crate::LEAVING_SUFFIX`]), its root (and each per-family view of it) republished without
 //! it, then the file goes with its sidecars (`.metadata`, `.yanked`, `.sha256sum`), the mark
 //! after it, and the root is reindexed; no page ever names a file that is gone. A file a
-//! channel still holds ([`channel_holders`]) is refused, naming the channel: a channel is what
-//! clients install from, and its files leave by retention (`quarry prune`).
+//! channel still holds ([`channel_holders`]: promoted into it, or named by a version it keeps)
+//! is refused, naming the channel (and the version): a channel is what clients install from,
+//! and its files leave by retention (`quarry prune`).
 //!
 //! Every key is checked first ([`package_key`]): a valid key (no `..`, no empty segment, no
 //! reserved directory), a package file in a pip, apt or dnf root; anything else is refused
@@ -144,6 +145,12 @@ pub enum LifecycleError {
         #[source]
         source: IndexError,
     },
+    #[error("{what}: {source}")]
+    Versions {
+        what: String,
+        #[source]
+        source: crate::ops::versions::VersionError,
+    },
 }
 
 impl LifecycleError {
@@ -197,14 +204,25 @@ pub async fn channel_holders(indexer: &Indexer, key: &Key) -> Result<Vec<Holder>
     let state = read_state(store, &root).await.map_err(store_err(format!("reading {root}'s state")))?;
     let relative = key.as_str().strip_prefix(root.as_str()).unwrap_or_default();
     let entry = state.as_ref().and_then(|s| s.entries.get(relative));
-    Ok(entry
+    let mut holders: Vec<Holder> = entry
         .and_then(|e| e.source.as_ref())
         .map(|source| Holder {
             channel: channel_of(&root),
             how: format!("promoted from run {}-{} into {root}", source.run, source.platform),
         })
         .into_iter()
-        .collect())
+        .collect();
+    // A file a kept version of its channel names is held too: a rollback must find it.
+    let versions = crate::ops::versions::holders(store, &[key.as_str()])
+        .await
+        .map_err(|e| LifecycleError::Versions { what: format!("reading the versions naming {key}"), source: e })?;
+    for holder in versions.into_values().flatten() {
+        holders.push(Holder {
+            channel: holder.channel.trim_end_matches('/').to_owned(),
+            how: format!("named by {holder}"),
+        });
+    }
+    Ok(holders)
 }
 
 /// The channel a promoted root belongs to: its prefix before the run-like `python/` or

@@ -10,7 +10,9 @@
 //! bytes: skipped; other bytes under the same name, at the target or in any other pip root of
 //! the channel: the whole promotion is refused, nothing changed: one name, one content per
 //! channel); every copy lands before any root is reindexed, apt and dnf first, a generic root
-//! before the views that list it, so no page names a file that is not there yet.
+//! before the views that list it, so no page names a file that is not there yet. Then the
+//! channel's pages are frozen as its next version and readers switched to it in one write
+//! ([`crate::ops::versions`]); a promotion that copies nothing makes no version.
 //!
 //! A release promotion ([`Release`], `quarry promote --release-type`) places each kind where
 //! TheRock's `publish_rocm_to_release_buckets.py` does ([`ReleaseRoots`]) under a v5 product
@@ -74,6 +76,8 @@ pub enum PromoteError {
         #[source]
         source: IndexError,
     },
+    #[error("making the channel's new version: {0}")]
+    Version(#[from] crate::ops::versions::VersionError),
 }
 
 impl PromoteError {
@@ -159,6 +163,8 @@ pub struct PromoteReport {
     pub roots: BTreeSet<RepoRoot>,
     /// The tarball directories copied into (their index pages refreshed).
     pub tarballs: BTreeSet<String>,
+    /// The channel's version this promotion made current (none when nothing changed, or dry).
+    pub version: Option<crate::ops::versions::ChannelVersion>,
 }
 
 /// The family a wheel belongs to by TheRock's names: `rocm-sdk-libraries-{family}`,
@@ -475,8 +481,22 @@ pub async fn promote(indexer: &Indexer, p: &Promotion<'_>) -> Result<PromoteRepo
             crate::update_listing(store.as_ref(), dir).await.map_err(store_err(format!("listing {dir}")))?;
         }
     }
+    // Every page is in place: freeze them as the channel's next version and switch readers to
+    // it (nothing copied: nothing changed, no version).
+    let version = match copies.iter().any(|c| c.status == "copy") && !p.dry_run {
+        true => Some(crate::ops::versions::snapshot(store.as_ref(), p.to, Some(run), None).await?),
+        false => None,
+    };
     let tarballs = listings.iter().map(ToString::to_string).collect();
-    Ok(PromoteReport { from: run.to_owned(), to: p.to.to_owned(), dry_run: p.dry_run, files: copies, roots, tarballs })
+    Ok(PromoteReport {
+        from: run.to_owned(),
+        to: p.to.to_owned(),
+        dry_run: p.dry_run,
+        files: copies,
+        roots,
+        tarballs,
+        version,
+    })
 }
 
 /// The store a promotion copies into and the one holding the run (the same one unless
@@ -536,6 +556,14 @@ pub async fn init_channel(indexer: &Indexer, p: &Promotion<'_>) -> Result<Promot
             .await
             .map_err(index_err(format!("publishing {root}")))?;
     }
+    // The empty channel is its first version, so readers resolve it through the pointer.
+    let fresh = crate::ops::versions::read_pointer(store.as_ref(), &crate::ops::versions::channel_prefix(p.to)?)
+        .await?
+        .is_none();
+    let version = match fresh {
+        true => Some(crate::ops::versions::snapshot(store.as_ref(), p.to, None, Some("init")).await?),
+        false => None,
+    };
     Ok(PromoteReport {
         from: String::new(),
         to: p.to.to_owned(),
@@ -543,6 +571,7 @@ pub async fn init_channel(indexer: &Indexer, p: &Promotion<'_>) -> Result<Promot
         files: Vec::new(),
         roots,
         tarballs: BTreeSet::new(),
+        version,
     })
 }
 

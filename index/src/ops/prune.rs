@@ -11,7 +11,8 @@
 //! channel it was promoted from or to) is never touched. The reindex retires apt `by-hash/` and
 //! dnf `repodata/` generations as any reindex does: kept for the grace period, then collected.
 //!
-//! A version whose version string does not parse, or whose `upload-time` does not, is always
+//! A version a kept channel version still names ([`crate::ops::versions::holders`]) is kept,
+//! naming that channel version. A version whose version string does not parse, or whose `upload-time` does not, is always
 //! kept (with that reason). The markers go in first (one batch), then the root and every view
 //! of it are republished without the marked files, then each file is deleted with its
 //! sidecars and each marker only after its file, so an interrupted prune leaves no file
@@ -99,6 +100,8 @@ pub enum PruneError {
     Mark { key: String, source: StoreError },
     #[error("reindexing {root}")]
     Reindex { root: String, source: IndexError },
+    #[error("reading the channel versions above {root}: {source}")]
+    Versions { root: String, source: crate::ops::versions::VersionError },
 }
 
 /// A version's sort key inside its project: how the root's clients order versions.
@@ -230,7 +233,32 @@ pub async fn prune_root(
         .await
         .map_err(|source| PruneError::State { root: root.to_string(), source })?
         .ok_or_else(|| PruneError::NoState(root.to_string()))?;
-    let (kept, pruned) = select(root.kind(), &state, policy, now);
+    let (mut kept, selected) = select(root.kind(), &state, policy, now);
+    // A version whose files a kept channel version still names stays: a rollback needs them.
+    let keys: Vec<String> =
+        selected.iter().flat_map(|v| &v.files).map(|f| format!("{}{}", root.as_str(), root.file_path(f))).collect();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let held = crate::ops::versions::holders(store, &refs)
+        .await
+        .map_err(|source| PruneError::Versions { root: root.to_string(), source })?;
+    let mut pruned = Vec::new();
+    for mut version in selected {
+        let named: Vec<String> = version
+            .files
+            .iter()
+            .filter_map(|f| held.get(&format!("{}{}", root.as_str(), root.file_path(f))))
+            .flatten()
+            .map(ToString::to_string)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if named.is_empty() {
+            pruned.push(version);
+        } else {
+            version.kept_because = named.into_iter().map(|h| format!("named by {h}")).collect();
+            kept.push(version);
+        }
+    }
     let mut report = PruneReport {
         root: root.to_string(),
         kind: root.kind(),

@@ -1,0 +1,229 @@
+//! Channel versions (`quarry channel history|rollback`): a channel promoted with 7.1.0, then
+//! 7.1.1, then rolled back installs 7.1.0 again with real pip through `quarry serve`, and no
+//! page names a 7.1.1 file; readers fetching pages while a promotion and a rollback run never
+//! see two versions at once; history lists the versions with the current one marked; a file a
+//! kept version names cannot be deleted. Through the CloudFront Function under node over moto
+//! (`tests/cdn/edge.mjs` with a stand-in `cloudfront` module serving the KeyValueStore from a
+//! JSON file) as well.
+
+use std::path::Path;
+use std::process::Output;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use quarry_tests::native::text;
+use quarry_tests::{TestServer, WheelSpec, assert_success, installed, pip_install, plant, quarry_bin, run};
+
+async fn quarry(args: &[&str]) -> Output {
+    let mut cmd = tokio::process::Command::new(quarry_bin());
+    cmd.args(args).env_remove("QUARRY_GRACE_SECONDS").env_remove("QUARRY_CONFIG").env_remove("QUARRY_SIGNING_KEY");
+    run(cmd, Duration::from_secs(300)).await
+}
+
+/// Two projects released together, so a reader can tell one version of the channel from two.
+fn release(store: &Path, run: u32, version: &str) {
+    for name in ["chan-demo", "chan-extra"] {
+        let wheel = WheelSpec::new(name, version);
+        plant(store, &format!("{run}-linux/python/{}", wheel.filename()), &wheel.build());
+    }
+}
+
+async fn promote(store: &str, run: u32) -> Output {
+    quarry(&["promote", "--from", &format!("{run}-linux"), "--to", "nightly", "--kinds", "pip", "--store", store]).await
+}
+
+/// The `7.1.x` versions a page names.
+fn versions_named(page: &str) -> Vec<String> {
+    let mut out: Vec<String> = ["7.1.0", "7.1.1", "7.1.2"]
+        .iter()
+        .filter(|v| page.contains(&format!("-{v}-py3")))
+        .map(|v| (*v).to_owned())
+        .collect();
+    out.dedup();
+    out
+}
+
+async fn page(client: &reqwest::Client, url: &str) -> String {
+    let response = client.get(url).send().await.unwrap();
+    assert!(response.status().is_success(), "GET {url}: {}", response.status());
+    response.text().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollback_switches_pip_back_and_readers_never_see_two_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().to_path_buf();
+    let s = store.display().to_string();
+    release(&store, 700, "7.1.0");
+    release(&store, 701, "7.1.1");
+    release(&store, 702, "7.1.2");
+    assert_success(&quarry(&["index", &s]).await, "quarry index");
+    assert_success(&promote(&s, 700).await, "promote 7.1.0");
+    let out = promote(&s, 701).await;
+    assert_success(&out, "promote 7.1.1");
+    assert!(text(&out).contains("version 2 of nightly is current"), "{}", text(&out));
+
+    let server = TestServer::start_in_store(dir).await;
+    let index = format!("{}nightly/python/simple/", server.url);
+    let pip = |version: &'static str| {
+        let index = index.clone();
+        async move {
+            let tmp = tempfile::tempdir().unwrap();
+            let out = pip_install(&["--index-url", &index, "chan-demo"], tmp.path()).await;
+            assert_success(&out, "pip install chan-demo");
+            assert_eq!(installed(tmp.path()), [format!("chan_demo-{version}.dist-info")]);
+        }
+    };
+    pip("7.1.1").await;
+
+    let out = quarry(&["channel", "rollback", "nightly", "--store", &s, "--json"]).await;
+    assert_success(&out, "quarry channel rollback");
+    let switched: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((switched["from"].as_u64(), switched["to"].as_u64()), (Some(2), Some(1)), "{switched}");
+    assert_eq!(switched["kvs_key"], "/nightly/");
+    // The resolver trusts a pointer for a second.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    pip("7.1.0").await;
+    for url in [index.clone(), format!("{index}chan-demo/"), format!("{index}chan-extra/")] {
+        let body = page(&server.client, &url).await;
+        assert!(!body.contains("7.1.1"), "{url} names a 7.1.1 file after the rollback:\n{body}");
+    }
+    let json = server
+        .client
+        .get(format!("{index}chan-demo/"))
+        .header("accept", "application/vnd.pypi.simple.v1+json")
+        .send()
+        .await
+        .unwrap();
+    assert!(!json.text().await.unwrap().contains("7.1.1"), "the JSON page names 7.1.1 after the rollback");
+
+    // The rolled-back version's files are held: a kept version names them.
+    let held = "nightly/python/chan_demo-7.1.1-py3-none-any.whl";
+    let mut delete = tokio::process::Command::new(quarry_bin());
+    delete.args(["delete", &format!("{}{held}", server.url)]).env("QUARRY_TOKEN", quarry_tests::TOKEN);
+    let out = run(delete, Duration::from_secs(60)).await;
+    assert!(!out.status.success(), "a file a kept version names was deleted");
+    assert!(text(&out).contains("version 2 of channel nightly"), "{}", text(&out));
+    assert!(store.join(held).is_file());
+
+    // Readers during a promotion and two rollbacks: every pass (both projects' pages, the
+    // first again to tell a pass that straddled a switch) sees one version of the channel.
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = tokio::spawn({
+        let (client, index, done) = (server.client.clone(), index.clone(), done.clone());
+        async move {
+            let (mut passes, mut straddled) = (0u32, 0u32);
+            for _ in 0..100_000 {
+                if done.load(Ordering::SeqCst) {
+                    break;
+                }
+                let first = versions_named(&page(&client, &format!("{index}chan-demo/")).await);
+                let second = versions_named(&page(&client, &format!("{index}chan-extra/")).await);
+                let again = versions_named(&page(&client, &format!("{index}chan-demo/")).await);
+                if first != again {
+                    straddled += 1;
+                    continue;
+                }
+                assert_eq!(first, second, "one pass saw two versions of the channel");
+                passes += 1;
+            }
+            (passes, straddled)
+        }
+    });
+    assert_success(&promote(&s, 702).await, "promote 7.1.2");
+    assert_success(&quarry(&["channel", "rollback", "nightly", "--store", &s]).await, "rollback to 1");
+    assert_success(&quarry(&["channel", "rollback", "nightly", "--to", "3", "--store", &s]).await, "to 3");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    done.store(true, Ordering::SeqCst);
+    let (passes, straddled) = reader.await.unwrap();
+    assert!(passes > 10, "only {passes} consistent passes ({straddled} straddled a switch)");
+    pip("7.1.2").await;
+
+    let out = quarry(&["channel", "history", "nightly", "--store", &s, "--json"]).await;
+    assert_success(&out, "quarry channel history");
+    let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(history["current"], 3, "{history:#}");
+    let from: Vec<&str> = history["versions"].as_array().unwrap().iter().map(|v| v["from"].as_str().unwrap()).collect();
+    assert_eq!(from, ["700-linux", "701-linux", "702-linux"]);
+    let out = quarry(&["channel", "history", "nightly", "--store", &s]).await;
+    assert!(text(&out).lines().next().unwrap_or_default().starts_with("*    3"), "{}", text(&out));
+
+    // Bad input is named: no such version, no such channel.
+    let out = quarry(&["channel", "rollback", "nightly", "--to", "9", "--store", &s]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("no version 9"), "{}", text(&out));
+    let out = quarry(&["channel", "history", "weekly", "--store", &s]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("weekly/ has no versions"), "{}", text(&out));
+}
+
+/// On S3 behind the CDN: the CloudFront Function under node, its KeyValueStore a JSON file the
+/// test writes with the key and value `quarry channel rollback` prints (the deploy's
+/// `aws cloudfront-keyvaluestore put-key`), over moto.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollback_through_the_cloudfront_function_over_s3() {
+    use quarry_store::{Key, PutOptions, S3Store, StoreExt};
+    use quarry_tests::s3::{S3Server, create_public_bucket, s3_client};
+
+    let server = S3Server::start_moto().await;
+    let client = s3_client(&server);
+    create_public_bucket(&client, "releases").await;
+    let store = S3Store::from_client(client.clone(), "releases", "ci/");
+    for (run, version) in [(700, "7.1.0"), (701, "7.1.1")] {
+        for name in ["chan-demo", "chan-extra"] {
+            let wheel = WheelSpec::new(name, version);
+            let key = Key::new(format!("{run}-linux/python/{}", wheel.filename())).unwrap();
+            store.put_bytes(&key, wheel.build().into(), PutOptions::default()).await.unwrap();
+        }
+    }
+    let s3 = "s3://releases/ci/";
+    let quarry_s3 = |args: Vec<String>| {
+        let env = server.client_env();
+        async move {
+            let mut cmd = tokio::process::Command::new(quarry_bin());
+            cmd.args(&args).envs(env).env_remove("QUARRY_CONFIG");
+            run(cmd, Duration::from_secs(300)).await
+        }
+    };
+    let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert_success(&quarry_s3(args(&["index", s3])).await, "quarry index s3://");
+    for run in ["700-linux", "701-linux"] {
+        let out =
+            quarry_s3(args(&["promote", "--from", run, "--to", "nightly", "--kinds", "pip", "--store", s3])).await;
+        assert_success(&out, "quarry promote s3://");
+    }
+
+    let tmp = tempfile::tempdir().unwrap();
+    let kvs = tmp.path().join("kvs.json");
+    std::fs::write(&kvs, r#"{"/ci/nightly/": "2"}"#).unwrap();
+    let edge = crate::cdn::Edge::start_with_kvs(&format!("{}/releases", server.endpoint), Some(&kvs)).await;
+    let index = format!("{}/ci/nightly/python/simple/", edge.url);
+    let pip = |version: &'static str| {
+        let index = index.clone();
+        async move {
+            let target = tempfile::tempdir().unwrap();
+            let out = pip_install(&["--index-url", &index, "chan-demo"], target.path()).await;
+            assert_success(&out, "pip install through the edge");
+            assert_eq!(installed(target.path()), [format!("chan_demo-{version}.dist-info")]);
+        }
+    };
+    pip("7.1.1").await;
+
+    let out = quarry_s3(args(&["channel", "rollback", "nightly", "--store", s3, "--json"])).await;
+    assert_success(&out, "quarry channel rollback s3://");
+    let switched: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(switched["kvs_key"], "/ci/nightly/", "{switched}");
+    let entry = serde_json::json!({ switched["kvs_key"].as_str().unwrap(): switched["kvs_value"] });
+    std::fs::write(&kvs, entry.to_string()).unwrap();
+    pip("7.1.0").await;
+    let http = reqwest::Client::new();
+    for url in [index.clone(), format!("{index}chan-demo/"), format!("{index}chan-extra/")] {
+        let body = page(&http, &url).await;
+        assert!(body.contains("7.1.0") || url == index, "{url}:\n{body}");
+        assert!(!body.contains("7.1.1"), "{url} names a 7.1.1 file after the rollback:\n{body}");
+    }
+    let log = edge.log();
+    assert!(log.contains("/ci/nightly/.versions/1/python/simple/chan-demo/index.html 200"), "{log}");
+    server.stop().await;
+}
