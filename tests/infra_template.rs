@@ -1,6 +1,6 @@
 //! `infra/template.yaml` against the code it deploys: the EventBridge filter fires for every
 //! key layout the indexer handles and for none of the keys the indexer writes (found by running
-//! the real indexer), the function deploys the directory `scripts/lambda-build` fills (the
+//! the real indexer) or the audit log's objects, the function deploys the directory `scripts/lambda-build` fills (the
 //! bootstrap `tests/lambda_emulator.rs` runs), and the wiring the handler relies on is there.
 //! The template is read with cfn-lint's own YAML loader (CloudFormation tags included).
 
@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use quarry_index::audit_log::{self, AuditAction, AuditEntry, AuditOutcome};
 use quarry_lambda_indexer::classify;
 use quarry_store::{Key, MemoryStore, PutOptions, StoreExt};
 use quarry_tests::{WheelSpec, run, venv, workspace_root};
@@ -127,6 +128,25 @@ async fn event_filters_cover_what_the_indexer_handles_and_skip_what_it_writes() 
         all.objects.iter().map(|o| o.key.to_string()).filter(|k| !uploaded.contains(k)).collect();
     assert!(written.iter().any(|k| k.ends_with(".metadata")) && written.iter().any(|k| k.ends_with("index.json")));
     assert!(written.iter().any(|k| k.ends_with(".quarry-listing.json")), "{written:?}");
+    // The audit log's objects (one beside every write, refusals too): no event, no scope.
+    let mut audited = Vec::new();
+    for (key, outcome) in [
+        (HANDLED[0], AuditOutcome::Ok),
+        ("12345678901-linux/logs/gfx94X-dcgpu/build.log", AuditOutcome::Ok),
+        ("12345678901-", AuditOutcome::Ok),
+        ("../escape.whl", AuditOutcome::Refused),
+    ] {
+        let entry = AuditEntry::now(AuditAction::Upload, "ci", key, outcome);
+        audited.push(audit_log::append(store.as_ref(), &entry).await.unwrap().to_string());
+    }
+    for prefix in ["", "ROCm-TheRock/"] {
+        let patterns = key_patterns(&template, prefix);
+        for key in &audited {
+            assert_eq!(classify(key).unwrap(), None, "the indexer would react to the audit log's {key}");
+            let full = format!("{prefix}{key}");
+            assert!(!fires(&patterns, &full), "an event would fire for the audit log's {full}");
+        }
+    }
     for prefix in ["", "ROCm-TheRock/"] {
         let patterns = key_patterns(&template, prefix);
         for key in &written {

@@ -276,6 +276,16 @@ impl Setup {
         (response.status().as_u16(), response.text().await.unwrap())
     }
 
+    /// The store's audit log as `quarry audit --store S --json` reads it: its entries.
+    async fn audit(&self) -> Vec<Value> {
+        let mut cmd = tokio::process::Command::new(quarry_bin());
+        cmd.args(["audit", "--json", "--store"]).arg(self.tmp.path().join("store"));
+        let out = run(cmd, Duration::from_secs(60)).await;
+        assert_success(&out, "quarry audit --store");
+        let log: Value = serde_json::from_slice(&out.stdout).expect("quarry audit --json answers JSON");
+        log["entries"].as_array().cloned().unwrap_or_default()
+    }
+
     fn stored(&self, key: &str) -> bool {
         self.tmp.path().join("store").join(key).is_file()
     }
@@ -387,6 +397,33 @@ async fn a_minted_token_writes_its_run_only_and_twine_uploads_with_it() {
     assert!(!out.status.success() && text(&out).contains("403"), "twine outside the run: {}", text(&out));
     let out = run(upload(setup.run_url(RUN_ID), format!("{token}x")), Duration::from_secs(120)).await;
     assert!(!out.status.success() && text(&out).contains("401"), "a token not minted: {}", text(&out));
+
+    // The audit log holds the mint and each write of the minted token under the OIDC identity
+    // (repository, workflow, run, actor), not under a token's name.
+    let log = setup.audit().await;
+    let shown = serde_json::to_string_pretty(&log).unwrap();
+    let of = |action: &str, key: &str, outcome: &str| {
+        log.iter()
+            .filter(|e| e["action"] == action && e["key"] == key && e["outcome"] == outcome)
+            .map(|e| e["identity"].as_str().unwrap_or("").to_owned())
+            .collect::<Vec<_>>()
+    };
+    let identity = format!(
+        "oidc ROCm/TheRock workflow ROCm/TheRock/.github/workflows/release.yml@refs/heads/main \
+         environment release run {RUN_ID} attempt 1 actor octocat"
+    );
+    assert_eq!(of("mint", &format!("{RUN_ID}-"), "ok"), [identity.as_str()], "one mint, scoped to the run: {shown}");
+    for spec in [&other, &spec] {
+        let key = format!("{RUN_ID}-linux/python/{}", spec.filename());
+        assert_eq!(of("upload", &key, "ok"), [identity.as_str()], "{key}: {shown}");
+        let entry = log.iter().find(|e| e["action"] == "upload" && e["key"] == key.as_str()).unwrap();
+        assert_eq!(entry["sha256"].as_str().map(str::len), Some(64), "{entry}");
+    }
+    let denied: Vec<_> = log.iter().filter(|e| e["action"] == "upload" && e["outcome"] == "denied").collect();
+    assert!(
+        denied.len() >= 3 && denied.iter().all(|e| e["identity"] == identity.as_str()),
+        "the writes outside the run are recorded as denied, under the same identity: {shown}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -474,6 +511,25 @@ async fn bad_tokens_are_refused_with_the_reason() {
         assert!(description.contains("key \"key-made-up\" is not among the keys"), "{description}");
     }
     assert_eq!(issuer.asked("/.well-known/jwks"), 2, "an unknown kid refetches at most once per interval");
+
+    // The audit log: a verified token matching no rule is a refused mint under the identity it
+    // names, with the reason; a token that does not verify names nobody and records nothing.
+    let log = setup.audit().await;
+    let shown = serde_json::to_string_pretty(&log).unwrap();
+    let mints: Vec<_> = log.iter().filter(|e| e["action"] == "mint").collect();
+    let refused: Vec<_> = mints.iter().filter(|e| e["outcome"] == "refused").collect();
+    let publisher_refusals = cases.iter().filter(|c| c.2 == "invalid-publisher").count();
+    assert_eq!(refused.len(), publisher_refusals, "{shown}");
+    assert_eq!(mints.len(), publisher_refusals + 1, "and the mint with the rotated key: {shown}");
+    let another_repository = refused
+        .iter()
+        .find(|e| e["identity"].as_str().is_some_and(|i| i.starts_with("oidc someone/TheRock ")))
+        .unwrap_or_else(|| panic!("the refusal names the repository: {shown}"));
+    let detail = another_repository["detail"].as_str().unwrap_or("");
+    assert!(detail.contains("claim repository \"someone/TheRock\" differs"), "{detail}");
+    assert!(another_repository["identity"].as_str().unwrap().contains(&format!("run {RUN_ID} ")), "{shown}");
+    let ok = mints.iter().find(|e| e["outcome"] == "ok").unwrap();
+    assert_eq!(ok["key"], format!("{RUN_ID}-"), "{shown}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

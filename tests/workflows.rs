@@ -24,6 +24,11 @@
 //! - The build and orchestration workflows declare seed 000's inputs (the multi-arch Windows CI
 //!   design), with its types.
 //!
+//! - Package uploads to a Quarry server (`quarry upload --to "${QUARRY_SERVER_URL…}"`) use
+//!   trusted publishing: their job has `id-token: write`, and neither the step, its job nor the
+//!   command passes a token (no `secrets.`, `QUARRY_TOKEN`, `--token-file`); each has the S3
+//!   upload beside it for when no server is set.
+//!
 //! The YAML checks each have a broken counterpart that must be flagged.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -618,4 +623,84 @@ fn the_build_and_orchestration_workflows_take_the_seed_inputs() {
         missing.contains(&"expect_failure: boolean".to_owned())
             && !missing.iter().any(|m| m.starts_with("artifact_group"))
     );
+}
+
+/// A step's text that could carry a secret: its `run`, `with` and `env`, as YAML.
+fn step_text(y: &Yaml) -> String {
+    let mut out = String::new();
+    let mut emitter = yaml_rust2::YamlEmitter::new(&mut out);
+    emitter.dump(y).unwrap();
+    out
+}
+
+/// The problems of the server uploads of `doc` (named `file`): a `quarry upload --to` a Quarry
+/// server whose job lacks `id-token: write`, or that passes a token; and how many there are.
+fn server_upload_problems(doc: &Yaml, file: &str) -> (usize, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut uploads = 0;
+    let workflow_level = permissions(&doc["permissions"], file);
+    for (id, job) in entries(&doc["jobs"]) {
+        let place = format!("{file} job {id}");
+        let granted = permissions(&job["permissions"], &place).or_else(|| workflow_level.clone());
+        let steps = job["steps"].as_vec().cloned().unwrap_or_default();
+        let to_server = |step: &Yaml| {
+            let run = step["run"].as_str().unwrap_or("");
+            run.contains("quarry upload") && run.contains("--to") && run.contains("QUARRY_SERVER_URL")
+        };
+        let server_steps: Vec<&Yaml> = steps.iter().filter(|s| to_server(s)).collect();
+        if server_steps.is_empty() {
+            continue;
+        }
+        uploads += server_steps.len();
+        if granted.as_ref().and_then(|p| p.get("id-token")) != Some(&2) {
+            problems.push(format!("{place}: uploads to a Quarry server without `id-token: write` to mint a token"));
+        }
+        let job_env = step_text(&job["env"]);
+        for step in server_steps {
+            let name = step["name"].as_str().unwrap_or("(unnamed step)");
+            let text = format!("{job_env}\n{}", step_text(step));
+            for secret in ["secrets.", "QUARRY_TOKEN", "--token-file", "github.token"] {
+                if text.contains(secret) {
+                    problems.push(format!(
+                        "{place} step {name:?}: passes a token ({secret}); trusted publishing needs none"
+                    ));
+                }
+            }
+        }
+        let s3 = steps.iter().any(|s| {
+            let run = s["run"].as_str().unwrap_or("");
+            run.contains("quarry upload") && !run.contains("--to")
+        });
+        if !s3 {
+            problems.push(format!("{place}: no S3 upload for when no Quarry server is set"));
+        }
+    }
+    (uploads, problems)
+}
+
+#[test]
+fn uploads_to_a_quarry_server_mint_their_token_and_pass_none() {
+    let mut uploads = 0;
+    for path in workflow_files(&workflows_dir()) {
+        let file = path.file_name().unwrap().to_str().unwrap().to_owned();
+        let (found, problems) = server_upload_problems(&load(&path), &file);
+        assert!(problems.is_empty(), "{problems:#?}");
+        uploads += found;
+    }
+    assert!(uploads >= 1, "a workflow uploads the Python packages to a Quarry server");
+
+    // And the check sees a job without id-token, a token passed, and no S3 fallback.
+    let broken = YamlLoader::load_from_str(
+        "permissions:\n  contents: read\njobs:\n  up:\n    runs-on: ubuntu-24.04\n    env:\n      \
+         QUARRY_TOKEN: ${{ secrets.QUARRY_TOKEN }}\n    steps:\n      - name: Upload\n        run: quarry upload \
+         --to \"${QUARRY_SERVER_URL}/1-linux/python/\" dist/\n",
+    )
+    .unwrap()
+    .remove(0);
+    let (found, problems) = server_upload_problems(&broken, "broken.yml");
+    assert_eq!(found, 1);
+    assert!(problems.iter().any(|p| p.contains("without `id-token: write`")), "{problems:#?}");
+    assert!(problems.iter().any(|p| p.contains("passes a token (secrets.)")), "{problems:#?}");
+    assert!(problems.iter().any(|p| p.contains("passes a token (QUARRY_TOKEN)")), "{problems:#?}");
+    assert!(problems.iter().any(|p| p.contains("no S3 upload")), "{problems:#?}");
 }

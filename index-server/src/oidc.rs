@@ -14,6 +14,11 @@
 //!   expired, another audience, unknown key, bad signature, …), `invalid-publisher` (the closest
 //!   rule's first differing claim).
 //!
+//! Each mint a verified token asked is recorded in the audit log (`audit`) as action `mint`
+//! under the token's [`Identity`] (repository, workflow, run, actor): key the minted prefix and
+//! outcome `ok`, or outcome `refused` with the reason when no rule matched. A token that does
+//! not verify names nobody and records nothing (anyone could send those, and fill the store).
+//!
 //! Minted tokens live in memory only (`auth::MintedTokens`: at most `MAX_MINTED`, expired ones
 //! dropped, kept by the SHA-256 of their secret), so a restart ends them; they pass through the
 //! same scope check as the static tokens (`auth`).
@@ -26,6 +31,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use quarry_index::audit_log::{AuditAction, AuditEntry, AuditOutcome};
 use quarry_oidc::{CachePolicy, Identity, Rule, Verifier};
 use serde_json::json;
 
@@ -83,6 +89,21 @@ impl quarry_oidc::Fetch for HttpFetch {
     }
 }
 
+/// Why a mint was refused: warehouse's code, the description, and whom the token named when it
+/// verified (a refusal the audit log records).
+#[derive(Debug)]
+struct Refusal {
+    code: &'static str,
+    why: String,
+    identity: Option<Identity>,
+}
+
+impl Refusal {
+    fn new(code: &'static str, why: String, identity: Option<Identity>) -> Self {
+        Self { code, why, identity }
+    }
+}
+
 /// The rules, the verifier and the minted tokens.
 #[derive(Debug)]
 pub struct TrustedPublishing {
@@ -109,14 +130,15 @@ impl TrustedPublishing {
         &self.minted
     }
 
-    /// An upload token for the OIDC `token` at `now`, or the refusal (code, description).
-    async fn mint(&self, token: &str, now: SystemTime) -> Result<(Token, u64), (&'static str, String)> {
+    /// An upload token for the OIDC `token` at `now`, or the refusal.
+    async fn mint(&self, token: &str, now: SystemTime) -> Result<(Token, u64), Refusal> {
         let seconds = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let claims = self
             .verifier
             .verify(token, seconds)
             .await
-            .map_err(|e| ("invalid-token", format!("malformed or invalid token: {e}")))?;
+            .map_err(|e| Refusal::new("invalid-token", format!("malformed or invalid token: {e}"), None))?;
+        let identity = Identity::of(&claims);
         let rule = match quarry_oidc::rules::find(&self.rules, &claims) {
             Ok(rule) => rule,
             Err(mismatch) => {
@@ -127,19 +149,22 @@ impl TrustedPublishing {
                     }
                     None => "no [[trusted_publisher]] rules".to_owned(),
                 };
-                return Err(("invalid-publisher", format!("valid token, but no corresponding publisher: {why}")));
+                let why = format!("valid token, but no corresponding publisher: {why}");
+                return Err(Refusal::new("invalid-publisher", why, Some(identity)));
             }
         };
-        let prefix = rule.prefix.render(&claims).map_err(|e| {
-            (
-                "invalid-publisher",
-                format!("valid token, but it cannot be scoped by the rule of line {}: {e}", rule.line),
-            )
-        })?;
+        let prefix = match rule.prefix.render(&claims) {
+            Ok(prefix) => prefix,
+            Err(e) => {
+                let why = format!("valid token, but it cannot be scoped by the rule of line {}: {e}", rule.line);
+                return Err(Refusal::new("invalid-publisher", why, Some(identity)));
+            }
+        };
         let mut random = [0u8; 32];
-        getrandom::fill(&mut random).map_err(|_| ("internal", "no randomness for a token".to_owned()))?;
+        getrandom::fill(&mut random)
+            .map_err(|_| Refusal::new("internal", "no randomness for a token".to_owned(), Some(identity.clone())))?;
         let secret = format!("quarry-oidc-{}", hex::encode(random));
-        let minted = Token::minted(secret, prefix, Identity::of(&claims));
+        let minted = Token::minted(secret, prefix, identity);
         let expires = seconds + MINTED_LIFETIME.as_secs();
         self.minted.insert(minted.clone(), now + MINTED_LIFETIME);
         Ok((minted, expires))
@@ -190,14 +215,27 @@ pub(crate) async fn mint_token(State(state): State<AppState>, body: Body) -> Res
     };
     match tp.mint(&request.token, SystemTime::now()).await {
         Ok((token, expires)) => {
-            let identity = token.oidc_identity().map(ToString::to_string).unwrap_or_default();
-            tracing::info!(%identity, scope = ?token.prefixes(), expires, "minted an upload token");
+            let identity = token.identity();
+            let scope = token.prefixes().join(" ");
+            tracing::info!(%identity, %scope, expires, "minted an upload token");
+            let until = i64::try_from(expires).ok().and_then(|s| jiff::Timestamp::from_second(s).ok());
+            let detail = until.map(|t| format!("expires {}", quarry_index::audit_log::stamp(t)));
+            let entry = AuditEntry::now(AuditAction::Mint, &identity, &scope, AuditOutcome::Ok).detail(detail);
+            crate::audit::record(&state, entry).await;
             Json(json!({"success": true, "token": token.secret(), "expires": expires})).into_response()
         }
-        Err(("internal", why)) => crate::AppError::Internal(why).into_response(),
-        Err((code, why)) => {
-            tracing::info!(code, reason = %why, "refused to mint an upload token");
-            invalid(code, &why)
+        Err(refusal) => {
+            if let Some(identity) = &refusal.identity {
+                let outcome = if refusal.code == "internal" { AuditOutcome::Failed } else { AuditOutcome::Refused };
+                let entry = AuditEntry::now(AuditAction::Mint, &identity.to_string(), "", outcome)
+                    .detail(Some(format!("{}: {}", refusal.code, refusal.why)));
+                crate::audit::record(&state, entry).await;
+            }
+            if refusal.code == "internal" {
+                return crate::AppError::Internal(refusal.why).into_response();
+            }
+            tracing::info!(code = refusal.code, reason = %refusal.why, "refused to mint an upload token");
+            invalid(refusal.code, &refusal.why)
         }
     }
 }

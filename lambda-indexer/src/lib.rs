@@ -9,7 +9,9 @@
 //! `QUARRY_BUCKET`, is a misrouted event and fails its record. Each key is mapped to what
 //! it makes stale ([`Scope`]: its repo root, or its run listing and the parent listings); keys
 //! the indexer writes itself (pages, sidecars, state) are in no scope, so the Lambda never
-//! triggers itself. All records of one invocation are coalesced: each scope is refreshed
+//! triggers itself, and neither are the audit log's objects (`.quarry-audit/…`, written beside
+//! every upload: the template's event rule does not match them, and should an event name one,
+//! it is ignored). All records of one invocation are coalesced: each scope is refreshed
 //! once, through [`Indexer::refresh`] (a root's projects one after another, roots
 //! concurrently, then each run's listings deepest first).
 //!
@@ -32,6 +34,7 @@ use std::time::Instant;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use futures_util::StreamExt;
+use quarry_index::audit_log;
 use quarry_index::reconcile::{Cursor, reconcile_scopes};
 use quarry_index::{IndexConfig, Indexer, Refreshed, Scope};
 use quarry_store::{Key, Store, StoreExt};
@@ -108,7 +111,19 @@ pub struct ObjectChange {
 /// trigger it.
 pub fn classify(key: &str) -> Result<Option<Scope>, String> {
     let key = Key::new(key).map_err(|e| e.to_string())?;
+    if audit_log::is_audit_path(key.as_str()) {
+        return Ok(None);
+    }
     Ok(Scope::for_key(&key))
+}
+
+/// Every scope a change at `key` makes stale ([`Scope::affected_by`]); none for the audit log's
+/// objects (`.quarry-audit/…`, one per write: no package, no listing).
+pub fn affected_by(key: &Key) -> Vec<Scope> {
+    if audit_log::is_audit_path(key.as_str()) {
+        return Vec::new();
+    }
+    Scope::affected_by(key)
 }
 
 /// Decode an object key as S3 notifications carry it (form-encoded: `+` for space, `%XX`).
@@ -444,7 +459,7 @@ impl<S: Stores> Handler<S> {
         let Some(key) = change.key.strip_prefix(&prefix) else {
             return Err(format!("the key is outside the key prefix {prefix:?} (QUARRY_KEY_PREFIX)"));
         };
-        Ok(Key::new(key).map(|key| Scope::affected_by(&key)).map_err(|e| e.to_string()))
+        Ok(Key::new(key).map(|key| affected_by(&key)).map_err(|e| e.to_string()))
     }
 
     /// Refresh every root and listing the changes touch, once each.
@@ -574,6 +589,15 @@ mod tests {
             assert_eq!(root(own), None, "{own}");
         }
         assert!(classify("1-linux/python/../x.whl").is_err());
+        for audit in [
+            ".quarry-audit/1-linux/python/a-1.0-py3-none-any.whl/20260102T030405.123456Z-ab12cd34ef.json",
+            ".quarry-audit/1-linux/python/20260102T030405.123456Z-ab12cd34ef.json",
+            ".quarry-audit/20260102T030405.123456Z-ab12cd34ef.json",
+            ".quarry-audit/1-linux/python/a-1.0-py3-none-any.whl",
+            ".QUARRY-AUDIT/1-linux/logs/build.log",
+        ] {
+            assert_eq!(root(audit), None, "{audit}");
+        }
         assert!(classify("").is_err());
     }
 }

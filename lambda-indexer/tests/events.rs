@@ -353,3 +353,30 @@ async fn events_for_another_bucket_fail_their_record() {
     handler.handle(s3_records("ci", &["5-linux/python/mine-1.0-py3-none-any.whl"])).await.unwrap();
     assert!(page(mine.as_ref(), "5-linux/python/index.html").await.contains("mine-1.0"));
 }
+
+/// The audit log's objects (`.quarry-audit/…`, written by `quarry serve` and the CLI beside
+/// every write) are no package and no listing: an event for one (a misrouted notification, a
+/// broader rule) is ignored, and nothing is indexed or written for it.
+#[tokio::test]
+async fn audit_log_objects_are_ignored() {
+    use quarry_index::audit_log::{self, AuditAction, AuditEntry, AuditOutcome};
+    let handler = Handler::new(Buckets::default());
+    let store = handler_store(&handler, "ci");
+    let spec = WheelSpec::new("audited", "1.0");
+    land(store.as_ref(), "7-linux/python/", &spec).await;
+    let file = format!("7-linux/python/{}", spec.filename());
+    let mut keys = Vec::new();
+    for (key, outcome) in [(file.as_str(), AuditOutcome::Ok), ("7-", AuditOutcome::Ok), ("../x", AuditOutcome::Refused)]
+    {
+        let entry = AuditEntry::now(AuditAction::Upload, "ci", key, outcome);
+        keys.push(audit_log::append(store.as_ref(), &entry).await.unwrap().to_string());
+    }
+    assert!(keys.iter().all(|k| k.starts_with(".quarry-audit/")), "{keys:?}");
+    let before = store.list_all("", false).await.unwrap().objects.len();
+    let shown: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let answer = handler.handle(s3_records("ci", &shown)).await.unwrap();
+    assert_eq!(answer["reindexed"], serde_json::json!([]), "{answer}");
+    assert_eq!(answer["ignored"], keys.len(), "{answer}");
+    assert_eq!(answer["skipped"], serde_json::json!([]), "{answer}");
+    assert_eq!(store.list_all("", false).await.unwrap().objects.len(), before, "nothing written");
+}
