@@ -28,7 +28,7 @@ pub(crate) fn outcome_of(error: &AppError) -> Option<AuditOutcome> {
 
 /// Who the request's credentials name, if they are a valid write token.
 pub(crate) fn identity(state: &AppState, headers: &HeaderMap, auth: WriteAuth) -> Option<String> {
-    state.access.writer(headers, auth).ok().map(crate::Token::identity)
+    state.access.writer(headers, auth).ok().map(|t| t.identity())
 }
 
 /// Record `entry` in the store's log (a failure is logged: the write is done).

@@ -264,6 +264,8 @@ pub struct Shared {
     tls: Option<tls::Tls>,
     /// Trusted publishing ([`oidc`]); none: not configured.
     oidc: Option<Arc<oidc::TrustedPublishing>>,
+    /// `quarry.toml`'s `[layout]`: which prefixes are roots, for the indexer and the pages.
+    layout: Arc<quarry_layout::config::Layout>,
 }
 
 impl AppState {
@@ -272,7 +274,9 @@ impl AppState {
     pub fn new(store: Arc<dyn Store>, tokens: Vec<String>) -> Self {
         let counting = Arc::new(CountingStore::new(store));
         let store: Arc<dyn Store> = counting.clone();
-        let coalescer = Coalescer::new(Indexer::new(store.clone()));
+        // The default layout (runs only) until `with_layout` gives the configured one.
+        let layout = Arc::new(quarry_layout::config::Layout::default());
+        let coalescer = Coalescer::new(Indexer::new(store.clone(), layout.clone()));
         let tokens = tokens.into_iter().filter(|t| !t.is_empty()).map(Token::unscoped).collect();
         Self(Arc::new(Shared {
             store,
@@ -290,6 +294,7 @@ impl AppState {
             memo: Arc::default(),
             tls: None,
             oidc: None,
+            layout,
         }))
     }
 
@@ -301,9 +306,26 @@ impl AppState {
     /// Publish apt/dnf metadata with `config` (signing key, Release fields, grace period).
     #[must_use]
     pub fn with_index_config(mut self, config: quarry_index::IndexConfig) -> Self {
-        let indexer = Indexer::new(self.store.clone()).with_config(config);
+        let indexer = Indexer::new(self.store.clone(), self.layout.clone()).with_config(config);
         self.shared().coalescer = Coalescer::new(indexer);
         self
+    }
+
+    /// Lay roots out as `layout` does (`quarry.toml`'s `[layout]`): the indexer's roots and
+    /// views, and the pages' channels.
+    #[must_use]
+    pub fn with_layout(mut self, layout: Arc<quarry_layout::config::Layout>) -> Self {
+        let config = self.coalescer.indexer().config().clone();
+        let indexer = Indexer::new(self.store.clone(), layout.clone()).with_config(config);
+        let shared = self.shared();
+        shared.coalescer = Coalescer::new(indexer);
+        shared.layout = layout;
+        self
+    }
+
+    /// The layout the server indexes and browses with.
+    pub fn layout(&self) -> &quarry_layout::config::Layout {
+        &self.layout
     }
 
     /// Replace the tokens (each possibly scoped to key prefixes).

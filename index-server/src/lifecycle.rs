@@ -68,7 +68,7 @@ async fn change(
     let identity = token.identity();
     let raw = uri.path().strip_prefix(route).unwrap_or_default();
     let result = match decode_path(raw) {
-        Ok(path) => act(state, token, &path, what, reason).await.map_err(|e| (path, e)),
+        Ok(path) => act(state, &token, &path, what, reason).await.map_err(|e| (path, e)),
         Err(e) => Err((raw.to_owned(), e)),
     };
     let entry = match &result {
