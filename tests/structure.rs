@@ -467,7 +467,8 @@ fn layout_globals(root: &Path) -> Vec<String> {
         }
         let text = std::fs::read_to_string(&file).expect("reading a source file");
         for (n, line) in shipped(&text).lines().enumerate() {
-            let global = (line.contains("static ") || line.contains("OnceLock<") || line.contains("LazyLock<"))
+            let item = line.trim_start().trim_start_matches("pub ").trim_start_matches("pub(crate) ");
+            let global = (item.starts_with("static ") || line.contains("OnceLock<") || line.contains("LazyLock<"))
                 && line.contains("Layout");
             let accessor = ["configured()", "config::install(", "layout::current()", "quarry_layout::current()"]
                 .iter()
@@ -518,7 +519,8 @@ fn the_layout_global_check_finds_one() {
     std::fs::write(src.join("lib.rs"), lib).expect("write");
     assert!(layout_globals(tmp.path()).is_empty());
     let global = "static INSTALLED: OnceLock<Layout> = OnceLock::new();\n\
-                  pub fn g() -> bool {\n    quarry_layout::config::configured().runs\n}\n";
+                  pub fn g() -> bool {\n    quarry_layout::config::configured().runs\n}\n\
+                  pub fn h(l: &Layout) -> Result<&'static str, LayoutError> {\n    todo!()\n}\n";
     std::fs::write(src.join("global.rs"), global).expect("write");
     assert_eq!(layout_globals(tmp.path()).len(), 2, "{:?}", layout_globals(tmp.path()));
 }
