@@ -227,7 +227,13 @@ async fn thirty_two_concurrent_uploads_all_land_in_both_repos() {
     // it names exists, every uploaded package is named.
     let store = quarry_store::LocalStore::open(server.store_dir()).unwrap();
     for root in [DEB_ROOT, RPM_ROOT] {
-        let report = quarry_index::check(&store, &quarry_index::RepoRoot::new(root).unwrap()).await.unwrap();
+        let report = quarry_index::check(
+            &store,
+            &quarry_index::RepoRoot::new(root, &Default::default()).unwrap(),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
         assert!(report.is_clean() && report.files == 32, "{report}");
     }
 }

@@ -201,14 +201,14 @@ async fn uploads_through_quarry_serve_never_show_a_broken_index() {
     // The run's listing: CI drops logs straight into the store and indexes their listing scopes
     // (`quarry index --key`), while the uploads go through the server.
     let store: Arc<dyn Store> = Arc::new(LocalStore::open(&store_dir).unwrap());
-    let indexer = Indexer::new(store.clone());
+    let indexer = Indexer::new(store.clone(), Default::default());
     let drop_log = |n: usize| {
         let (store, indexer) = (store.clone(), indexer.clone());
         async move {
             let Upload { key, body } = log(RUN, n);
             let key = Key::new(key).unwrap();
             store.put_bytes(&key, body.into(), PutOptions::default()).await.unwrap();
-            for scope in Scope::affected_by(&key) {
+            for scope in Scope::affected_by(&key, &Default::default()) {
                 indexer.refresh(&scope).await.unwrap();
             }
         }
@@ -256,7 +256,9 @@ async fn uploads_through_quarry_serve_never_show_a_broken_index() {
     assert!(tally.files_seen >= 120 * 2 + 40 * 2, "{tally}");
     assert_audit_clean(&store_dir).await;
     for dir in [RUN.to_owned(), format!("{RUN}logs/")] {
-        let report = quarry_index::check_listing(store.as_ref(), &ListingDir::new(&dir).unwrap()).await.unwrap();
+        let report = quarry_index::check_listing(store.as_ref(), &ListingDir::new(&dir, &Default::default()).unwrap())
+            .await
+            .unwrap();
         assert!(report.is_clean() && report.files > 0, "{report}");
     }
     server.stop().await;
@@ -384,11 +386,19 @@ async fn uploads_to_s3_indexed_by_the_lambda_never_show_a_broken_index() {
     assert_sound("uploads to S3 indexed by the Lambda", &tally, started);
     assert!(tally.files_seen >= 48 * 2 + 16 * 2, "{tally}");
     for root in [pip_root(RUN), apt_root(RUN), dnf_root(RUN)] {
-        let report = quarry_index::check(store.as_ref(), &RepoRoot::new(&root).unwrap()).await.unwrap();
+        let report = quarry_index::check(
+            store.as_ref(),
+            &RepoRoot::new(&root, &Default::default()).unwrap(),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
         assert!(report.is_clean(), "{report}");
     }
     for dir in [RUN.to_owned(), format!("{RUN}logs/")] {
-        let report = quarry_index::check_listing(store.as_ref(), &ListingDir::new(&dir).unwrap()).await.unwrap();
+        let report = quarry_index::check_listing(store.as_ref(), &ListingDir::new(&dir, &Default::default()).unwrap())
+            .await
+            .unwrap();
         assert!(report.is_clean(), "{report}");
     }
     server.stop().await;
@@ -585,7 +595,13 @@ async fn pruning_a_bucket_the_lambda_indexes_never_shows_a_broken_index() {
     let ((), tally) = tokio::join!(work, reader.watch(&site, &stop));
     assert_sound("quarry prune of a bucket the Lambda indexes", &tally, started);
     for root in [pip_root(RUN), apt_root(RUN), dnf_root(RUN)] {
-        let report = quarry_index::check(store.as_ref(), &RepoRoot::new(&root).unwrap()).await.unwrap();
+        let report = quarry_index::check(
+            store.as_ref(),
+            &RepoRoot::new(&root, &Default::default()).unwrap(),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
         assert!(report.is_clean() && report.files == if root.contains("python") { 6 } else { 3 }, "{report}");
     }
     server.stop().await;

@@ -90,7 +90,7 @@ async fn event_filters_cover_what_the_indexer_handles_and_skip_what_it_writes() 
     for prefix in ["", "ROCm-TheRock/"] {
         let patterns = key_patterns(&template, prefix);
         for key in HANDLED {
-            assert!(classify(key).unwrap().is_some(), "the indexer handles {key}");
+            assert!(classify(key, &Default::default()).unwrap().is_some(), "the indexer handles {key}");
             let full = format!("{prefix}{key}");
             assert!(fires(&patterns, &full), "no event for {full}: {patterns:?}");
         }
@@ -114,9 +114,9 @@ async fn event_filters_cover_what_the_indexer_handles_and_skip_what_it_writes() 
         store.put_bytes(&Key::new(*key).unwrap(), body, PutOptions::default()).await.unwrap();
         uploaded.insert((*key).to_owned());
     }
-    let (roots, dirs) = quarry_index::discover(store.as_ref(), "").await.unwrap();
+    let (roots, dirs) = quarry_index::discover(store.as_ref(), "", &Default::default()).await.unwrap();
     assert!(roots.len() >= 3 && dirs.len() >= 3, "{roots:?} {dirs:?}");
-    let indexer = quarry_index::Indexer::new(store.clone());
+    let indexer = quarry_index::Indexer::new(store.clone(), Default::default());
     for root in &roots {
         indexer.reindex(root).await.unwrap();
     }
@@ -150,7 +150,7 @@ async fn event_filters_cover_what_the_indexer_handles_and_skip_what_it_writes() 
     for prefix in ["", "ROCm-TheRock/"] {
         let patterns = key_patterns(&template, prefix);
         for key in &written {
-            assert_eq!(classify(key).unwrap(), None, "the indexer would react to its own {key}");
+            assert_eq!(classify(key, &Default::default()).unwrap(), None, "the indexer would react to its own {key}");
             let full = format!("{prefix}{key}");
             assert!(!fires(&patterns, &full), "an event would fire for the indexer's own {full}");
         }

@@ -52,7 +52,13 @@ async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
     assert_eq!(answer["reindexed"], serde_json::json!(["ci-artifacts/12345-linux/python/"]), "{answer}");
 
     // The function wrote the pages into the bucket; the root audits clean.
-    let report = quarry_index::check(store.as_ref(), &RepoRoot::new("12345-linux/python/").unwrap()).await.unwrap();
+    let report = quarry_index::check(
+        store.as_ref(),
+        &RepoRoot::new("12345-linux/python/", &Default::default()).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
     assert!(report.is_clean() && report.files == 1, "{report}");
 
     // A .deb: the apt root, signed with the key from the secret (gpgv checks InRelease).
@@ -86,8 +92,8 @@ async fn the_built_bootstrap_handles_an_s3_event_under_the_runtime_emulator() {
         ("12345-linux/packages/deb/", "dists/stable/Release.gpg"),
         ("12345-linux/packages/rpm/x86_64/", "repodata/repomd.xml.asc"),
     ] {
-        let root = RepoRoot::new(root).unwrap();
-        let report = quarry_index::check(store.as_ref(), &root).await.unwrap();
+        let root = RepoRoot::new(root, &Default::default()).unwrap();
+        let report = quarry_index::check(store.as_ref(), &root, &Default::default()).await.unwrap();
         assert!(report.is_clean() && report.files == 1, "{report}");
         store.head(&root.key(signature).unwrap()).await.expect("a detached signature");
     }

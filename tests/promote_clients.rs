@@ -457,8 +457,7 @@ async fn the_lambda_indexes_a_promotion_into_the_preset_layout_on_moto() {
     assert!(packages.iter().all(|k| seen.contains(k.as_str())), "notified: {seen:?}");
 
     let layout = quarry_layout::config::Layout::parse(VIEWS_WITH_FIND_LINKS).unwrap();
-    quarry_layout::config::install(layout).expect("the layout is installed once per test process");
-    let handler = Handler::new(Bucket(store.clone()));
+    let handler = Handler::new(Bucket(store.clone())).with_layout(std::sync::Arc::new(layout));
     let answer = handler.handle(queue.lambda_event(&messages)).await.expect("the handler answers");
     assert_eq!(answer["batchItemFailures"], serde_json::json!([]), "{answer}");
 

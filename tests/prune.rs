@@ -53,8 +53,10 @@ async fn a_pip_channel_keeps_the_newest_and_the_recent_versions() {
     // The run the channel was filled from holds foo 1.0 under the same name.
     plant_aged(&store_dir, ROOT, &WheelSpec::new("foo", "1.0"), DAY * 100);
     let store: Arc<dyn Store> = Arc::new(LocalStore::open(&store_dir).unwrap());
-    let indexer = Indexer::new(store);
-    for root in [RepoRoot::with_kind(CHANNEL, RepoKind::Pip).unwrap(), RepoRoot::new(ROOT).unwrap()] {
+    let indexer = Indexer::new(store, Default::default());
+    for root in
+        [RepoRoot::with_kind(CHANNEL, RepoKind::Pip).unwrap(), RepoRoot::new(ROOT, &Default::default()).unwrap()]
+    {
         indexer.reindex(&root).await.unwrap();
     }
     let store_arg = store_dir.display().to_string();

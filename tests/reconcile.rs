@@ -50,12 +50,15 @@ async fn disagree(store: &Arc<dyn Store>) -> BTreeSet<String> {
         put(store.as_ref(), &format!("{ROOT}{}", spec.filename()), spec.build()).await;
     }
     put(store.as_ref(), &format!("{RUN}blas_lib_gfx942.tar.zst"), b"\x28\xb5\x2f\xfd artifact".to_vec()).await;
-    let indexer = quarry_index::Indexer::new(store.clone());
-    indexer.reindex(&RepoRoot::new(ROOT).unwrap()).await.unwrap();
-    for scope in quarry_index::discover_scopes(store.as_ref(), RUN).await.unwrap() {
+    let indexer = quarry_index::Indexer::new(store.clone(), Default::default());
+    indexer.reindex(&RepoRoot::new(ROOT, &Default::default()).unwrap()).await.unwrap();
+    for scope in quarry_index::discover_scopes(store.as_ref(), RUN, &Default::default()).await.unwrap() {
         indexer.refresh(&scope).await.unwrap();
     }
-    let report = quarry_index::check(store.as_ref(), &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    let report =
+        quarry_index::check(store.as_ref(), &RepoRoot::new(ROOT, &Default::default()).unwrap(), &Default::default())
+            .await
+            .unwrap();
     assert!(report.is_clean() && report.files == 4, "{report}");
 
     // A wheel lands and its event is lost; another is deleted.
@@ -94,7 +97,9 @@ async fn assert_repaired(store: &dyn Store, files: &BTreeSet<String>) {
     let (listed, stored) = pages_and_store(store).await;
     assert_eq!(&stored, files);
     assert_eq!(listed, stored, "the pages list exactly the store's files");
-    let report = quarry_index::check(store, &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    let report = quarry_index::check(store, &RepoRoot::new(ROOT, &Default::default()).unwrap(), &Default::default())
+        .await
+        .unwrap();
     assert!(report.is_clean() && report.files == files.len(), "{report}");
     let e = &wheels()[4];
     assert!(exists(store, &format!("{ROOT}simple/recon-e/index.html")).await);
@@ -268,7 +273,10 @@ async fn the_built_bootstrap_reconciles_on_the_scheduled_event() {
     let (status, answer) = emulator.invoke(&scheduled_event()).await;
     assert!(status.is_success(), "{status}: {answer}");
     assert_eq!(answer["reindexed"], serde_json::json!([format!("ci-artifacts/{ROOT}")]), "{answer}");
-    let report = quarry_index::check(store.as_ref(), &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    let report =
+        quarry_index::check(store.as_ref(), &RepoRoot::new(ROOT, &Default::default()).unwrap(), &Default::default())
+            .await
+            .unwrap();
     assert!(report.is_clean() && report.files == 1, "{report}");
     function.kill().await.ok();
     emulator.stop().await;

@@ -109,7 +109,13 @@ async fn notifications_through_sqs_reach_the_handler_and_pip_installs() {
     for m in &messages {
         s.queue.delete(m).await;
     }
-    let report = quarry_index::check(s.store.as_ref(), &RepoRoot::new("4242-linux/python/").unwrap()).await.unwrap();
+    let report = quarry_index::check(
+        s.store.as_ref(),
+        &RepoRoot::new("4242-linux/python/", &Default::default()).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
     assert!(report.is_clean() && report.files == 2, "{report}");
 
     // The handler's own writes notify the queue too; handling them changes nothing.
@@ -155,7 +161,7 @@ const AUDIT_EVERY: Duration = Duration::from_secs(2);
 /// change. Returns the number of handler invocations.
 async fn race_trial(s: &Setup, trial: u64) -> usize {
     let prefix = format!("{}-linux/python/", 9000 + trial);
-    let root = RepoRoot::new(&prefix).unwrap();
+    let root = RepoRoot::new(&prefix, &Default::default()).unwrap();
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ (trial + 1));
 
     let uploads = futures_util::stream::iter(0..UPLOADS)
@@ -225,7 +231,7 @@ async fn race_trial(s: &Setup, trial: u64) -> usize {
         let mut next = std::time::Instant::now();
         while !done.load(std::sync::atomic::Ordering::Relaxed) {
             if std::time::Instant::now() >= next {
-                let report = quarry_index::check(s.store.as_ref(), &root).await.unwrap();
+                let report = quarry_index::check(s.store.as_ref(), &root, &Default::default()).await.unwrap();
                 let dangling = report.dangling();
                 assert!(dangling.is_empty(), "trial {trial}, mid-flight: {dangling:?}");
                 audits += 1;
@@ -250,7 +256,7 @@ async fn race_trial(s: &Setup, trial: u64) -> usize {
         after.total() - before.total()
     );
 
-    let report = quarry_index::check(s.store.as_ref(), &root).await.unwrap();
+    let report = quarry_index::check(s.store.as_ref(), &root, &Default::default()).await.unwrap();
     assert!(report.is_clean(), "trial {trial}: {report}");
     assert_eq!(report.files, UPLOADS, "trial {trial}");
     invocations
@@ -273,8 +279,8 @@ async fn racing_uploads_and_duplicated_shuffled_events_converge() {
     );
     // Every trial's pages are still whole at the end.
     for trial in 0..trials {
-        let root = RepoRoot::new(&format!("{}-linux/python/", 9000 + trial)).unwrap();
-        let report = quarry_index::check(s.store.as_ref(), &root).await.unwrap();
+        let root = RepoRoot::new(&format!("{}-linux/python/", 9000 + trial), &Default::default()).unwrap();
+        let report = quarry_index::check(s.store.as_ref(), &root, &Default::default()).await.unwrap();
         assert!(report.is_clean(), "{report}");
     }
     drop(s.client);

@@ -33,7 +33,9 @@ fn sqs_event(id: &str, key: &str) -> serde_json::Value {
 
 /// Only what a client would trip over: a link to a missing file or `.metadata`.
 async fn assert_no_dangling_links(store: &dyn Store, when: &str) {
-    let report = quarry_index::check(store, &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    let report = quarry_index::check(store, &RepoRoot::new(ROOT, &Default::default()).unwrap(), &Default::default())
+        .await
+        .unwrap();
     assert!(report.dangling().is_empty(), "{when}: {report}");
 }
 
@@ -56,10 +58,16 @@ async fn injected_faults_and_a_crash_converge_without_dangling_links() {
     )
     .await
     .unwrap();
-    let clean = quarry_index::Indexer::new(real.clone()).reindex(&RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    let clean = quarry_index::Indexer::new(real.clone(), Default::default())
+        .reindex(&RepoRoot::new(ROOT, &Default::default()).unwrap())
+        .await
+        .unwrap();
     assert_eq!(clean.attempts, 2, "{clean:?}");
     let counting = Arc::new(quarry_store::CountingStore::new(real.clone()));
-    let again = quarry_index::Indexer::new(counting.clone()).reindex(&RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    let again = quarry_index::Indexer::new(counting.clone(), Default::default())
+        .reindex(&RepoRoot::new(ROOT, &Default::default()).unwrap())
+        .await
+        .unwrap();
     // s3s-fs lists without ETags; files are still recognized (size and time), not re-read:
     // the reads are the root's manifest and its one project's state.
     assert!(again.added.is_empty() && counting.counts().get == 2, "{again:?} {}", counting.counts());
@@ -97,7 +105,10 @@ async fn injected_faults_and_a_crash_converge_without_dangling_links() {
         .collect();
     assert!(redeliveries > 0, "no fault ever failed a delivery");
     assert_eq!(kinds.len(), 3, "{kinds:?}");
-    let report = quarry_index::check(real.as_ref(), &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    let report =
+        quarry_index::check(real.as_ref(), &RepoRoot::new(ROOT, &Default::default()).unwrap(), &Default::default())
+            .await
+            .unwrap();
     assert!(report.is_clean() && report.files == 7, "{report}");
 
     // A crash after the pages went out and before the state was committed.
@@ -113,7 +124,10 @@ async fn injected_faults_and_a_crash_converge_without_dangling_links() {
     let answer = handler.handle(sqs_event("crash", &key)).await.unwrap();
     assert_eq!(answer["batchItemFailures"][0]["itemIdentifier"], "crash", "{answer}");
     assert_no_dangling_links(real.as_ref(), "after the crash").await;
-    let report = quarry_index::check(real.as_ref(), &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    let report =
+        quarry_index::check(real.as_ref(), &RepoRoot::new(ROOT, &Default::default()).unwrap(), &Default::default())
+            .await
+            .unwrap();
     assert!(!report.is_clean(), "the crash left the state behind the listing: {report}");
 
     // The process is gone; `quarry index` (a backfill, or the next event) converges.
@@ -128,7 +142,10 @@ async fn injected_faults_and_a_crash_converge_without_dangling_links() {
         .env("AWS_EC2_METADATA_DISABLED", "true");
     let out = run(index, Duration::from_secs(120)).await;
     assert_success(&out, "quarry index after the crash");
-    let report = quarry_index::check(real.as_ref(), &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    let report =
+        quarry_index::check(real.as_ref(), &RepoRoot::new(ROOT, &Default::default()).unwrap(), &Default::default())
+            .await
+            .unwrap();
     assert!(report.is_clean() && report.files == 8, "{report}");
     server.stop().await;
 }
@@ -166,7 +183,10 @@ async fn sdk_retries_ride_out_5xx_slowdown_and_resets() {
     assert_success(&out, "quarry index through the faulty proxy");
     assert_eq!(proxy.faults_served(), 4, "every planned fault was served");
     let real: Arc<dyn Store> = Arc::new(S3Store::from_client(s3_client(&server), BUCKET, ""));
-    let report = quarry_index::check(real.as_ref(), &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    let report =
+        quarry_index::check(real.as_ref(), &RepoRoot::new(ROOT, &Default::default()).unwrap(), &Default::default())
+            .await
+            .unwrap();
     assert!(report.is_clean() && report.files == 1, "{report}");
     server.stop().await;
 }

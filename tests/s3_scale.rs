@@ -115,8 +115,9 @@ async fn plus_one(server: &S3Server, wheels: usize) -> Cost {
     let store: Arc<dyn Store> =
         Arc::new(S3Store::from_client(client, &bucket, "").with_conditional_writes(ConditionalWrites::Atomic));
     let config = IndexConfig { find_links: Some(false), ..IndexConfig::default() };
-    let root = RepoRoot::new(ROOT).unwrap();
-    let report = Indexer::new(store.clone()).with_config(config.clone()).reindex(&root).await.unwrap();
+    let root = RepoRoot::new(ROOT, &Default::default()).unwrap();
+    let report =
+        Indexer::new(store.clone(), Default::default()).with_config(config.clone()).reindex(&root).await.unwrap();
     assert_eq!(report.added.len(), wheels, "{report}");
 
     let extra = WheelSpec::new("pkg-0001", "2.0");

@@ -54,7 +54,10 @@ async fn pages_rewritten_by_another_writer_are_served_new_at_once() {
     let wheel = WheelSpec::new("demo", "2.0");
     let key = quarry_store::Key::new(format!("{ROOT}{}", wheel.filename())).unwrap();
     other.put_bytes(&key, wheel.build().into(), Default::default()).await.unwrap();
-    quarry_index::Indexer::new(other.clone()).reindex(&RepoRoot::new(ROOT).unwrap()).await.unwrap();
+    quarry_index::Indexer::new(other.clone(), Default::default())
+        .reindex(&RepoRoot::new(ROOT, &Default::default()).unwrap())
+        .await
+        .unwrap();
 
     let (status, etag2, body2) = get(&server, &page, Some(&etag)).await;
     assert_eq!(status, 200, "the old ETag no longer matches");

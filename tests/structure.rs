@@ -448,3 +448,79 @@ fn the_architecture_map_stays_a_map() {
         assert!(section.contains("**Architecture Invariant:**"), "the section of {name}/ states no invariant");
     }
 }
+
+/// Where shipped code keeps a process-wide layout: a `static` (or `OnceLock`/`LazyLock`)
+/// holding a `Layout`, or a call of the old accessors (`configured()`, `install(…)`,
+/// `current()`), as `file:line: text` under `root`'s crates.
+fn layout_globals(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(root).expect("reading the workspace") {
+        let dir = entry.expect("a directory entry").path();
+        if dir.join("Cargo.toml").is_file() && dir.join("src").is_dir() && !dir.ends_with("tests") {
+            files.extend(rust_files(&dir.join("src")));
+        }
+    }
+    for file in files {
+        if file.file_stem().is_some_and(|s| s.to_string_lossy().ends_with("_tests")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("reading a source file");
+        for (n, line) in shipped(&text).lines().enumerate() {
+            let item = line.trim_start().trim_start_matches("pub ").trim_start_matches("pub(crate) ");
+            let global = (item.starts_with("static ") || line.contains("OnceLock<") || line.contains("LazyLock<"))
+                && line.contains("Layout");
+            let accessor = ["configured()", "config::install(", "layout::current()", "quarry_layout::current()"]
+                .iter()
+                .any(|call| line.contains(call));
+            if global || accessor {
+                let shown = file.strip_prefix(root).unwrap_or(&file).display().to_string();
+                found.push(format!("{shown}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+/// Every `.rs` file below `dir`.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("reading a source directory") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            out.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The `[layout]` is a value passed down (an `Indexer`'s, the server's state's, the Lambda
+/// handler's), never a process global: no shipped code keeps one or asks for one.
+#[test]
+fn no_process_wide_layout_remains() {
+    // QUARRY_STRUCTURE_ROOT: check another checkout of the workspace instead.
+    let root = std::env::var_os("QUARRY_STRUCTURE_ROOT").map_or_else(workspace, PathBuf::from);
+    let found = layout_globals(&root);
+    assert!(found.is_empty(), "a process-wide layout: {found:#?}");
+}
+
+/// The checker itself finds a layout kept in a static and a call of the old accessor, and
+/// leaves a layout passed as a value (and test code) alone.
+#[test]
+fn the_layout_global_check_finds_one() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let src = tmp.path().join("demo/src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(tmp.path().join("demo/Cargo.toml"), "").expect("write");
+    let lib = "pub fn f(layout: &Layout) -> bool {\n    layout.runs\n}\n\
+               #[cfg(test)]\nmod tests {\n    static L: OnceLock<Layout> = OnceLock::new();\n}\n";
+    std::fs::write(src.join("lib.rs"), lib).expect("write");
+    assert!(layout_globals(tmp.path()).is_empty());
+    let global = "static INSTALLED: OnceLock<Layout> = OnceLock::new();\n\
+                  pub fn g() -> bool {\n    quarry_layout::config::configured().runs\n}\n\
+                  pub fn h(l: &Layout) -> Result<&'static str, LayoutError> {\n    todo!()\n}\n";
+    std::fs::write(src.join("global.rs"), global).expect("write");
+    assert_eq!(layout_globals(tmp.path()).len(), 2, "{:?}", layout_globals(tmp.path()));
+}

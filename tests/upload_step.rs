@@ -191,7 +191,7 @@ async fn packages_and_logs_land_where_therock_puts_them() {
             .map(|f| format!("{prefix}{f}"))
             .to_vec();
     assert_eq!(keys_under(&store, prefix).await, want);
-    let layout = quarry_layout::current();
+    let layout = &quarry_layout::THEROCK;
     assert_eq!(
         layout.part_of("logs/gfx94X-dcgpu/build.log"),
         Some(quarry_layout::RunPart::Logs),

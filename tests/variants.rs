@@ -167,8 +167,8 @@ async fn variant_wheels_are_indexed_selected_and_installed() {
 
     // `quarry index --check`'s audit finds every link (the variants.json one too) consistent.
     let store = quarry_store::LocalStore::open(server.store_dir()).expect("store");
-    let root = quarry_index::RepoRoot::new(ROOT).expect("root");
-    let report = quarry_index::check(&store, &root).await.expect("check");
+    let root = quarry_index::RepoRoot::new(ROOT, &Default::default()).expect("root");
+    let report = quarry_index::check(&store, &root, &Default::default()).await.expect("check");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 
     // variantlib validates it and, with the plugin's properties, picks the wheel the page lists.

@@ -203,7 +203,7 @@ struct RunsPage {
 
 /// What a run holds, by where its objects are ([`layout::RunLayout::part_of`]).
 fn kinds(objects: &[ObjectMeta], prefix: &str) -> Vec<&'static str> {
-    let layout = layout::current();
+    let layout = &layout::THEROCK;
     let parts: BTreeSet<layout::RunPart> = objects
         .iter()
         .filter_map(|o| layout.part_of(o.key.as_str().strip_prefix(prefix).unwrap_or_default()))
@@ -312,7 +312,7 @@ pub(crate) async fn runs_page(State(state): State<AppState>, Query(q): Query<Pag
                 .map(|c| format!("&commit={}", encode_path(c).trim_start_matches('/')))
                 .unwrap_or_default(),
             commit,
-            channels: !quarry_layout::config::configured().roots.is_empty(),
+            channels: !state.layout().roots.is_empty(),
         }
         .render(),
     )
@@ -496,7 +496,7 @@ pub(crate) async fn run_page(
     }
     let base = base_url(state, headers, served_at);
     let row = run_row(&name, &objects, jiff::Timestamp::now());
-    let repos = repo_views(store, &base, &name, &objects).await?;
+    let repos = repo_views(store, state.layout(), &base, &name, &objects).await?;
     let mut rows = artifact_rows(store, &prefix, &objects).await;
     let artifact_count = rows.len();
     let order = state.topology.as_ref().map(|t| t.build_order()).unwrap_or_default();
@@ -535,8 +535,14 @@ struct RepoViews {
 }
 
 /// Every indexed root under the run (found by its state object), read and shown by kind.
-async fn repo_views(store: &dyn Store, base: &str, run: &str, objects: &[ObjectMeta]) -> Result<RepoViews, AppError> {
-    let roots: BTreeSet<RepoRoot> = objects.iter().filter_map(|o| RepoRoot::for_state_key(&o.key)).collect();
+async fn repo_views(
+    store: &dyn Store,
+    layout: &layout::config::Layout,
+    base: &str,
+    run: &str,
+    objects: &[ObjectMeta],
+) -> Result<RepoViews, AppError> {
+    let roots: BTreeSet<RepoRoot> = objects.iter().filter_map(|o| RepoRoot::for_state_key(&o.key, layout)).collect();
     let mut views = RepoViews::default();
     for root in &roots {
         let repo_state = read_state(store, root).await?;
@@ -591,7 +597,7 @@ fn last_segment(root: &RepoRoot) -> &str {
 /// The stage archives of a run (at its root), each with the artifact name it carries, sorted
 /// by file name; sha256s the store did not record are read from the `.sha256sum` sidecars.
 async fn artifact_rows(store: &dyn Store, prefix: &str, objects: &[ObjectMeta]) -> Vec<(String, ArtifactRow)> {
-    let layout = layout::current();
+    let layout = &layout::THEROCK;
     let archives: Vec<(&ObjectMeta, ArtifactName)> = objects
         .iter()
         .filter_map(|o| {
@@ -652,7 +658,7 @@ fn stage_views(
 
 /// The files under the run's logs directory.
 fn log_rows(prefix: &str, objects: &[ObjectMeta]) -> Vec<FileRow> {
-    let layout = layout::current();
+    let layout = &layout::THEROCK;
     objects
         .iter()
         .filter_map(|o| {
@@ -744,7 +750,7 @@ pub(crate) async fn package_page(
     let name = PackageName::new(&project).map_err(|e| AppError::NotFound(format!("{project:?}: {e}")))?;
     let store = state.store.as_ref();
     let base = base_url(&state, &headers, served_at.map(|Extension(s)| s));
-    let root = RepoRoot::new(&layout::current().root_of(segment, UploadKind::Python))
+    let root = RepoRoot::new(&state.layout().run().root_of(segment, UploadKind::Python), state.layout())
         .map_err(|e| AppError::BadRequest(e.to_string()))?;
     let repo_state = read_state(store, &root).await?;
     let all = projects(&repo_state);
@@ -837,7 +843,11 @@ pub(crate) async fn dnf_repo_file(
     let base = base_url(&state, &headers, served_at.map(|Extension(s)| s));
     let objects = store.list_all(&format!("{run}/"), false).await?.objects;
     let mut out = String::new();
-    for root in objects.iter().filter_map(|o| RepoRoot::for_state_key(&o.key)).filter(|r| r.kind() == RepoKind::Dnf) {
+    for root in objects
+        .iter()
+        .filter_map(|o| RepoRoot::for_state_key(&o.key, state.layout()))
+        .filter(|r| r.kind() == RepoKind::Dnf)
+    {
         let url = url_of(&base, root.as_str());
         let arch: String = last_segment(&root)
             .chars()
@@ -1021,6 +1031,7 @@ mod tests {
                     }
                 ))
                 .unwrap(),
+                &Default::default(),
             )
             .unwrap();
             put(&state, root.state_key().as_str(), serde_json::to_vec(&repo).unwrap()).await;

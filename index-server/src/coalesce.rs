@@ -194,8 +194,8 @@ mod tests {
     #[tokio::test]
     async fn a_request_hands_its_inspections_to_the_run_while_versions_match() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
-        let root = RepoRoot::new("7-linux/python/").unwrap();
-        let coalescer = Coalescer::new(Indexer::new(store.clone()));
+        let root = RepoRoot::new("7-linux/python/", &Default::default()).unwrap();
+        let coalescer = Coalescer::new(Indexer::new(store.clone(), Default::default()));
         let (key, inspected) = planted(store.as_ref(), "known-1.0-py3-none-any.whl").await;
         let mut known = Inspections::default();
         known.insert(&key, inspected);

@@ -434,6 +434,9 @@ pub struct Settings {
     /// What clients may hold (`max_connections` is fitted under the open-file limit when the
     /// server opens).
     pub limits: Limits,
+    /// `[layout]`: which prefixes are roots (the caller's, read with
+    /// `quarry_layout::config::load`; default: runs only).
+    pub layout: std::sync::Arc<quarry_layout::config::Layout>,
 }
 
 impl Settings {
@@ -471,6 +474,8 @@ impl Settings {
             oidc_audience,
             index,
             limits: file.limits.limits()?,
+            // `quarry serve` reads `[layout]` itself (also from `./quarry.toml`) and sets it.
+            layout: std::sync::Arc::new(quarry_layout::config::Layout::default()),
         })
     }
 }

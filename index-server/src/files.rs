@@ -123,7 +123,7 @@ impl Reader<'_> {
         let Some((root, rest)) = split_simple(path) else {
             return Ok(None);
         };
-        let Ok(root) = RepoRoot::new(root) else {
+        let Ok(root) = RepoRoot::new(root, self.state.layout()) else {
             return Ok(None);
         };
         let (name, slash) = match rest {

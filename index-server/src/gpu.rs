@@ -17,8 +17,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use quarry_index::{RepoRoot, RepoState};
-use quarry_layout::config::{ChannelRoots, configured};
-use quarry_layout::{self as layout, RunSegment, UploadKind};
+use quarry_layout::config::ChannelRoots;
+use quarry_layout::{RunSegment, UploadKind};
 use quarry_store::ListOptions;
 use serde::Serialize;
 
@@ -163,12 +163,12 @@ struct RunPackages {
 }
 
 async fn root_state(state: &AppState, prefix: &str) -> Result<Option<RepoState>, AppError> {
-    let Ok(root) = RepoRoot::new(prefix) else { return Ok(None) };
+    let Ok(root) = RepoRoot::new(prefix, state.layout()) else { return Ok(None) };
     Ok(quarry_index::read_state(state.store.as_ref(), &root).await?)
 }
 
 async fn run_packages(state: &AppState, run: RunSegment<'_>, base: &str) -> Result<RunPackages, AppError> {
-    let layout = layout::current();
+    let layout = state.layout().run();
     let mut out = RunPackages::default();
     let python = layout.root_of(run, UploadKind::Python);
     if let Some(pip) = root_state(state, &python).await? {
@@ -381,7 +381,7 @@ pub(crate) async fn gpu_page(
             if !holds_anything(&state, &run_name).await? {
                 return Err(AppError::NotFound(format!("{run_name:?} is neither a run nor a channel")));
             }
-            let channel = ChannelRoots::new(&run_name, configured());
+            let channel = ChannelRoots::new(&run_name, state.layout());
             ("channel", channel_answers(&state, &channel, &targets, &base).await?)
         }
     };

@@ -171,7 +171,7 @@ async fn post(
             return Err(e);
         }
     };
-    let (key, dist) = match accept_file(&root, &token, &form, &field) {
+    let (key, dist) = match accept_file(state.layout(), &root, &token, &form, &field) {
         Ok(accepted) => accepted,
         Err(e) => {
             drain_form(multipart, Some(field)).await;
@@ -199,7 +199,7 @@ async fn post(
 fn admit(state: &AppState, uri: &Uri, headers: &HeaderMap) -> Result<(RepoRoot, Token, String), AppError> {
     let token = state.access.writer(headers, WriteAuth::BearerOrBasic)?;
     let path = decode_path(uri.path())?;
-    let root = RepoRoot::new(&path).ok().filter(|r| r.kind() == RepoKind::Pip).ok_or_else(|| {
+    let root = RepoRoot::new(&path, state.layout()).ok().filter(|r| r.kind() == RepoKind::Pip).ok_or_else(|| {
         AppError::BadRequest(format!(
             "/{path} is not a pip root: upload forms (twine, uv publish) are posted to a pip root's URL, such as \
              /RUN-linux/python/"
@@ -220,6 +220,7 @@ fn admit(state: &AppState, uri: &Uri, headers: &HeaderMap) -> Result<(RepoRoot, 
 /// The file's key once its name, its place and the form pass every check a `PUT` makes, the
 /// token's scope included.
 fn accept_file(
+    layout: &quarry_layout::config::Layout,
     root: &RepoRoot,
     token: &Token,
     form: &Form,
@@ -232,7 +233,7 @@ fn accept_file(
     let dist: DistFilename = filename.parse().map_err(|e| AppError::BadRequest(format!("{e}")))?;
     let path = format!("{root}{filename}");
     token.authorize(&path)?;
-    let (key, key_root) = target(&path)?;
+    let (key, key_root) = target(&path, layout)?;
     if key_root != *root {
         return Err(AppError::BadRequest(format!("{filename} does not belong in {root}")));
     }

@@ -266,6 +266,8 @@ pub struct Shared {
     oidc: Option<Arc<oidc::TrustedPublishing>>,
     /// A channel's page read from its current version ([`quarry_index::versions`]).
     versions: Arc<quarry_index::versions::Resolver>,
+    /// `quarry.toml`'s `[layout]`: which prefixes are roots, for the indexer and the pages.
+    layout: Arc<quarry_layout::config::Layout>,
 }
 
 impl AppState {
@@ -274,7 +276,9 @@ impl AppState {
     pub fn new(store: Arc<dyn Store>, tokens: Vec<String>) -> Self {
         let counting = Arc::new(CountingStore::new(store));
         let store: Arc<dyn Store> = counting.clone();
-        let coalescer = Coalescer::new(Indexer::new(store.clone()));
+        // The default layout (runs only) until `with_layout` gives the configured one.
+        let layout = Arc::new(quarry_layout::config::Layout::default());
+        let coalescer = Coalescer::new(Indexer::new(store.clone(), layout.clone()));
         let tokens = tokens.into_iter().filter(|t| !t.is_empty()).map(Token::unscoped).collect();
         Self(Arc::new(Shared {
             store,
@@ -293,6 +297,7 @@ impl AppState {
             tls: None,
             oidc: None,
             versions: Arc::default(),
+            layout,
         }))
     }
 
@@ -304,9 +309,26 @@ impl AppState {
     /// Publish apt/dnf metadata with `config` (signing key, Release fields, grace period).
     #[must_use]
     pub fn with_index_config(mut self, config: quarry_index::IndexConfig) -> Self {
-        let indexer = Indexer::new(self.store.clone()).with_config(config);
+        let indexer = Indexer::new(self.store.clone(), self.layout.clone()).with_config(config);
         self.shared().coalescer = Coalescer::new(indexer);
         self
+    }
+
+    /// Lay roots out as `layout` does (`quarry.toml`'s `[layout]`): the indexer's roots and
+    /// views, and the pages' channels.
+    #[must_use]
+    pub fn with_layout(mut self, layout: Arc<quarry_layout::config::Layout>) -> Self {
+        let config = self.coalescer.indexer().config().clone();
+        let indexer = Indexer::new(self.store.clone(), layout.clone()).with_config(config);
+        let shared = self.shared();
+        shared.coalescer = Coalescer::new(indexer);
+        shared.layout = layout;
+        self
+    }
+
+    /// The layout the server indexes and browses with.
+    pub fn layout(&self) -> &quarry_layout::config::Layout {
+        &self.layout
     }
 
     /// Replace the tokens (each possibly scoped to key prefixes).

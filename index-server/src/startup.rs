@@ -58,7 +58,7 @@ impl Settings {
             Some(path) => Some(quarry_topology::Topology::parse(&read(path)?)?),
             None => None,
         };
-        catch_up(&Indexer::new(store.clone()).with_config(self.index.clone())).await?;
+        catch_up(&Indexer::new(store.clone(), self.layout.clone()).with_config(self.index.clone())).await?;
         let mut limits = self.limits;
         let fitted = fit_connections(limits.max_connections, open_file_limit());
         if fitted < limits.max_connections {
@@ -70,6 +70,7 @@ impl Settings {
             limits.max_connections = fitted;
         }
         Ok(AppState::new(store, Vec::new())
+            .with_layout(self.layout)
             .with_tokens(tokens)
             .with_private_reads(self.private)
             .with_public_url(self.public_url)
@@ -89,7 +90,7 @@ impl Settings {
 /// follows the run's next change); only failing to list the store is an error.
 pub async fn catch_up(indexer: &Indexer) -> Result<(), ConfigError> {
     let store = indexer.store().as_ref();
-    let scopes = discover_scopes(store, "").await.map_err(ConfigError::Discover)?;
+    let scopes = discover_scopes(store, "", indexer.layout()).await.map_err(ConfigError::Discover)?;
     for scope in scopes {
         match indexer.refresh(&scope).await {
             Ok(Refreshed::Root(report)) if report.committed => {

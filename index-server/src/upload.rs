@@ -96,7 +96,7 @@ async fn put(
 ) -> Result<(Key, RepoRoot, Stored), AppError> {
     let path = decode_path(uri.path())?;
     state.access.authorize_write(headers, &path)?;
-    let (key, root) = target(&path)?;
+    let (key, root) = target(&path, state.layout())?;
     check_length(state, headers, 0)?;
     let declared = headers.get(SHA256_HEADER).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_ascii_lowercase());
     let stored = store(state, &key, &root, declared, body_stream(body)).await?;
@@ -106,7 +106,7 @@ async fn put(
 /// The key an upload to `path` writes and the root it is indexed into, once the path passes
 /// every check: no reserved or dot segment, a Python distribution's name (or a `.deb`/`.rpm`),
 /// inside a root of its kind. (The caller has checked the token's scope for `path`.)
-pub(crate) fn target(path: &str) -> Result<(Key, RepoRoot), AppError> {
+pub(crate) fn target(path: &str, layout: &quarry_layout::config::Layout) -> Result<(Key, RepoRoot), AppError> {
     let key = Key::new(path)?;
     quarry_index::check_key_segments(&key).map_err(|e| AppError::BadRequest(e.to_string()))?;
     let native = [".deb", ".rpm"].iter().any(|s| key.filename().ends_with(s));
@@ -118,7 +118,7 @@ pub(crate) fn target(path: &str) -> Result<(Key, RepoRoot), AppError> {
     if !native {
         let _: DistFilename = key.filename().parse().map_err(|e| AppError::BadRequest(format!("{e}")))?;
     }
-    let root = RepoRoot::for_key(&key).ok_or_else(|| {
+    let root = RepoRoot::for_key(&key, layout).ok_or_else(|| {
         AppError::BadRequest(if native {
             format!(
                 "{key}: .debs are uploaded under an apt root's pool (RUN-linux/packages/deb/pool/main/), .rpms into a \

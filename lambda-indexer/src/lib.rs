@@ -106,24 +106,24 @@ pub struct ObjectChange {
     pub key: String,
 }
 
-/// The scope a change at `key` (as an event names it) makes stale, if any: [`Scope::for_key`]
-/// once the key is checked. The indexer's own outputs are in no scope, so its writes never
-/// trigger it.
-pub fn classify(key: &str) -> Result<Option<Scope>, String> {
+/// The scope a change at `key` (as an event names it) makes stale under `layout`, if any:
+/// [`Scope::for_key`] once the key is checked. The indexer's own outputs are in no scope, so
+/// its writes never trigger it.
+pub fn classify(key: &str, layout: &quarry_layout::config::Layout) -> Result<Option<Scope>, String> {
     let key = Key::new(key).map_err(|e| e.to_string())?;
     if audit_log::is_audit_path(key.as_str()) {
         return Ok(None);
     }
-    Ok(Scope::for_key(&key))
+    Ok(Scope::for_key(&key, layout))
 }
 
-/// Every scope a change at `key` makes stale ([`Scope::affected_by`]); none for the audit log's
-/// objects (`.quarry-audit/…`, one per write: no package, no listing).
-pub fn affected_by(key: &Key) -> Vec<Scope> {
+/// Every scope a change at `key` makes stale under `layout` ([`Scope::affected_by`]); none for
+/// the audit log's objects (`.quarry-audit/…`, one per write: no package, no listing).
+pub fn affected_by(key: &Key, layout: &quarry_layout::config::Layout) -> Vec<Scope> {
     if audit_log::is_audit_path(key.as_str()) {
         return Vec::new();
     }
-    Scope::affected_by(key)
+    Scope::affected_by(key, layout)
 }
 
 /// Decode an object key as S3 notifications carry it (form-encoded: `+` for space, `%XX`).
@@ -229,6 +229,8 @@ pub struct Handler<S> {
     reconcile: Option<Reconcile>,
     /// The bucket the function serves (`QUARRY_BUCKET`); `None`: any bucket an event names.
     bucket: Option<String>,
+    /// Which prefixes are roots (`[layout]`, read at init: [`layout_from_env`]).
+    layout: Arc<quarry_layout::config::Layout>,
 }
 
 /// What a scheduled reconciliation covers (`QUARRY_BUCKET`, `QUARRY_RECONCILE_RUNS`).
@@ -280,7 +282,16 @@ pub struct InvocationSummary {
 
 impl<S: Stores> Handler<S> {
     pub fn new(stores: S) -> Self {
-        Self { stores, config: IndexConfig::default(), reconcile: None, bucket: None }
+        // The default layout (runs only) until `with_layout` gives the configured one.
+        let layout = Arc::new(quarry_layout::config::Layout::default());
+        Self { stores, config: IndexConfig::default(), reconcile: None, bucket: None, layout }
+    }
+
+    /// Index roots as `layout` lays them out (`[layout]`, [`layout_from_env`]).
+    #[must_use]
+    pub fn with_layout(mut self, layout: Arc<quarry_layout::config::Layout>) -> Self {
+        self.layout = layout;
+        self
     }
 
     /// Serve only `bucket`: an event naming another is a failure of its record (retried, then
@@ -360,11 +371,11 @@ impl<S: Stores> Handler<S> {
             failed: 1,
             first: format!("{bucket}: {what}: {}", quarry_store::error_chain(&e)),
         };
-        let layout = quarry_layout::config::configured();
-        let scopes = reconcile_scopes(store.as_ref(), layout, *recent_runs).await.map_err(|e| retry("listing", e))?;
+        let scopes =
+            reconcile_scopes(store.as_ref(), &self.layout, *recent_runs).await.map_err(|e| retry("listing", e))?;
         let cursor = Cursor::read(store.as_ref()).await.map_err(|e| retry("reading the cursor", e))?;
         let todo = cursor.order(scopes);
-        let indexer = Indexer::new(store.clone()).with_config(self.config.clone());
+        let indexer = Indexer::new(store.clone(), self.layout.clone()).with_config(self.config.clone());
         let mut summary = InvocationSummary::default();
         for (done, scope) in todo.iter().enumerate() {
             if done > 0 && deadline.is_some_and(|d| Instant::now() >= d) {
@@ -459,7 +470,7 @@ impl<S: Stores> Handler<S> {
         let Some(key) = change.key.strip_prefix(&prefix) else {
             return Err(format!("the key is outside the key prefix {prefix:?} (QUARRY_KEY_PREFIX)"));
         };
-        Ok(Key::new(key).map(|key| affected_by(&key)).map_err(|e| e.to_string()))
+        Ok(Key::new(key).map(|key| affected_by(&key, &self.layout)).map_err(|e| e.to_string()))
     }
 
     /// Refresh every root and listing the changes touch, once each.
@@ -516,7 +527,8 @@ impl<S: Stores> Handler<S> {
             .map(|group| async move {
                 let mut done = Vec::new();
                 for (bucket, scope) in group {
-                    let indexer = Indexer::new(self.stores.for_bucket(&bucket)).with_config(self.config.clone());
+                    let indexer = Indexer::new(self.stores.for_bucket(&bucket), self.layout.clone())
+                        .with_config(self.config.clone());
                     let result = indexer.refresh(&scope).await.map_err(|e| e.to_string());
                     done.push((format!("{bucket}/{scope}"), result));
                 }
@@ -572,7 +584,7 @@ mod tests {
 
     #[test]
     fn classification_ignores_our_own_outputs() {
-        let root = |k: &str| classify(k).unwrap().map(|r| r.to_string());
+        let root = |k: &str| classify(k, &Default::default()).unwrap().map(|r| r.to_string());
         assert_eq!(root("1-linux/python/a-1.0-py3-none-any.whl").as_deref(), Some("1-linux/python/"));
         assert_eq!(root("1-linux/python/a-1.0-py3-none-any.whl.yanked").as_deref(), Some("1-linux/python/"));
         assert_eq!(root("1-linux/blas_lib_gfx942.tar.zst").as_deref(), Some("1-linux/index.html"));
@@ -588,7 +600,7 @@ mod tests {
         ] {
             assert_eq!(root(own), None, "{own}");
         }
-        assert!(classify("1-linux/python/../x.whl").is_err());
+        assert!(classify("1-linux/python/../x.whl", &Default::default()).is_err());
         for audit in [
             ".quarry-audit/1-linux/python/a-1.0-py3-none-any.whl/20260102T030405.123456Z-ab12cd34ef.json",
             ".quarry-audit/1-linux/python/20260102T030405.123456Z-ab12cd34ef.json",
@@ -598,6 +610,6 @@ mod tests {
         ] {
             assert_eq!(root(audit), None, "{audit}");
         }
-        assert!(classify("").is_err());
+        assert!(classify("", &Default::default()).is_err());
     }
 }

@@ -60,12 +60,17 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         std::env::var("QUARRY_LAYOUT_BUCKET").ok().filter(|b| !b.is_empty()).map(|b| buckets.for_bucket(&b));
     let layout = quarry_lambda_indexer::layout_from_env(layout_store.as_deref()).await?;
     tracing::info!(roots = layout.roots.len(), runs = layout.runs, "layout");
-    let _ = quarry_layout::config::install(layout);
     // Scheduled events reconcile QUARRY_BUCKET (the newest QUARRY_RECONCILE_RUNS runs).
     let reconcile = quarry_lambda_indexer::Reconcile::from_env()?;
     // The bucket the function serves: events naming another are failures, not acted on.
     let bucket = reconcile.as_ref().map(|r| r.bucket.clone());
-    let handler = Arc::new(Handler::new(buckets).with_config(config).with_reconcile(reconcile).with_bucket(bucket));
+    let handler = Arc::new(
+        Handler::new(buckets)
+            .with_layout(Arc::new(layout))
+            .with_config(config)
+            .with_reconcile(reconcile)
+            .with_bucket(bucket),
+    );
     tracing::info!(init_us = started.elapsed().as_micros() as u64, "initialized");
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
         let handler = handler.clone();

@@ -186,7 +186,7 @@ async fn bad_records_are_skipped_with_a_reason_and_never_fail_the_batch() {
     assert_eq!(answer["ignored"], 1, "{answer}");
     let find_links = page(store.as_ref(), "5-linux/python/index.html").await;
     assert!(find_links.contains("good-1.0") && !find_links.contains("truncated-1.0"), "{find_links}");
-    let root = quarry_index::RepoRoot::new("5-linux/python/").unwrap();
+    let root = quarry_index::RepoRoot::new("5-linux/python/", &Default::default()).unwrap();
     let state = quarry_index::read_state(store.as_ref(), &root).await.unwrap().unwrap();
     assert!(state.rejected.contains_key("truncated-1.0-py3-none-any.whl"), "{state:?}");
 

@@ -1,6 +1,6 @@
 //! The Lambda's configured layout: read at init from a `quarry.toml` object in the bucket
 //! (`QUARRY_LAYOUT_KEY`), so that channel roots (`v2/{family}/`, `v3/packages/…`) are indexed
-//! from S3 events like run roots are. Its own test binary: the layout is process-wide.
+//! from S3 events like run roots are; the handler carries it.
 
 use std::sync::Arc;
 
@@ -34,12 +34,11 @@ async fn channel_roots_from_a_layout_object_in_the_bucket_are_indexed() {
     store.put_bytes(&Key::new("quarry.toml").unwrap(), layout.into(), PutOptions::default()).await.unwrap();
     let loaded = load_layout(None, Some("quarry.toml"), Some(store.as_ref() as &dyn Store)).await.unwrap();
     assert_eq!(loaded.roots.len(), 5);
-    quarry_layout::config::install(loaded).unwrap();
 
     let wheel = WheelSpec::new("rocm-sdk-libraries-gfx94X-dcgpu", "7.10.0");
     let key = format!("v2/gfx94X-dcgpu/{}", wheel.filename());
     store.put_bytes(&Key::new(&key).unwrap(), wheel.build().into(), PutOptions::default()).await.unwrap();
-    let handler = Handler::new(Bucket(store.clone()));
+    let handler = Handler::new(Bucket(store.clone())).with_layout(Arc::new(loaded));
     let answer = handler.handle(s3_put("therock-nightly", &key)).await.unwrap();
     assert_eq!(answer["reindexed"], serde_json::json!(["therock-nightly/v2/gfx94X-dcgpu/"]), "{answer}");
     let project = Key::new("v2/gfx94X-dcgpu/simple/rocm-sdk-libraries-gfx94x-dcgpu/index.html").unwrap();

@@ -1,6 +1,7 @@
 //! The configured layout (`quarry.toml`): which prefixes are pip, apt or dnf roots beyond a
 //! run's own, with each root's options. One table, read once per process
-//! ([`install`]) by `quarry serve`/`quarry index` and the Lambda; [`configured`] answers every
+//! ([`load`]) by the CLI and the Lambda and carried from there as a value (an `Indexer`'s, the
+//! server's state's, the Lambda handler's); [`Layout`]'s methods answer every
 //! question about it. The default is TheRock's run layout alone, exactly as before.
 //!
 //! ```toml
@@ -34,8 +35,6 @@
 //! configures. [`ChannelRoots`] is the one place `quarry promote` and the GPU page learn where a
 //! channel's pip, apt and dnf roots lie; [`ReleaseRoots`] where a `--release-type` promotion
 //! places each kind in TheRock's v5 layout (the `therock-v5` preset).
-
-use std::sync::OnceLock;
 
 use serde::Deserialize;
 
@@ -291,6 +290,17 @@ impl RootRule {
 }
 
 impl Layout {
+    /// The run layout under this configuration: TheRock's ([`super::THEROCK`]).
+    pub fn run(&self) -> &'static super::RunLayout {
+        &super::THEROCK
+    }
+
+    /// Whether a directory (a `/`-separated prefix) gets a run listing: run prefixes are laid
+    /// out (`runs`) and the run layout lists it ([`super::RunLayout::is_listed`]).
+    pub fn is_listed(&self, prefix: &str) -> bool {
+        self.runs && self.run().is_listed(prefix)
+    }
+
     /// A layout from `quarry.toml` text, the preset's roots first; errors name the line.
     /// Other tables and keys of the file (`quarry serve`'s) are not this module's.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
@@ -400,33 +410,22 @@ fn rule_line(text: &str, i: usize) -> Option<usize> {
     text.lines().enumerate().filter(|(_, l)| l.trim() == "[[layout.root]]").nth(i).map(|(n, _)| n + 1)
 }
 
-static INSTALLED: OnceLock<Layout> = OnceLock::new();
-
-/// Makes `layout` the process's layout; the first call wins (later ones return it back).
-pub fn install(layout: Layout) -> Result<(), Layout> {
-    INSTALLED.set(layout)
-}
-
-/// The layout in force: the installed one, else the default (runs only).
-pub fn configured() -> &'static Layout {
-    INSTALLED.get_or_init(Layout::default)
-}
-
-/// Reads and installs a layout file. `path` given: it must exist. Otherwise `./quarry.toml` if
-/// present, else the default. Returns what was installed, for logs.
-pub fn load(path: Option<&std::path::Path>) -> Result<Option<std::path::PathBuf>, ConfigError> {
+/// Reads a layout file: `path` given, it must exist; otherwise `./quarry.toml` if present, else
+/// the default (runs only). Returns the layout and the file it came from, for logs. The caller
+/// carries the layout to what needs it (an `Indexer`, the server's state, the Lambda's handler):
+/// there is no process-wide layout.
+pub fn load(path: Option<&std::path::Path>) -> Result<(Layout, Option<std::path::PathBuf>), ConfigError> {
     let default = std::path::Path::new("quarry.toml");
     let path = match path {
         Some(p) => p,
         None if default.is_file() => default,
-        None => return Ok(None),
+        None => return Ok((Layout::default(), None)),
     };
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError { line: None, message: format!("reading {}: {e}", path.display()) })?;
     let layout = Layout::parse(&text)
         .map_err(|e| ConfigError { line: e.line, message: format!("{}: {}", path.display(), e.message) })?;
-    let _ = install(layout);
-    Ok(Some(path.to_owned()))
+    Ok((layout, Some(path.to_owned())))
 }
 
 /// Where a channel's roots lie: the configured layout's roots under the channel prefix
@@ -461,7 +460,7 @@ impl<'a> ChannelRoots<'a> {
 
     /// The pip root of `family` (`None`: the run has no family wheels).
     pub fn pip(&self, family: Option<&str>) -> String {
-        let python = super::current().root_dir(UploadKind::Python);
+        let python = super::THEROCK.root_dir(UploadKind::Python);
         match (family, self.rule(RootKind::Pip, "{family}")) {
             (Some(f), Some(rule)) => rule.fill(&[("family", f)]).unwrap_or_default(),
             (Some(f), None) => format!("{}/{python}{f}/", self.name),
@@ -480,14 +479,14 @@ impl<'a> ChannelRoots<'a> {
     /// The apt root.
     pub fn deb(&self) -> String {
         let rule = self.rule(RootKind::Apt, "");
-        let run_like = || format!("{}/{}", self.name, super::current().root_dir(UploadKind::Deb));
+        let run_like = || format!("{}/{}", self.name, super::THEROCK.root_dir(UploadKind::Deb));
         rule.map_or_else(run_like, |r| format!("{}/", r.prefix.trim_end_matches('/')))
     }
 
     /// The dnf root of `arch`.
     pub fn rpm(&self, arch: &str) -> String {
         let filled = self.rule(RootKind::Dnf, "{arch}").and_then(|r| r.fill(&[("arch", arch)]));
-        filled.unwrap_or_else(|| format!("{}/{}", self.name, super::current().rpm_root_dir(arch)))
+        filled.unwrap_or_else(|| format!("{}/{}", self.name, super::THEROCK.rpm_root_dir(arch)))
     }
 }
 

@@ -10,7 +10,7 @@
 //! `packages/deb/` with its uploads in `pool/main/`, the dnf roots `packages/rpm/{arch}/`, the
 //! stage archives at the run root itself and the logs in `logs/`. [`RunLayout`] answers every
 //! question about that layout (`root_dir`, `upload_dir`, `root_of`, `native_root_kind`,
-//! `is_listed`, `part_of`, …) and [`current`] returns the one in force, [`THEROCK`]; nobody else
+//! `is_listed`, `part_of`, …) and [`config::Layout::run`] returns the one in force, [`THEROCK`]; nobody else
 //! spells a run's directory or parses a run segment. The upload kinds, the bucket a run goes to
 //! and public URLs are here too. [`GENERATED_NAMES`] (with [`FILE_SUFFIXES`], through
 //! [`reserved_directory`]) is the one list of reserved names: the key checks
@@ -37,9 +37,9 @@ pub enum UploadKind {
 
 impl UploadKind {
     /// Where uploads of this kind go under the run prefix ([`RunLayout::upload_dir`] of the
-    /// [`current`] layout).
+    /// [`THEROCK`] layout).
     pub fn subdir(self) -> String {
-        current().upload_dir(self)
+        THEROCK.upload_dir(self)
     }
 
     /// `python`, `deb`, `rpm` or `artifacts`.
@@ -127,7 +127,7 @@ pub const PACKAGES_DIR: &str = "packages";
 /// Where things lie under a run prefix `{run}-{platform}/`: the pip root, the apt and dnf repos
 /// below the packages directory, the stage artifacts at the run root, the logs. Every question
 /// about a run's layout is a method here, so that where the names come from (today TheRock's
-/// fixed ones, [`THEROCK`]) is decided in one place: [`current`].
+/// fixed ones, [`THEROCK`]) is decided in one place: [`config::Layout::run`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunLayout {
     /// The pip root's directory (`python`); legacy layouts also have `python/{group}/` roots.
@@ -159,12 +159,6 @@ pub const THEROCK: RunLayout = RunLayout {
     rpm_arches: &["x86_64", "aarch64", "noarch", "i686", "ppc64le", "s390x", "riscv64"],
     logs: "logs",
 };
-
-/// The run layout in force: TheRock's. Roots beyond a run's, and whether runs are laid out at
-/// all, are configured ([`config::configured`], `quarry.toml`).
-pub fn current() -> &'static RunLayout {
-    &THEROCK
-}
 
 /// What part of a run a file belongs to, by where it lies (the run browser's summary), in the
 /// order they are shown.
@@ -255,12 +249,10 @@ impl RunLayout {
         self.logs
     }
 
-    /// Whether a directory (a `/`-separated prefix) gets a run listing: it lies in a run and
-    /// not in the run's pip root or native repos.
+    /// Whether a directory (a `/`-separated prefix) would get a run listing: it lies in a run
+    /// and not in the run's pip root or native repos. [`config::Layout::is_listed`] also asks
+    /// whether runs are laid out at all.
     pub fn is_listed(&self, prefix: &str) -> bool {
-        if !config::configured().runs {
-            return false;
-        }
         let trimmed = prefix.trim_end_matches('/');
         let Some((run, _)) = find_run(trimmed) else {
             return false;
@@ -434,7 +426,7 @@ mod tests {
 
     #[test]
     fn the_run_layout_is_therocks() {
-        let layout = current();
+        let layout = &THEROCK;
         let dirs: Vec<(String, String)> =
             [UploadKind::Python, UploadKind::Deb, UploadKind::Rpm, UploadKind::Artifacts, UploadKind::Logs]
                 .into_iter()

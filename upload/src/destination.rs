@@ -100,7 +100,7 @@ impl StoreDestination {
     /// The index clients point at for uploads of `kind`: the find-links page or run listing
     /// (`…/index.html`), the apt root above the pool, the dnf root itself.
     pub fn index_key(&self, kind: UploadKind) -> String {
-        let layout = layout::current();
+        let layout = &layout::THEROCK;
         match kind {
             UploadKind::Python | UploadKind::Artifacts | UploadKind::Logs => self.key("index.html"),
             UploadKind::Deb => {
@@ -155,7 +155,7 @@ impl RunTarget<'_> {
             None => layout::artifact_bucket(self.release_type, self.repository, self.fork)?,
         };
         let prefix = layout::run_prefix(bucket, self.repository, run_id, self.platform)?;
-        let to = format!("s3://{bucket}/{prefix}{}", layout::current().upload_dir(self.kind));
+        let to = format!("s3://{bucket}/{prefix}{}", layout::THEROCK.upload_dir(self.kind));
         let destination = StoreDestination { bucket: Some(bucket.to_owned()), ..StoreDestination::parse(&to) };
         Ok(match self.group {
             Some(group) => destination.with_group(group),
@@ -168,7 +168,7 @@ impl RunTarget<'_> {
 /// root, the dnf roots' directory (any architecture), a logs directory, else stage artifacts.
 /// Without a destination, python.
 pub fn infer_kind(to: Option<&str>) -> UploadKind {
-    let layout = layout::current();
+    let layout = &layout::THEROCK;
     let python = layout.root_dir(UploadKind::Python);
     let to = to.unwrap_or(&python);
     let segments: Vec<&str> = to.split('/').collect();

@@ -132,7 +132,9 @@ async fn missing(reader: &dyn Reader, files: &[WrittenFile]) -> Result<Vec<Strin
     let mut missing = Vec::new();
     for file in files {
         let Some(name) = file.key.rsplit('/').next() else { continue };
-        let root = Key::new(&file.key).ok().and_then(|k| RepoRoot::for_key(&k));
+        // A client knows no server's `[layout]`: run roots only (as it always did).
+        let layout = quarry_layout::config::Layout::default();
+        let root = Key::new(&file.key).ok().and_then(|k| RepoRoot::for_key(&k, &layout));
         let wanted: Vec<(String, Vec<String>)> = match root.as_ref().map(|r| (r, r.kind())) {
             Some((root, RepoKind::Pip)) => pip_checks(reader, &mut cache, root, name, &file.sha256).await?,
             Some((root, RepoKind::Apt)) => {

@@ -139,8 +139,8 @@ pub(crate) struct LayoutConfigArg {
 }
 
 impl LayoutConfigArg {
-    /// Makes the file's `[layout]` the process's layout.
-    pub(crate) fn load(&self) -> anyhow::Result<()> {
+    /// The file's `[layout]` (else the default), for the command to pass down.
+    pub(crate) fn load(&self) -> anyhow::Result<std::sync::Arc<quarry_layout::config::Layout>> {
         super::load_layout(self.config.as_deref())
     }
 }

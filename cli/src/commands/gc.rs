@@ -75,7 +75,8 @@ pub(crate) async fn run(args: GcArgs) -> anyhow::Result<()> {
         dry_run: args.dry_run,
         concurrency: args.concurrency.into(),
     };
-    let indexer = Indexer::new(store).with_config(config);
+    // `quarry gc` reads no `[layout]` (it never did): run roots only.
+    let indexer = Indexer::new(store, Default::default()).with_config(config);
     let report = quarry_index::retention::apply(&indexer, &options, Timestamp::now()).await?;
     if !report.dry_run {
         use quarry_index::audit_log::{AuditAction, AuditEntry, AuditOutcome};

@@ -78,23 +78,23 @@ impl IndexArgs {
 
 pub(crate) async fn run(args: IndexArgs) -> anyhow::Result<()> {
     let inner = args.store()?.open_existing().await?;
-    args.config.load()?;
+    let layout = args.config.load()?;
     let store = Arc::new(CountingStore::new(inner));
     let started = std::time::Instant::now();
     // A prefix naming one pip root is that root: no need to list everything below it first.
     let scopes = if !args.keys.is_empty() {
         let keys = args.keys.iter().map(|k| quarry_store::Key::new(k.as_str()).with_context(|| format!("--key {k}")));
-        Scope::affected_by_all(&keys.collect::<anyhow::Result<Vec<_>>>()?)
+        Scope::affected_by_all(&keys.collect::<anyhow::Result<Vec<_>>>()?, &layout)
     } else {
-        match RepoRoot::new(&args.prefix) {
+        match RepoRoot::new(&args.prefix, &layout) {
             Ok(root) => BTreeSet::from([Scope::Root(root)]),
-            Err(_) => discover_scopes(store.as_ref(), &args.prefix).await?,
+            Err(_) => discover_scopes(store.as_ref(), &args.prefix, &layout).await?,
         }
     };
     if args.check {
-        return check(&args, store.as_ref(), scopes.iter().filter_map(Scope::root)).await;
+        return check(&args, store.as_ref(), &layout, scopes.iter().filter_map(Scope::root)).await;
     }
-    let indexer = Indexer::new(store.clone()).with_config(quarry_index::IndexConfig::from_env()?);
+    let indexer = Indexer::new(store.clone(), layout.clone()).with_config(quarry_index::IndexConfig::from_env()?);
     if args.full {
         return full(&args, &indexer, &scopes).await;
     }
@@ -180,11 +180,12 @@ async fn full(args: &IndexArgs, indexer: &Indexer, scopes: &BTreeSet<Scope>) -> 
 async fn check(
     args: &IndexArgs,
     store: &dyn quarry_store::Store,
+    layout: &quarry_layout::config::Layout,
     roots: impl Iterator<Item = &RepoRoot>,
 ) -> anyhow::Result<()> {
     let mut reports = Vec::new();
     for root in roots {
-        reports.push(quarry_index::check(store, root).await.with_context(|| format!("checking {root}"))?);
+        reports.push(quarry_index::check(store, root, layout).await.with_context(|| format!("checking {root}"))?);
     }
     let text: String = reports.iter().map(|r| format!("{r}\n")).collect();
     super::print(args.json.json, &reports, text)?;

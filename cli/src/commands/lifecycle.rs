@@ -59,10 +59,10 @@ async fn run(args: &FileArgs, what: Change, reason: &str) -> anyhow::Result<()> 
     if url.starts_with("http://") || url.starts_with("https://") {
         return through_server(args, what, reason).await;
     }
-    args.config.load()?;
+    let layout = args.config.load()?;
     let (store_url, key) = store_and_key(url)?;
     let store = store_url.open_existing().await?;
-    let indexer = Indexer::new(store.clone()).with_config(IndexConfig::from_env()?);
+    let indexer = Indexer::new(store.clone(), layout).with_config(IndexConfig::from_env()?);
     let done = match what {
         Change::Yank => lifecycle::yank(&indexer, &key, reason).await,
         Change::Unyank => lifecycle::unyank(&indexer, &key).await,

@@ -95,13 +95,13 @@ pub(crate) fn dir_prefix(text: &str) -> String {
 
 /// A root from `[pip:|apt:|dnf:]PREFIX` (`deb:`, `rpm:` too): the kind given, else the
 /// layout's, else pip.
-pub(crate) fn parse_root(text: &str) -> anyhow::Result<RepoRoot> {
+pub(crate) fn parse_root(text: &str, layout: &quarry_layout::config::Layout) -> anyhow::Result<RepoRoot> {
     let bad = |e: quarry_store::KeyError| UsageError::new(format!("root {text:?}: {e}"));
     let kind = text.split_once(':').and_then(|(label, rest)| Some((RepoKind::from(KindArg::parse(label)?), rest)));
     if let Some((kind, prefix)) = kind {
         return RepoRoot::with_kind(prefix, kind).map_err(|e| bad(e).into());
     }
-    RepoRoot::new(text).or_else(|_| RepoRoot::with_kind(text, RepoKind::Pip)).map_err(|e| bad(e).into())
+    RepoRoot::new(text, layout).or_else(|_| RepoRoot::with_kind(text, RepoKind::Pip)).map_err(|e| bad(e).into())
 }
 
 pub(crate) async fn run(args: MirrorArgs) -> anyhow::Result<()> {
@@ -121,13 +121,14 @@ pub(crate) async fn run(args: MirrorArgs) -> anyhow::Result<()> {
         reqwest::Url::parse(&upstream).map_err(|e| UsageError::new(format!("--upstream {:?}: {e}", args.upstream)))?;
     let root = RepoRoot::with_kind(&args.to, RepoKind::Pip)
         .map_err(|e| UsageError::new(format!("--to {:?}: {e}", args.to)))?;
-    let mut compose_with = args.compose_with.iter().map(|r| parse_root(r)).collect::<anyhow::Result<Vec<_>>>()?;
+    let layout = super::load_layout(args.config.as_deref())?;
+    let mut compose_with =
+        args.compose_with.iter().map(|r| parse_root(r, &layout)).collect::<anyhow::Result<Vec<_>>>()?;
     let config = IndexConfig::from_env()
         .map_err(|e| UsageError::new(format!("the index configuration from the environment: {e}")))?;
-    super::load_layout(args.config.as_deref())?;
     let store = args.store.store.open().await?;
     if compose_with.is_empty() {
-        compose_with = composed_by_layout(store.as_ref(), &root).await?;
+        compose_with = composed_by_layout(store.as_ref(), &layout, &root).await?;
     }
     let options = MirrorOptions {
         upstream,
@@ -142,7 +143,7 @@ pub(crate) async fn run(args: MirrorArgs) -> anyhow::Result<()> {
         redirect_origins: args.redirect_origins,
         allow_unhashed: args.allow_unhashed,
     };
-    let indexer = Indexer::new(store).with_config(config);
+    let indexer = Indexer::new(store, layout).with_config(config);
     let report = quarry_upload::mirror::mirror(&indexer, &options).await?;
     super::print(args.json.json, &report, &report)?;
     if !report.failures.is_empty() {
@@ -153,8 +154,11 @@ pub(crate) async fn run(args: MirrorArgs) -> anyhow::Result<()> {
 
 /// The roots the store holds that the layout's `compose_with` patterns for `root` configure
 /// (e.g. every `v2/{family}/` beside `python-deps/`); none without such a rule.
-async fn composed_by_layout(store: &dyn quarry_store::Store, root: &RepoRoot) -> anyhow::Result<Vec<RepoRoot>> {
-    let layout = quarry_layout::config::configured();
+async fn composed_by_layout(
+    store: &dyn quarry_store::Store,
+    layout: &quarry_layout::config::Layout,
+    root: &RepoRoot,
+) -> anyhow::Result<Vec<RepoRoot>> {
     let Some(rule) = layout.rule_for(root.as_str().trim_end_matches('/')) else { return Ok(Vec::new()) };
     let mut composed = Vec::new();
     for pattern in &rule.compose_with {
@@ -165,7 +169,8 @@ async fn composed_by_layout(store: &dyn quarry_store::Store, root: &RepoRoot) ->
             .take_while(|s| !s.starts_with('{'))
             .map(|s| format!("{s}/"))
             .collect();
-        let (roots, _) = quarry_index::discover(store, &head).await.with_context(|| format!("listing {head}"))?;
+        let (roots, _) =
+            quarry_index::discover(store, &head, layout).await.with_context(|| format!("listing {head}"))?;
         let configured_by = |r: &RepoRoot| {
             layout.rule_for(r.as_str().trim_end_matches('/')).is_some_and(|rule| rule.prefix == *pattern)
         };
@@ -176,7 +181,9 @@ async fn composed_by_layout(store: &dyn quarry_store::Store, root: &RepoRoot) ->
 }
 
 pub(crate) async fn check_origins(args: CheckOriginsArgs) -> anyhow::Result<()> {
-    let roots = args.roots.iter().map(|r| parse_root(r)).collect::<anyhow::Result<Vec<_>>>()?;
+    // `quarry check-origins` reads no `[layout]` (it never did): run roots only.
+    let layout = quarry_layout::config::Layout::default();
+    let roots = args.roots.iter().map(|r| parse_root(r, &layout)).collect::<anyhow::Result<Vec<_>>>()?;
     let store = args.store.store.open_existing().await?;
     let conflicts = find_conflicts(store.as_ref(), &roots).await?;
     let text: String = conflicts.iter().map(|c| format!("{c}\n")).collect();

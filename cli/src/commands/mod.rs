@@ -311,13 +311,15 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
 pub(crate) use quarry_index_server::read_tokens;
 
 /// Reads the `[layout]` of `quarry.toml` (`path`, else `./quarry.toml` if present; else the
-/// default run layout) and makes it the process's layout.
-pub(crate) fn load_layout(path: Option<&std::path::Path>) -> anyhow::Result<()> {
-    if let Some(loaded) = quarry_layout::config::load(path)? {
-        let layout = quarry_layout::config::configured();
-        tracing::debug!(file = %loaded.display(), roots = layout.roots.len(), runs = layout.runs, "layout");
+/// default run layout), for the command to pass down (there is no process-wide layout).
+pub(crate) fn load_layout(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<std::sync::Arc<quarry_layout::config::Layout>> {
+    let (layout, file) = quarry_layout::config::load(path)?;
+    if let Some(file) = file {
+        tracing::debug!(file = %file.display(), roots = layout.roots.len(), runs = layout.runs, "layout");
     }
-    Ok(())
+    Ok(std::sync::Arc::new(layout))
 }
 
 #[cfg(test)]

@@ -158,13 +158,13 @@ fn places(args: &PromoteArgs) -> anyhow::Result<Places> {
 }
 
 pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
-    let loaded = quarry_layout::config::load(args.config.config.as_deref())?;
+    let (mut layout, loaded) = quarry_layout::config::load(args.config.config.as_deref())?;
     if args.release_type.is_some() && loaded.is_none() {
         // The v5 roots are the preset's: without a `quarry.toml`, a release promotion lays
         // them out (and a server or Lambda reindexing them needs the same preset).
-        let preset = quarry_layout::config::Layout::preset("therock-v5").expect("the preset exists");
-        let _ = quarry_layout::config::install(preset);
+        layout = quarry_layout::config::Layout::preset("therock-v5").expect("the preset exists");
     }
+    let layout = Arc::new(layout);
     let kinds: BTreeSet<RepoKind> = args.kinds.iter().copied().map(RepoKind::from).collect();
     let places = places(&args)?;
     // Promoting reads a store that must be there; `--init` may create the channel's store.
@@ -175,10 +175,12 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     let config = quarry_index::IndexConfig::from_env()?;
     let signed = config.signer.is_some();
     let source = match &places.from {
-        Some(from) if *from != places.to => Some(Indexer::new(from.open_existing().await?).with_config(config.clone())),
+        Some(from) if *from != places.to => {
+            Some(Indexer::new(from.open_existing().await?, layout.clone()).with_config(config.clone()))
+        }
         _ => None,
     };
-    let indexer = Indexer::new(store).with_config(config);
+    let indexer = Indexer::new(store, layout.clone()).with_config(config);
     let targets = quarry_topology::families::AmdgpuTargets::builtin();
     let families_map = targets.family_map();
     let promotion = Promotion {
@@ -188,7 +190,7 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
         kinds: &kinds,
         dry_run: args.dry_run,
         families_map: &families_map,
-        layout: quarry_layout::config::configured(),
+        layout: &layout,
         release: places.release,
         source: source.as_ref(),
     };

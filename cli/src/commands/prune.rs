@@ -56,10 +56,10 @@ pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
     let config = IndexConfig::from_env()
         .map_err(|e| UsageError::new(format!("the index configuration from the environment: {e}")))?;
     // Also for --root: a generic root's reindex refreshes the per-family views the layout names.
-    super::load_layout(args.config.as_deref())?;
+    let layout = super::load_layout(args.config.as_deref())?;
     if let Some(channel) = &args.channel {
         let store = args.store.store.open_existing().await?;
-        let indexer = Indexer::new(store).with_config(config);
+        let indexer = Indexer::new(store, layout).with_config(config);
         let reports = prune_channel(&indexer, channel, &args).await?;
         for report in &reports {
             record(&indexer, report).await;
@@ -77,7 +77,7 @@ pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
     let root =
         RepoRoot::with_kind(prefix, kind.into()).map_err(|e| UsageError::new(format!("--root {prefix:?}: {e}")))?;
     let store = args.store.store.open_existing().await?;
-    let indexer = Indexer::new(store).with_config(config);
+    let indexer = Indexer::new(store, layout).with_config(config);
     let report = prune_root(&indexer, &root, policy, args.now.unwrap_or_else(Timestamp::now), args.dry_run).await?;
     record(&indexer, &report).await;
     super::print(args.json.json, &report, &report)
@@ -102,10 +102,11 @@ async fn record(indexer: &Indexer, report: &PruneReport) {
 /// Every root the store holds under `channel` that the configured layout gives a retention
 /// (or that the flags give one), pruned with its own policy; roots without one are left alone.
 async fn prune_channel(indexer: &Indexer, channel: &str, args: &PruneArgs) -> anyhow::Result<Vec<PruneReport>> {
-    let layout = quarry_layout::config::configured();
+    let layout = indexer.layout();
     let prefix = super::mirror::dir_prefix(channel);
-    let (roots, _) =
-        quarry_index::discover(indexer.store().as_ref(), &prefix).await.with_context(|| format!("listing {prefix}"))?;
+    let (roots, _) = quarry_index::discover(indexer.store().as_ref(), &prefix, layout)
+        .await
+        .with_context(|| format!("listing {prefix}"))?;
     let now = args.now.unwrap_or_else(Timestamp::now);
     let mut reports = Vec::new();
     for root in roots {

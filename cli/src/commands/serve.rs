@@ -91,8 +91,8 @@ impl From<ServeArgs> for ServeOptions {
 }
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    super::load_layout(args.config.as_deref())?;
-    let settings = Settings::resolve(args.into())?;
+    let layout = super::load_layout(args.config.as_deref())?;
+    let settings = Settings { layout, ..Settings::resolve(args.into())? };
     let addr = settings.addr;
     let state = settings.open().await?;
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;

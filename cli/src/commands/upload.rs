@@ -421,11 +421,13 @@ pub(super) fn rooted(destination: StoreDestination) -> StoreDestination {
 /// its project, and the run listings above it).
 async fn index_touched(store: Arc<dyn Store>, files: &[quarry_store::Uploaded]) -> anyhow::Result<()> {
     let keys: Vec<quarry_store::Key> = files.iter().filter_map(|f| quarry_store::Key::new(&f.key).ok()).collect();
-    let scopes = quarry_index::Scope::affected_by_all(&keys);
+    // `quarry upload` reads no `[layout]` (it never did): run roots only.
+    let layout = std::sync::Arc::new(quarry_layout::config::Layout::default());
+    let scopes = quarry_index::Scope::affected_by_all(&keys, &layout);
     if scopes.is_empty() {
         return Ok(());
     }
-    let indexer = quarry_index::Indexer::new(store).with_config(quarry_index::IndexConfig::from_env()?);
+    let indexer = quarry_index::Indexer::new(store, layout).with_config(quarry_index::IndexConfig::from_env()?);
     for scope in &scopes {
         indexer.refresh(scope).await.with_context(|| format!("indexing {scope}"))?;
     }

@@ -88,7 +88,7 @@ pub(crate) async fn render_channel(
     if layout.rule_for(prefix.trim_end_matches('/')).is_none() {
         return Ok(None);
     }
-    let root = RepoRoot::new_in(layout, prefix).map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let root = RepoRoot::new(prefix, layout).map_err(|e| AppError::BadRequest(e.to_string()))?;
     let state = quarry_index::read_state(store, &root).await?.unwrap_or_else(RepoState::empty);
     let mut files: Vec<FileRow> = state.entries.values().map(|e| row(&root, e, None)).collect();
     let generic = quarry_index::view::generic_of(layout, &root);
@@ -118,8 +118,7 @@ pub(crate) async fn channel_page(
     State(state): State<AppState>,
     Path(prefix): Path<String>,
 ) -> Result<Response, AppError> {
-    let layout = quarry_layout::config::configured();
-    match render_channel(state.store.as_ref(), layout, &prefix).await? {
+    match render_channel(state.store.as_ref(), state.layout(), &prefix).await? {
         Some(body) => super::html(Ok(body)),
         None => Err(AppError::NotFound(format!("{prefix:?} is not a channel root the layout configures"))),
     }
@@ -153,8 +152,7 @@ pub(crate) async fn render_channels(store: &dyn Store, layout: &Layout) -> Resul
 
 /// `/-/channel/`.
 pub(crate) async fn channels_page(State(state): State<AppState>) -> Result<Response, AppError> {
-    let layout = quarry_layout::config::configured();
-    super::html(Ok(render_channels(state.store.as_ref(), layout).await?))
+    super::html(Ok(render_channels(state.store.as_ref(), state.layout()).await?))
 }
 
 #[cfg(test)]

@@ -85,7 +85,7 @@ fn seconds(value: f64) -> String {
 /// The run's log groups and build timings; rows in `order` of their stages (the topology's
 /// build order when known, else by name), then by family.
 pub(super) async fn summary(store: &dyn Store, prefix: &str, objects: &[ObjectMeta], order: &[String]) -> Summary {
-    let layout = layout::current();
+    let layout = &layout::THEROCK;
     let mut summary = Summary::default();
     let mut timing_keys: Vec<(String, Key)> = Vec::new();
     for o in objects {

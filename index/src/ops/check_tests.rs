@@ -58,19 +58,21 @@ async fn indexed_run(store: &Arc<dyn Store>, run: &str) {
     }
     put(store.as_ref(), &format!("{run}-linux/blas_lib_gfx942.tar.zst"), b"archive".to_vec()).await;
     put(store.as_ref(), &format!("{run}-linux/logs/gfx94X/build.log"), b"log".to_vec()).await;
-    let indexer = Indexer::new(store.clone());
+    let indexer = Indexer::new(store.clone(), Default::default());
     for root in ["python/", "packages/deb/", "packages/rpm/x86_64/"] {
-        indexer.reindex(&RepoRoot::new(&format!("{run}-linux/{root}")).unwrap()).await.unwrap();
+        indexer.reindex(&RepoRoot::new(&format!("{run}-linux/{root}"), &Default::default()).unwrap()).await.unwrap();
     }
     for dir in ["logs/gfx94X/", "logs/", ""] {
-        update_listing(store.as_ref(), &ListingDir::new(&format!("{run}-linux/{dir}")).unwrap()).await.unwrap();
+        update_listing(store.as_ref(), &ListingDir::new(&format!("{run}-linux/{dir}"), &Default::default()).unwrap())
+            .await
+            .unwrap();
     }
 }
 
 fn roots(run: &str) -> Vec<RepoRoot> {
     ["python/", "packages/deb/", "packages/rpm/x86_64/"]
         .iter()
-        .map(|r| RepoRoot::new(&format!("{run}-linux/{r}")).unwrap())
+        .map(|r| RepoRoot::new(&format!("{run}-linux/{r}"), &Default::default()).unwrap())
         .collect()
 }
 
@@ -86,7 +88,8 @@ async fn dangling_without(store: &Arc<dyn Store>, root: &str, key: &str) -> Vec<
     let key = Key::new(key).unwrap();
     let (_, body) = store.get_bytes(&key, 1 << 30).await.unwrap();
     store.delete(&key).await.unwrap();
-    let report = check(store.as_ref(), &RepoRoot::new(root).unwrap()).await.unwrap();
+    let report =
+        check(store.as_ref(), &RepoRoot::new(root, &Default::default()).unwrap(), &Default::default()).await.unwrap();
     let dangling = report.dangling().iter().map(|p| (*p).to_owned()).collect();
     store.put_bytes(&key, body, PutOptions::derived()).await.unwrap();
     dangling
@@ -97,7 +100,7 @@ async fn the_audit_names_each_missing_object_a_page_names() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
     indexed_run(&store, "7").await;
     for root in roots("7") {
-        let report = check(store.as_ref(), &root).await.unwrap();
+        let report = check(store.as_ref(), &root, &Default::default()).await.unwrap();
         assert!(report.is_clean(), "{report}");
     }
     let (wheel_name, _) = wheel("alpha", "1.0");
@@ -161,11 +164,11 @@ impl AuditedDeletes {
         let mut found = Vec::new();
         for run in &self.runs {
             for root in roots(run) {
-                let report = check(self.inner.as_ref(), &root).await.unwrap();
+                let report = check(self.inner.as_ref(), &root, &Default::default()).await.unwrap();
                 found.extend(report.dangling().iter().map(|p| format!("after deleting {deleted}: {root}: {p}")));
             }
             for dir in ["", "logs/"] {
-                let dir = ListingDir::new(&format!("{run}-linux/{dir}")).unwrap();
+                let dir = ListingDir::new(&format!("{run}-linux/{dir}"), &Default::default()).unwrap();
                 let report = crate::ops::check::check_listing(self.inner.as_ref(), &dir).await.unwrap();
                 found.extend(report.dangling().iter().map(|p| format!("after deleting {deleted}: {dir}: {p}")));
             }
@@ -196,8 +199,8 @@ impl Store for AuditedDeletes {
         *self.deletes.lock().unwrap() += 1;
         self.audit(key).await;
         if self.react {
-            let indexer = Indexer::new(self.inner.clone());
-            for scope in crate::Scope::affected_by(key) {
+            let indexer = Indexer::new(self.inner.clone(), Default::default());
+            for scope in crate::Scope::affected_by(key, &Default::default()) {
                 indexer.refresh(&scope).await.unwrap();
             }
             self.audit(key).await;
@@ -224,7 +227,7 @@ async fn prune_audited(react: bool) {
     indexed_run(&plain, "7").await;
     let audited = AuditedDeletes::new(memory, &["7"]);
     let audited = Arc::new(if react { audited.reacting() } else { audited });
-    let indexer = Indexer::new(audited.clone());
+    let indexer = Indexer::new(audited.clone(), Default::default());
     // The older version of each package, then everything (a project's pages go too).
     let older = crate::ops::prune::PrunePolicy { keep_days: None, keep_versions: Some(1) };
     let all = crate::ops::prune::PrunePolicy { keep_days: Some(0), keep_versions: None };
@@ -239,7 +242,7 @@ async fn prune_audited(react: bool) {
     let found: Vec<String> = audited.found.lock().unwrap().iter().cloned().collect();
     assert!(found.is_empty(), "a reader saw pages naming pruned files:\n{}", found.join("\n"));
     for root in roots("7") {
-        let report = check(plain.as_ref(), &root).await.unwrap();
+        let report = check(plain.as_ref(), &root, &Default::default()).await.unwrap();
         assert!(report.is_clean(), "{report}");
     }
 }
@@ -252,7 +255,7 @@ async fn gc_never_leaves_a_page_naming_an_object_it_deleted() {
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     indexed_run(&plain, "8").await;
     let audited = Arc::new(AuditedDeletes::new(memory, &["7", "8"]));
-    let indexer = Indexer::new(audited.clone());
+    let indexer = Indexer::new(audited.clone(), Default::default());
     let options = crate::ops::retention::RetentionOptions {
         prefix: String::new(),
         older_than: None,

@@ -167,11 +167,11 @@ fn store_err(what: impl Into<String>) -> impl FnOnce(StoreError) -> LifecycleErr
 
 /// `raw` as the key of a package file and its root, or why not: a valid key (no `..`, empty or
 /// reserved segment), a wheel, sdist, `.deb` (under a pool) or `.rpm`, in a root of its kind.
-pub fn package_key(raw: &str) -> Result<(Key, RepoRoot), LifecycleError> {
+pub fn package_key(raw: &str, layout: &quarry_layout::config::Layout) -> Result<(Key, RepoRoot), LifecycleError> {
     let raw = raw.trim_start_matches('/');
     let key = Key::new(raw).map_err(|e| LifecycleError::BadInput(e.to_string()))?;
     crate::check_key_segments(&key).map_err(|e| LifecycleError::BadInput(e.to_string()))?;
-    let root = RepoRoot::for_key(&key).ok_or_else(|| {
+    let root = RepoRoot::for_key(&key, layout).ok_or_else(|| {
         LifecycleError::BadInput(format!(
             "{key} is not a package file of a pip, apt or dnf root (a wheel or sdist in a pip root, a .deb under an apt \
              root's pool/, an .rpm in a dnf root)"
@@ -199,7 +199,7 @@ pub fn check_reason(reason: &str) -> Result<String, LifecycleError> {
 /// promoted into one of its roots: the root's committed state records where the entry came from
 /// ([`crate::Provenance`]). Channel versions will name their files here too.
 pub async fn channel_holders(indexer: &Indexer, key: &Key) -> Result<Vec<Holder>, LifecycleError> {
-    let Some(root) = RepoRoot::for_key(key) else { return Ok(Vec::new()) };
+    let Some(root) = RepoRoot::for_key(key, indexer.layout()) else { return Ok(Vec::new()) };
     let store = indexer.store().as_ref();
     let state = read_state(store, &root).await.map_err(store_err(format!("reading {root}'s state")))?;
     let relative = key.as_str().strip_prefix(root.as_str()).unwrap_or_default();
@@ -230,8 +230,7 @@ pub async fn channel_holders(indexer: &Indexer, key: &Key) -> Result<Vec<Holder>
 /// (a configured root, `v2/gfx94X-dcgpu/` → `v2`).
 fn channel_of(root: &RepoRoot) -> String {
     let segments: Vec<&str> = root.as_str().trim_end_matches('/').split('/').collect();
-    let layout = quarry_layout::current();
-    let python = layout.root_dir(quarry_layout::UploadKind::Python);
+    let python = quarry_layout::THEROCK.root_dir(quarry_layout::UploadKind::Python);
     let python = python.trim_end_matches('/');
     let cut = segments.iter().position(|s| *s == python || *s == quarry_layout::PACKAGES_DIR);
     segments[..cut.filter(|&i| i > 0).unwrap_or(1)].join("/")
@@ -258,7 +257,7 @@ async fn sha256_of(indexer: &Indexer, root: &RepoRoot, meta: &ObjectMeta) -> Opt
 /// Refresh every scope a change at `keys` makes stale; what was refreshed.
 async fn refresh(indexer: &Indexer, keys: &[Key]) -> Result<Vec<String>, LifecycleError> {
     let mut done = Vec::new();
-    for scope in Scope::affected_by_all(keys) {
+    for scope in Scope::affected_by_all(keys, indexer.layout()) {
         indexer
             .refresh(&scope)
             .await
@@ -281,7 +280,7 @@ fn yankable(key: &Key, root: &RepoRoot) -> Result<(), LifecycleError> {
 /// Yank the pip file at `key` with `reason` (possibly empty): its marker written, its project's
 /// pages republished with `data-yanked` / `"yanked"`.
 pub async fn yank(indexer: &Indexer, key: &str, reason: &str) -> Result<LifecycleReport, LifecycleError> {
-    let (key, root) = package_key(key)?;
+    let (key, root) = package_key(key, indexer.layout())?;
     yankable(&key, &root)?;
     let reason = check_reason(reason)?;
     let meta = head(indexer, &key).await?;
@@ -313,7 +312,7 @@ pub async fn yank(indexer: &Indexer, key: &str, reason: &str) -> Result<Lifecycl
 
 /// Unyank the pip file at `key`: its marker deleted, its project's pages republished.
 pub async fn unyank(indexer: &Indexer, key: &str) -> Result<LifecycleReport, LifecycleError> {
-    let (key, root) = package_key(key)?;
+    let (key, root) = package_key(key, indexer.layout())?;
     yankable(&key, &root)?;
     let meta = head(indexer, &key).await?;
     let marker = marker_key(&key)?;
@@ -347,7 +346,7 @@ fn marker_key(key: &Key) -> Result<Key, LifecycleError> {
 /// Delete the package file at `key` with its sidecars, unless a channel holds it: the root and
 /// its views republished without it first, the root reindexed after.
 pub async fn delete(indexer: &Indexer, key: &str) -> Result<LifecycleReport, LifecycleError> {
-    let (key, root) = package_key(key)?;
+    let (key, root) = package_key(key, indexer.layout())?;
     let meta = head(indexer, &key).await?;
     let holders = channel_holders(indexer, &key).await?;
     if !holders.is_empty() {
@@ -407,8 +406,8 @@ mod tests {
     async fn indexer_with_wheel() -> Indexer {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         put(store.as_ref(), WHEEL, wheel_bytes()).await;
-        let indexer = Indexer::new(store);
-        indexer.reindex(&RepoRoot::new("1-linux/python/").unwrap()).await.unwrap();
+        let indexer = Indexer::new(store, Default::default());
+        indexer.reindex(&RepoRoot::new("1-linux/python/", &Default::default()).unwrap()).await.unwrap();
         indexer
     }
 
@@ -438,13 +437,13 @@ mod tests {
             "a\\b.whl",
             "1-linux/packages/deb/foo_1.0_amd64.deb",
         ] {
-            let err = package_key(bad).unwrap_err();
+            let err = package_key(bad, &Default::default()).unwrap_err();
             assert!(err.is_bad_input(), "{bad}: {err}");
         }
-        insta::assert_snapshot!(package_key("1-linux/logs/build.log").unwrap_err(), @"1-linux/logs/build.log is not a package file of a pip, apt or dnf root (a wheel or sdist in a pip root, a .deb under an apt root's pool/, an .rpm in a dnf root)");
-        let (key, root) = package_key("/1-linux/python/foo-1.0-py3-none-any.whl").unwrap();
+        insta::assert_snapshot!(package_key("1-linux/logs/build.log", &Default::default()).unwrap_err(), @"1-linux/logs/build.log is not a package file of a pip, apt or dnf root (a wheel or sdist in a pip root, a .deb under an apt root's pool/, an .rpm in a dnf root)");
+        let (key, root) = package_key("/1-linux/python/foo-1.0-py3-none-any.whl", &Default::default()).unwrap();
         assert_eq!((key.as_str(), root.as_str()), (WHEEL, "1-linux/python/"));
-        let (_, root) = package_key("1-linux/packages/deb/pool/main/f/foo_1.0_amd64.deb").unwrap();
+        let (_, root) = package_key("1-linux/packages/deb/pool/main/f/foo_1.0_amd64.deb", &Default::default()).unwrap();
         assert_eq!(root.kind(), RepoKind::Apt);
         assert!(check_reason(&"x".repeat(MAX_REASON + 1)).unwrap_err().is_bad_input());
         assert!(check_reason("a\nb").unwrap_err().is_bad_input());
@@ -453,7 +452,7 @@ mod tests {
 
     #[test]
     fn channels_are_named_by_their_prefix() {
-        let channel = |p: &str| channel_of(&RepoRoot::new(p).unwrap());
+        let channel = |p: &str| channel_of(&RepoRoot::new(p, &Default::default()).unwrap());
         assert_eq!(channel("nightly/python/gfx94X-dcgpu/"), "nightly");
         assert_eq!(channel("release/v7/python/"), "release/v7");
         assert_eq!(channel_of(&RepoRoot::with_kind("nightly/packages/deb/", RepoKind::Apt).unwrap()), "nightly");
@@ -496,8 +495,8 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let held = "nightly/python/foo-1.0-py3-none-any.whl";
         put(store.as_ref(), held, wheel_bytes()).await;
-        let indexer = Indexer::new(store);
-        let root = RepoRoot::new("nightly/python/").unwrap();
+        let indexer = Indexer::new(store, Default::default());
+        let root = RepoRoot::new("nightly/python/", &Default::default()).unwrap();
         // What promote hands the channel's reindex: the entry, with where it came from.
         let key = Key::new(held).unwrap();
         let meta = indexer.store().head(&key).await.unwrap();

@@ -217,11 +217,11 @@ pub fn known_family(family: &str, map: &BTreeMap<&str, Vec<&str>>) -> Result<Str
 
 /// A channel key built by the plan, checked as an upload's key is: no directory named like a
 /// page, state or package, and in a root of the kind it is meant for.
-fn channel_key(to: String, kind: RepoKind) -> Result<Key, PromoteError> {
+fn channel_key(to: String, kind: RepoKind, layout: &Layout) -> Result<Key, PromoteError> {
     let refuse = |e: KeyError| PromoteError::BadInput(format!("channel key {to}: {e}"));
     let key = Key::new(&to).map_err(refuse)?;
     crate::check_key_segments(&key).map_err(refuse)?;
-    match RepoRoot::for_key(&key) {
+    match RepoRoot::for_key(&key, layout) {
         Some(root) if root.kind() == kind => Ok(key),
         _ => Err(PromoteError::BadInput(format!("channel key {to} is not in a {} root of the channel", kind.label()))),
     }
@@ -229,13 +229,17 @@ fn channel_key(to: String, kind: RepoKind) -> Result<Key, PromoteError> {
 
 /// The run's package files (key, root) under its pip root and native repos, and the
 /// `*.tar.gz` files directly in its tarballs directory.
-async fn run_files(store: &dyn Store, run: &str) -> Result<(Vec<(ObjectMeta, RepoRoot)>, Vec<Key>), PromoteError> {
+async fn run_files(
+    store: &dyn Store,
+    run: &str,
+    layout: &Layout,
+) -> Result<(Vec<(ObjectMeta, RepoRoot)>, Vec<Key>), PromoteError> {
     let listed = store.list_all(&format!("{run}/"), false).await.map_err(store_err(format!("listing {run}/")))?;
     let tarballs_dir = format!("{run}/{RUN_TARBALLS_DIR}/");
     let mut files = Vec::new();
     let mut tarballs = Vec::new();
     for object in listed.objects {
-        if let Some(root) = RepoRoot::for_key(&object.key) {
+        if let Some(root) = RepoRoot::for_key(&object.key, layout) {
             files.push((object, root));
         } else if object.key.as_str().strip_prefix(&tarballs_dir).is_some_and(|n| !n.contains('/'))
             && object.key.filename().ends_with(".tar.gz")
@@ -299,7 +303,7 @@ async fn run_entries(
 fn plan(p: &Promotion<'_>, run: &str, files: &[(ObjectMeta, RepoRoot)]) -> Result<Vec<(Key, Key)>, PromoteError> {
     let channel = ChannelRoots::new(p.to, p.layout);
     let wants = |k: RepoKind| p.kinds.contains(&k);
-    let run_layout = quarry_layout::current();
+    let run_layout = p.layout.run();
     let python = run_layout.root_dir(UploadKind::Python);
     let mut wheels: Vec<(&Key, Option<Vec<String>>)> = Vec::new();
     let mut out = Vec::new();
@@ -315,11 +319,11 @@ fn plan(p: &Promotion<'_>, run: &str, files: &[(ObjectMeta, RepoRoot)]) -> Resul
             }
             RepoKind::Apt if wants(RepoKind::Apt) => {
                 let to = format!("{}{}/{name}", channel.deb(), run_layout.deb_pool());
-                out.push((key.clone(), channel_key(to, RepoKind::Apt)?));
+                out.push((key.clone(), channel_key(to, RepoKind::Apt, p.layout)?));
             }
             RepoKind::Dnf if wants(RepoKind::Dnf) => {
                 let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or("x86_64");
-                out.push((key.clone(), channel_key(format!("{}{name}", channel.rpm(arch)), RepoKind::Dnf)?));
+                out.push((key.clone(), channel_key(format!("{}{name}", channel.rpm(arch)), RepoKind::Dnf, p.layout)?));
             }
             _ => {}
         }
@@ -344,7 +348,7 @@ fn plan(p: &Promotion<'_>, run: &str, files: &[(ObjectMeta, RepoRoot)]) -> Resul
             }
         };
         for to in targets {
-            out.push((key.clone(), channel_key(to, RepoKind::Pip)?));
+            out.push((key.clone(), channel_key(to, RepoKind::Pip, p.layout)?));
         }
     }
     out.sort_by(|a, b| a.1.cmp(&b.1));
@@ -356,7 +360,7 @@ fn plan(p: &Promotion<'_>, run: &str, files: &[(ObjectMeta, RepoRoot)]) -> Resul
 /// too, no per-family `rocm-sdk-libraries-{family}` wheel.
 fn is_kpack(run: &str, files: &[(ObjectMeta, RepoRoot)]) -> bool {
     use quarry_packaging::therock::wheels::DistKind;
-    let python = format!("{run}/{}", quarry_layout::current().root_dir(UploadKind::Python));
+    let python = format!("{run}/{}", quarry_layout::THEROCK.root_dir(UploadKind::Python));
     files.iter().filter(|(_, r)| r.kind() == RepoKind::Pip).all(|(o, r)| {
         let per_family =
             o.key.filename().parse::<DistFilename>().ok().is_some_and(|d| {
@@ -380,10 +384,10 @@ fn plan_release(
     let wants = |k: RepoKind| p.kinds.contains(&k);
     let has_pip = files.iter().any(|(_, r)| r.kind() == RepoKind::Pip);
     let pip = match roots.pip(is_kpack(run, files)) {
-        Some(prefix) if has_pip && wants(RepoKind::Pip) => Some(structured_root(&prefix)?),
+        Some(prefix) if has_pip && wants(RepoKind::Pip) => Some(structured_root(&prefix, p.layout)?),
         _ => None,
     };
-    let pool = quarry_layout::current().deb_pool();
+    let pool = p.layout.run().deb_pool();
     let mut out = Vec::new();
     for (object, root) in files {
         let (key, name) = (&object.key, object.key.filename());
@@ -392,22 +396,23 @@ fn plan_release(
                 Some(pip) => channel_key(
                     pip.file_key(name).map_err(|e| PromoteError::BadInput(e.to_string()))?.to_string(),
                     RepoKind::Pip,
+                    p.layout,
                 )?,
                 None => continue,
             },
             RepoKind::Apt if wants(RepoKind::Apt) => {
-                channel_key(format!("{}{pool}/{name}", roots.deb()), RepoKind::Apt)?
+                channel_key(format!("{}{pool}/{name}", roots.deb()), RepoKind::Apt, p.layout)?
             }
             RepoKind::Dnf if wants(RepoKind::Dnf) => {
                 let arch = root.as_str().trim_end_matches('/').rsplit('/').next().unwrap_or("x86_64");
-                channel_key(format!("{}{name}", roots.rpm(arch)), RepoKind::Dnf)?
+                channel_key(format!("{}{name}", roots.rpm(arch)), RepoKind::Dnf, p.layout)?
             }
             _ => continue,
         };
         out.push((key.clone(), to));
     }
     let dir = roots.tarball();
-    if !tarballs.is_empty() && crate::ListingDir::new(&dir).is_none_or(|d| !d.is_tarball_index()) {
+    if !tarballs.is_empty() && crate::ListingDir::new(&dir, p.layout).is_none_or(|d| !d.is_tarball_index()) {
         return Err(PromoteError::BadInput(format!(
             "{dir} is no tarball directory of the layout: use [layout] preset = \"therock-v5\""
         )));
@@ -422,8 +427,8 @@ fn plan_release(
 }
 
 /// The structured pip root the layout makes `prefix`, or the error naming the preset.
-fn structured_root(prefix: &str) -> Result<RepoRoot, PromoteError> {
-    match RepoRoot::new(prefix) {
+fn structured_root(prefix: &str, layout: &Layout) -> Result<RepoRoot, PromoteError> {
+    match RepoRoot::new(prefix, layout) {
         Ok(root) if root.is_structured() => Ok(root),
         _ => Err(PromoteError::BadInput(format!(
             "{prefix} is no structured pip root of the layout: use [layout] preset = \"therock-v5\""
@@ -435,7 +440,7 @@ fn structured_root(prefix: &str) -> Result<RepoRoot, PromoteError> {
 fn release_pip_roots(p: &Promotion<'_>, release: &Release) -> Vec<RepoRoot> {
     let roots = ReleaseRoots::new(p.to, release.release_type, BuildVariant::Release, release.date, "0");
     let prefixes = roots.map(|r| [r.pip(true), r.pip(false)]).unwrap_or_default();
-    prefixes.into_iter().flatten().filter_map(|p| structured_root(&p).ok()).collect()
+    prefixes.into_iter().flatten().filter_map(|prefix| structured_root(&prefix, p.layout).ok()).collect()
 }
 
 /// Promote `p.from` into `p.to` with `indexer` (its store and publishing configuration).
@@ -449,7 +454,7 @@ pub async fn promote(indexer: &Indexer, p: &Promotion<'_>) -> Result<PromoteRepo
     let store = indexer.store();
     let source = p.source.unwrap_or(indexer);
     let stores = Stores { to: store.as_ref(), from: source.store().as_ref() };
-    let (files, tarballs) = run_files(stores.from, run).await?;
+    let (files, tarballs) = run_files(stores.from, run, p.layout).await?;
     let tarballs = if p.release.is_some() { tarballs } else { Vec::new() };
     if files.is_empty() && tarballs.is_empty() {
         let what =
@@ -468,11 +473,13 @@ pub async fn promote(indexer: &Indexer, p: &Promotion<'_>) -> Result<PromoteRepo
         )));
     }
     let known = run_entries(source, &files).await?;
-    let mut copies = check(stores, &planned, &known, &pip_roots).await?;
+    let mut copies = check(stores, &planned, &known, &pip_roots, p.layout).await?;
     let targets = || copies.iter().filter_map(|c| Key::new(&c.to).ok());
-    let roots: BTreeSet<RepoRoot> = targets().filter_map(|k| RepoRoot::for_key(&k)).collect();
-    let listings: BTreeSet<crate::ListingDir> =
-        targets().filter(|k| RepoRoot::for_key(k).is_none()).filter_map(|k| crate::ListingDir::for_key(&k)).collect();
+    let roots: BTreeSet<RepoRoot> = targets().filter_map(|k| RepoRoot::for_key(&k, p.layout)).collect();
+    let listings: BTreeSet<crate::ListingDir> = targets()
+        .filter(|k| RepoRoot::for_key(k, p.layout).is_none())
+        .filter_map(|k| crate::ListingDir::for_key(&k, p.layout))
+        .collect();
     if !p.dry_run {
         let origin = provenance(stores.from, run, &segment).await?;
         let inspections = copy_all(stores, &mut copies, &known, &origin).await?;
@@ -582,7 +589,11 @@ fn channel_pip_roots(p: &Promotion<'_>) -> Vec<RepoRoot> {
     let mut prefixes: BTreeSet<String> = p.families_map.keys().map(|f| channel.pip(Some(f))).collect();
     prefixes.insert(channel.pip(None));
     prefixes.extend(channel.generic());
-    prefixes.iter().filter_map(|prefix| RepoRoot::new(prefix).ok()).filter(|r| r.kind() == RepoKind::Pip).collect()
+    prefixes
+        .iter()
+        .filter_map(|prefix| RepoRoot::new(prefix, p.layout).ok())
+        .filter(|r| r.kind() == RepoKind::Pip)
+        .collect()
 }
 
 /// Every target checked before anything is copied: already there with the same bytes is
@@ -596,10 +607,11 @@ async fn check(
     planned: &[(Key, Key)],
     known: &BTreeMap<String, Entry>,
     pip_roots: &[RepoRoot],
+    layout: &Layout,
 ) -> Result<Vec<Copied>, PromoteError> {
     let store = stores.to;
     let mut channel: BTreeMap<String, (ObjectMeta, Option<String>)> = BTreeMap::new();
-    let mut roots: BTreeSet<RepoRoot> = planned.iter().filter_map(|(_, to)| RepoRoot::for_key(to)).collect();
+    let mut roots: BTreeSet<RepoRoot> = planned.iter().filter_map(|(_, to)| RepoRoot::for_key(to, layout)).collect();
     roots.extend(pip_roots.iter().cloned());
     for root in &roots {
         let (prefix, recursive) = root.package_prefix();
@@ -615,8 +627,11 @@ async fn check(
         }
     }
     // Targets in no repo root (tarballs): what their directories hold.
-    let dirs: BTreeSet<&str> =
-        planned.iter().filter(|(_, to)| RepoRoot::for_key(to).is_none()).map(|(_, to)| to.parent_prefix()).collect();
+    let dirs: BTreeSet<&str> = planned
+        .iter()
+        .filter(|(_, to)| RepoRoot::for_key(to, layout).is_none())
+        .map(|(_, to)| to.parent_prefix())
+        .collect();
     for dir in dirs {
         let listed = store.list_all(dir, true).await.map_err(store_err(format!("listing {dir}")))?;
         channel.extend(listed.objects.into_iter().map(|o| (o.key.to_string(), (o, None))));
@@ -857,10 +872,10 @@ mod tests {
             names.iter().map(|n| (key("9-linux", n), key("nightly", n))).collect()
         };
         let stores = Stores { to: &store, from: &store };
-        let copies = check(stores, &planned(&["a", "c"]), &known, &[]).await.unwrap();
+        let copies = check(stores, &planned(&["a", "c"]), &known, &[], &Layout::default()).await.unwrap();
         let status: Vec<&str> = copies.iter().map(|c| c.status).collect();
         assert_eq!(status, ["same", "copy"]);
-        let err = check(stores, &planned(&["a", "b", "c"]), &known, &[]).await.unwrap_err();
+        let err = check(stores, &planned(&["a", "b", "c"]), &known, &[], &Layout::default()).await.unwrap_err();
         assert!(err.to_string().contains("other bytes under 1 name(s)"), "{err}");
         assert!(err.to_string().contains("nightly/python/b-1.0.tar.gz"), "{err}");
     }

@@ -76,7 +76,7 @@ impl Indexer {
     async fn reconcile_root(&self, root: &RepoRoot, full: Full) -> Result<Reconciled, IndexError> {
         let store = self.store().as_ref();
         let mut report = self.run(crate::Request::new(root.clone()).forced(full.force)).await?;
-        let audit = crate::ops::check::check(store, root).await?;
+        let audit = crate::ops::check::check(store, root, self.layout()).await?;
         let mut repaired = audit.problems;
         // Outputs the state records that the store lacks, and files whose recorded hash is not
         // the state's: the projects they belong to are rebuilt from the store (their state
@@ -88,7 +88,7 @@ impl Indexer {
         }
         tracing::warn!(%root, problems = repaired.len(), "pages disagree with the store; republishing the root");
         report.absorb(self.run(crate::Request::new(root.clone()).forced(true)).await?);
-        let after = crate::ops::check::check(store, root).await?;
+        let after = crate::ops::check::check(store, root, self.layout()).await?;
         Ok(Reconciled { refreshed: Refreshed::Root(report), repaired, remaining: after.problems })
     }
 
@@ -173,7 +173,7 @@ pub async fn reconcile_scopes(
     let mut scopes = BTreeSet::new();
     for rule in &layout.roots {
         for prefix in crate::view::roots_of_rule(store, rule).await? {
-            match RepoRoot::new_in(layout, &prefix) {
+            match RepoRoot::new(&prefix, layout) {
                 Ok(root) => {
                     scopes.insert(Scope::Root(root));
                 }
@@ -183,7 +183,7 @@ pub async fn reconcile_scopes(
     }
     if layout.runs && recent_runs > 0 {
         for run in newest_runs(store, recent_runs).await? {
-            scopes.extend(crate::discover_scopes(store, &run).await?);
+            scopes.extend(crate::discover_scopes(store, &run, layout).await?);
         }
     }
     let mut scopes: Vec<Scope> = scopes.into_iter().collect();
@@ -310,7 +310,7 @@ mod tests {
     #[tokio::test]
     async fn native_roots_get_missing_outputs_back() {
         let store = Arc::new(MemoryStore::default());
-        let indexer = Indexer::new(store.clone());
+        let indexer = Indexer::new(store.clone(), Default::default());
         for (root, make, lost) in [
             (
                 "1-linux/packages/deb/",
@@ -328,15 +328,18 @@ mod tests {
                 let key = Key::new(format!("{root}{name}")).unwrap();
                 store.put_bytes(&key, Bytes::from(body), PutOptions::default()).await.unwrap();
             }
-            let root = RepoRoot::new(root).unwrap();
+            let root = RepoRoot::new(root, &Default::default()).unwrap();
             indexer.reindex(&root).await.unwrap();
             for lost in lost {
                 store.delete(&root.key(lost).unwrap()).await.unwrap();
             }
-            assert!(!crate::ops::check::check(store.as_ref(), &root).await.unwrap().is_clean(), "{root} is broken");
+            assert!(
+                !crate::ops::check::check(store.as_ref(), &root, &Default::default()).await.unwrap().is_clean(),
+                "{root} is broken"
+            );
             let done = indexer.reconcile(&Scope::Root(root.clone()), Full::default()).await.unwrap();
             assert!(!done.repaired.is_empty() && done.remaining.is_empty(), "{root}: {:?}", done.remaining);
-            let audit = crate::ops::check::check(store.as_ref(), &root).await.unwrap();
+            let audit = crate::ops::check::check(store.as_ref(), &root, &Default::default()).await.unwrap();
             assert!(audit.is_clean() && audit.files == 3, "{audit}");
         }
     }
@@ -350,6 +353,10 @@ mod tests {
         assert_eq!(Cursor::read(&store).await.unwrap(), cursor);
         Cursor::default().write(&store).await.unwrap();
         assert!(store.list_all("", false).await.unwrap().objects.is_empty());
-        assert_eq!(Scope::for_key(&Key::new(CURSOR_KEY).unwrap()), None, "the cursor triggers no event");
+        assert_eq!(
+            Scope::for_key(&Key::new(CURSOR_KEY).unwrap(), &Default::default()),
+            None,
+            "the cursor triggers no event"
+        );
     }
 }

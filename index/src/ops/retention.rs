@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures_util::StreamExt;
 use jiff::{SignedDuration, Timestamp};
+use quarry_layout::config::Layout;
 use quarry_layout::{RunSegment, run_id_order};
 use quarry_store::{ObjectMeta, Store, StoreError, StoreExt};
 use serde::Serialize;
@@ -170,7 +171,7 @@ pub async fn apply(
     };
     if !options.dry_run {
         for run in &mut selected {
-            if let Err(e) = delete_run(store, run, options.concurrency).await {
+            if let Err(e) = delete_run(store, run, options.concurrency, indexer.layout()).await {
                 let e = quarry_store::error_chain(&e);
                 tracing::error!(run = %run.run, "{e}");
                 report.failures.push(format!("deleting {}: {e}", run.run));
@@ -191,7 +192,8 @@ async fn collect_roots(
     now: Timestamp,
     report: &mut RetentionReport,
 ) -> Result<(), RetentionError> {
-    let (roots, _) = discover(indexer.store().as_ref(), &options.prefix).await.map_err(RetentionError::Roots)?;
+    let (roots, _) =
+        discover(indexer.store().as_ref(), &options.prefix, indexer.layout()).await.map_err(RetentionError::Roots)?;
     let selected_prefixes: Vec<&str> = report.deleted.iter().map(|r| r.run.as_str()).collect();
     let roots: Vec<RepoRoot> = roots
         .into_iter()
@@ -336,7 +338,7 @@ fn is_state(object: &ObjectMeta) -> bool {
 /// `Release`, dnf's `repomd.xml`); then the pages only those name (project pages, which pip
 /// also reads directly, `Packages`, `by-hash/`, repodata, signatures); then the uploads and
 /// their `.metadata`; the index state objects last.
-fn deletion_wave(object: &ObjectMeta) -> (u8, usize) {
+fn deletion_wave(object: &ObjectMeta, layout: &Layout) -> (u8, usize) {
     let key = object.key.as_str();
     let name = object.key.filename();
     let depth = key.matches('/').count();
@@ -346,7 +348,7 @@ fn deletion_wave(object: &ObjectMeta) -> (u8, usize) {
     let mut dirs = key.split('/').rev().skip(1);
     let parent = dirs.next().unwrap_or_default();
     let grandparent = dirs.next().unwrap_or_default();
-    if name == LISTING_PAGE && crate::ListingDir::new(object.key.parent_prefix()).is_some() {
+    if name == LISTING_PAGE && crate::ListingDir::new(object.key.parent_prefix(), layout).is_some() {
         return (0, depth);
     }
     // pip: the find-links page and the simple root (`simple/{project}/…` are project pages).
@@ -372,7 +374,7 @@ fn deletion_wave(object: &ObjectMeta) -> (u8, usize) {
 /// Delete every object under the run's prefix, in [`deletion_wave`] order (pages before what
 /// they name, index state objects last); list again and repeat (bounded) for anything written
 /// meanwhile.
-async fn delete_run(store: &dyn Store, run: &Run, concurrency: usize) -> Result<(), RetentionError> {
+async fn delete_run(store: &dyn Store, run: &Run, concurrency: usize, layout: &Layout) -> Result<(), RetentionError> {
     let list = |run: &str| {
         let run = run.to_owned();
         async move {
@@ -393,7 +395,7 @@ async fn delete_run(store: &dyn Store, run: &Run, concurrency: usize) -> Result<
         }
         let mut waves: BTreeMap<(u8, usize), Vec<ObjectMeta>> = BTreeMap::new();
         for object in objects {
-            waves.entry(deletion_wave(&object)).or_default().push(object);
+            waves.entry(deletion_wave(&object, layout)).or_default().push(object);
         }
         for wave in waves.into_values() {
             delete_all(store, wave, concurrency).await?;

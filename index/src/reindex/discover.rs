@@ -3,28 +3,31 @@
 
 use std::collections::BTreeSet;
 
+use quarry_layout::config::Layout;
 use quarry_store::{Store, StoreError, StoreExt};
 
 use crate::reindex::scope::Scope;
 use crate::render::listing::ListingDir;
 use crate::state::root::RepoRoot;
 
-/// Every pip, apt and dnf repo root and every run listing directory under `prefix`, from one listing.
+/// Every pip, apt and dnf repo root and every run listing directory under `prefix` as `layout`
+/// lays them out, from one listing.
 pub async fn discover(
     store: &dyn Store,
     prefix: &str,
+    layout: &Layout,
 ) -> Result<(BTreeSet<RepoRoot>, BTreeSet<ListingDir>), StoreError> {
     let listing = store.list_all(prefix, false).await?;
     let mut roots = BTreeSet::new();
     let mut dirs = BTreeSet::new();
     for object in &listing.objects {
-        if let Some(root) = RepoRoot::for_key(&object.key) {
+        if let Some(root) = RepoRoot::for_key(&object.key, layout) {
             roots.insert(root);
-        } else if let Some(root) = RepoRoot::for_state_key(&object.key) {
+        } else if let Some(root) = RepoRoot::for_state_key(&object.key, layout) {
             // A root whose files were all deleted still needs its pages emptied.
             roots.insert(root);
-        } else if let Some(dir) = ListingDir::for_key(&object.key) {
-            dirs.extend(dir.with_parents());
+        } else if let Some(dir) = ListingDir::for_key(&object.key, layout) {
+            dirs.extend(dir.with_parents(layout));
         }
     }
     Ok((roots, dirs))
@@ -32,7 +35,7 @@ pub async fn discover(
 
 /// Every scope under `prefix` ([`discover`]'s roots and listings), roots first, for
 /// [`crate::Indexer::refresh`].
-pub async fn discover_scopes(store: &dyn Store, prefix: &str) -> Result<BTreeSet<Scope>, StoreError> {
-    let (roots, dirs) = discover(store, prefix).await?;
+pub async fn discover_scopes(store: &dyn Store, prefix: &str, layout: &Layout) -> Result<BTreeSet<Scope>, StoreError> {
+    let (roots, dirs) = discover(store, prefix, layout).await?;
     Ok(roots.into_iter().map(Scope::Root).chain(dirs.into_iter().map(Scope::Listing)).collect())
 }

@@ -76,19 +76,10 @@ impl Request {
 }
 
 impl Indexer {
-    /// An indexer over `store` with the default [`IndexConfig`] and the layout installed for
-    /// the process ([`quarry_layout::config::install`], default: runs only); give
-    /// another with [`Indexer::with_layout`].
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        let layout = Arc::new(quarry_layout::config::configured().clone());
+    /// An indexer over `store` laying roots out as `layout` does (`quarry.toml`'s `[layout]`:
+    /// the caller's, never a process-wide one), with the default [`IndexConfig`].
+    pub fn new(store: Arc<dyn Store>, layout: Arc<Layout>) -> Self {
         Self { store, concurrency: 8, max_attempts: 50, config: IndexConfig::default(), layout }
-    }
-
-    /// Index with `layout`'s roots and views.
-    #[must_use]
-    pub fn with_layout(mut self, layout: Arc<Layout>) -> Self {
-        self.layout = layout;
-        self
     }
 
     /// The configured roots and views this indexer works with.

@@ -512,7 +512,7 @@ mod tests {
 
     impl Case {
         fn new(root: &str, old: RepoState, listing: &[(&str, &str)]) -> Self {
-            let root = RepoRoot::new(root).unwrap();
+            let root = RepoRoot::new(root, &Default::default()).unwrap();
             let listing = self::listing(&root, listing);
             Self {
                 root,

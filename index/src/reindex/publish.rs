@@ -406,12 +406,12 @@ mod tests {
     #[tokio::test]
     async fn a_deleted_root_is_not_brought_back_as_empty_pages() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
-        let indexer = Indexer::new(store.clone());
+        let indexer = Indexer::new(store.clone(), Default::default());
         for root in [ROOT, "run-linux/packages/deb/", "run-linux/packages/rpm/x86_64/"] {
-            let report = indexer.reindex(&RepoRoot::new(root).unwrap()).await.unwrap();
+            let report = indexer.reindex(&RepoRoot::new(root, &Default::default()).unwrap()).await.unwrap();
             assert!(!report.committed && report.written.is_empty(), "{report}");
         }
-        let dir = crate::ListingDir::for_key(&Key::new("7-linux/x.tar.zst").unwrap()).unwrap();
+        let dir = crate::ListingDir::for_key(&Key::new("7-linux/x.tar.zst").unwrap(), &Default::default()).unwrap();
         let listed = crate::update_listing(store.as_ref(), &dir).await.unwrap();
         assert!(!listed.written);
         assert!(store.list_all("", false).await.unwrap().objects.is_empty(), "nothing written");
@@ -491,7 +491,10 @@ mod tests {
         let (name, data) = wheel("big-wheel", "1.0", 48 << 20);
         put(recorder.as_ref(), &name, data).await;
         let store: Arc<dyn Store> = recorder.clone();
-        let report = Indexer::new(store).reindex(&RepoRoot::new(ROOT).unwrap()).await.unwrap();
+        let report = Indexer::new(store, Default::default())
+            .reindex(&RepoRoot::new(ROOT, &Default::default()).unwrap())
+            .await
+            .unwrap();
         assert_eq!(report.added, [name]);
         let fetched = *recorder.fetched.lock().unwrap();
         assert!(fetched < 1 << 20, "read {fetched} bytes of a 48 MiB wheel whose sha256 was known");
@@ -502,8 +505,8 @@ mod tests {
     async fn reindexing_is_incremental_and_idempotent() {
         let counting = Arc::new(CountingStore::new(Arc::new(MemoryStore::default())));
         let store: Arc<dyn Store> = counting.clone();
-        let root = RepoRoot::new(ROOT).unwrap();
-        let indexer = Indexer::new(store.clone());
+        let root = RepoRoot::new(ROOT, &Default::default()).unwrap();
+        let indexer = Indexer::new(store.clone(), Default::default());
         for v in ["1.0", "1.1"] {
             let (name, data) = wheel("alpha", v, 100);
             put(store.as_ref(), &name, data).await;
@@ -547,8 +550,8 @@ mod tests {
     #[tokio::test]
     async fn deletions_yanks_and_rejections() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
-        let root = RepoRoot::new(ROOT).unwrap();
-        let indexer = Indexer::new(store.clone());
+        let root = RepoRoot::new(ROOT, &Default::default()).unwrap();
+        let indexer = Indexer::new(store.clone(), Default::default());
         let (keep, data) = wheel("keep", "1.0", 10);
         put(store.as_ref(), &keep, data).await;
         let (gone, data) = wheel("gone", "1.0", 10);
@@ -590,7 +593,7 @@ mod tests {
         const V5: &str = "v5/rocm/core/whl-next/";
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let root = RepoRoot::structured(V5).unwrap();
-        let indexer = Indexer::new(store.clone());
+        let indexer = Indexer::new(store.clone(), Default::default());
         let at = |path: &str| Key::new(format!("{V5}{path}")).unwrap();
         let put = |path: String, data: Vec<u8>| {
             let store = store.clone();
@@ -618,7 +621,7 @@ mod tests {
         assert!(read("alpha-pkg/index.json").await.contains(&format!("\"url\":\"{alpha}\"")));
         store.head(&at(&format!("alpha-pkg/{alpha}.metadata"))).await.expect("the sidecar lies beside the wheel");
         assert!(store.list_all(&format!("{V5}simple/"), false).await.unwrap().objects.is_empty(), "no simple/");
-        let check = crate::check(store.as_ref(), &root).await.unwrap();
+        let check = crate::check(store.as_ref(), &root, &Default::default()).await.unwrap();
         assert!(check.is_clean() && check.pages == 2 && check.files == 3, "{check}");
 
         // One project's event: its directory, then the root's list.
@@ -629,7 +632,7 @@ mod tests {
         assert_eq!(report.added, std::slice::from_ref(&beta));
         assert!(read("index.html").await.contains("<a href=\"beta/\">beta</a>"));
         assert!(read("beta/index.html").await.contains(&beta));
-        let check = crate::check(store.as_ref(), &root).await.unwrap();
+        let check = crate::check(store.as_ref(), &root, &Default::default()).await.unwrap();
         assert!(check.is_clean(), "{check}");
 
         // Gone: its pages and sidecar go too.
@@ -646,19 +649,21 @@ mod tests {
             ]
         );
         assert!(!read("index.html").await.contains("beta/"));
-        assert!(crate::check(store.as_ref(), &root).await.unwrap().is_clean());
+        assert!(crate::check(store.as_ref(), &root, &Default::default()).await.unwrap().is_clean());
     }
 
     /// A store that fails the operations a rule picks, as a flaky S3 would (5xx, throttling,
     /// timeouts) or as a crash would cut a reindex short.
     async fn assert_consistent(store: &dyn Store) {
-        let report = crate::check(store, &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+        let report =
+            crate::check(store, &RepoRoot::new(ROOT, &Default::default()).unwrap(), &Default::default()).await.unwrap();
         assert!(report.is_clean(), "{report}");
     }
 
     /// No published page may point at a missing object (the state may lag behind the listing).
     async fn assert_no_dangling_links(store: &dyn Store) {
-        let report = crate::check(store, &RepoRoot::new(ROOT).unwrap()).await.unwrap();
+        let report =
+            crate::check(store, &RepoRoot::new(ROOT, &Default::default()).unwrap(), &Default::default()).await.unwrap();
         assert!(report.dangling().is_empty(), "{report}");
     }
 
@@ -673,15 +678,15 @@ mod tests {
             put(memory.as_ref(), &name, data).await;
         }
         let store: Arc<dyn Store> = faulty.clone();
-        let root = RepoRoot::new(ROOT).unwrap();
-        let err = Indexer::new(store.clone()).reindex(&root).await.unwrap_err();
+        let root = RepoRoot::new(ROOT, &Default::default()).unwrap();
+        let err = Indexer::new(store.clone(), Default::default()).reindex(&root).await.unwrap_err();
         assert!(err.to_string().contains("injected fault"), "{err}");
         // Outputs were published, the state was not: nothing dangles.
         assert_no_dangling_links(memory.as_ref()).await;
         assert!(memory.head(&root.state_key()).await.is_err());
 
         faulty.heal();
-        let report = Indexer::new(store).reindex(&root).await.unwrap();
+        let report = Indexer::new(store, Default::default()).reindex(&root).await.unwrap();
         assert!(report.committed);
         assert_eq!(report.added.len(), 2);
         assert_consistent(memory.as_ref()).await;
@@ -695,14 +700,14 @@ mod tests {
         let faults = vec![Fault::ServerError, Fault::Throttled, Fault::Timeout(Duration::from_millis(5))];
         let faulty = Arc::new(FaultyStore::every(memory.clone(), 3, faults));
         let store: Arc<dyn Store> = faulty.clone();
-        let root = RepoRoot::new(ROOT).unwrap();
+        let root = RepoRoot::new(ROOT, &Default::default()).unwrap();
         let mut failures = 0;
         for round in 0..6 {
             let (name, data) = wheel(&format!("flaky-{round}"), "1.0", 100);
             put(memory.as_ref(), &name, data).await;
             // Events are retried until one succeeds; after every failed one the pages hold.
             for _ in 0..50 {
-                match Indexer::new(store.clone()).reindex(&root).await {
+                match Indexer::new(store.clone(), Default::default()).reindex(&root).await {
                     Ok(_) => break,
                     Err(e) => {
                         assert!(e.to_string().contains("injected fault"), "{e}");
@@ -716,7 +721,7 @@ mod tests {
         let (gone, _) = wheel("flaky-0", "1.0", 100);
         memory.delete(&Key::new(format!("{ROOT}{gone}")).unwrap()).await.unwrap();
         for _ in 0..50 {
-            if Indexer::new(store.clone()).reindex(&root).await.is_ok() {
+            if Indexer::new(store.clone(), Default::default()).reindex(&root).await.is_ok() {
                 break;
             }
             failures += 1;
@@ -725,7 +730,7 @@ mod tests {
         let kinds: BTreeSet<String> = faulty.injected().iter().map(|(_, _, f)| format!("{f:?}")).collect();
         assert_eq!(kinds.len(), 3, "{kinds:?}");
         faulty.heal();
-        Indexer::new(store).reindex(&root).await.unwrap();
+        Indexer::new(store, Default::default()).reindex(&root).await.unwrap();
         assert_consistent(memory.as_ref()).await;
         let index = text(memory.as_ref(), "index.html").await;
         for round in 1..6 {
@@ -741,7 +746,7 @@ mod tests {
         for _ in 0..3 {
             let memory = Arc::new(MemoryStore::default());
             let store: Arc<dyn Store> = Arc::new(NonAtomicConditions::new(memory.clone(), Duration::from_millis(5)));
-            let root = RepoRoot::new(ROOT).unwrap();
+            let root = RepoRoot::new(ROOT, &Default::default()).unwrap();
             let tasks: Vec<_> = (0..16)
                 .map(|i| {
                     let (store, root) = (store.clone(), root.clone());
@@ -749,14 +754,14 @@ mod tests {
                         tokio::time::sleep(Duration::from_millis((i * 7) % 16)).await;
                         let (name, data) = wheel(&format!("racer-{i}"), "1.0", 64);
                         put(store.as_ref(), &name, data).await;
-                        Indexer::new(store).reindex(&root).await.unwrap();
+                        Indexer::new(store, Default::default()).reindex(&root).await.unwrap();
                     })
                 })
                 .collect();
             for t in tasks {
                 t.await.unwrap();
             }
-            let report = crate::check(memory.as_ref(), &root).await.unwrap();
+            let report = crate::check(memory.as_ref(), &root, &Default::default()).await.unwrap();
             assert!(report.is_clean(), "{report}");
             assert_eq!(report.files, 16);
         }
@@ -773,17 +778,17 @@ mod tests {
             Arc::new(NonAtomicConditions::new(memory.clone(), Duration::from_millis(300)).declaring(declared));
         let fast: Arc<dyn Store> =
             Arc::new(NonAtomicConditions::new(memory.clone(), Duration::from_millis(1)).declaring(declared));
-        let root = RepoRoot::new(ROOT).unwrap();
+        let root = RepoRoot::new(ROOT, &Default::default()).unwrap();
         let (zeroth, data) = wheel("second", "0.1", 64);
         put(memory.as_ref(), &zeroth, data).await;
-        Indexer::new(memory.clone()).with_config(config.clone()).reindex(&root).await.unwrap();
+        Indexer::new(memory.clone(), Default::default()).with_config(config.clone()).reindex(&root).await.unwrap();
         let (first, data) = wheel("second", "0.9", 64);
         put(memory.as_ref(), &first, data).await;
         let project = crate::ProjectScope::for_file(&first).unwrap();
         let slow_run = tokio::spawn({
             let (root, project, config) = (root.clone(), project.clone(), config.clone());
             async move {
-                Indexer::new(slow)
+                Indexer::new(slow, Default::default())
                     .with_config(config)
                     .run(crate::Request::new(root.clone()).project(project.clone()))
                     .await
@@ -793,14 +798,14 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let (second, data) = wheel("second", "1.0", 64);
         put(memory.as_ref(), &second, data).await;
-        Indexer::new(fast)
+        Indexer::new(fast, Default::default())
             .with_config(config)
             .run(crate::Request::new(root.clone()).project(project.clone()))
             .await
             .unwrap();
         let slow_report = slow_run.await.unwrap();
         assert!(slow_report.committed);
-        crate::check(memory.as_ref(), &root).await.unwrap()
+        crate::check(memory.as_ref(), &root, &Default::default()).await.unwrap()
     }
 
     #[tokio::test]
@@ -817,15 +822,16 @@ mod tests {
 
     #[tokio::test]
     async fn stores_without_conditional_puts_are_refused() {
-        let indexer = Indexer::new(Arc::new(quarry_store::conformance::NoConditionalWrites::default()));
-        let err = indexer.reindex(&RepoRoot::new(ROOT).unwrap()).await.unwrap_err();
+        let indexer =
+            Indexer::new(Arc::new(quarry_store::conformance::NoConditionalWrites::default()), Default::default());
+        let err = indexer.reindex(&RepoRoot::new(ROOT, &Default::default()).unwrap()).await.unwrap_err();
         assert!(matches!(err, IndexError::UnsafeStore(_)), "{err}");
     }
 
     #[tokio::test]
     async fn superseded_by_hash_files_stay_for_the_grace_period_then_go() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
-        let root = RepoRoot::new("7-linux/packages/deb/").unwrap();
+        let root = RepoRoot::new("7-linux/packages/deb/", &Default::default()).unwrap();
         let land = |name: &str, version: &str| {
             let control = format!("Package: {name}\nVersion: {version}\nArchitecture: amd64\nDescription: x\n");
             let key = Key::new(format!("7-linux/packages/deb/pool/main/{name}_{version}_amd64.deb")).unwrap();
@@ -840,8 +846,8 @@ mod tests {
                 .filter(|k| k.contains("/by-hash/"))
                 .collect::<BTreeSet<_>>()
         };
-        let day =
-            Indexer::new(store.clone()).with_config(IndexConfig { grace_seconds: 86_400, ..IndexConfig::default() });
+        let day = Indexer::new(store.clone(), Default::default())
+            .with_config(IndexConfig { grace_seconds: 86_400, ..IndexConfig::default() });
         let (key, body) = land("alpha", "1.0");
         store.put_bytes(&key, body, PutOptions::default()).await.unwrap();
         day.reindex(&root).await.unwrap();
@@ -861,17 +867,18 @@ mod tests {
         assert_eq!(state.entries["pool/main/beta_2.0~rc1_amd64.deb"].deb.as_ref().unwrap().version(), "2.0~rc1");
 
         // Past the grace period the next reindex collects the old generation, nothing else.
-        let now = Indexer::new(store.clone()).with_config(IndexConfig { grace_seconds: 0, ..IndexConfig::default() });
+        let now = Indexer::new(store.clone(), Default::default())
+            .with_config(IndexConfig { grace_seconds: 0, ..IndexConfig::default() });
         let report = now.reindex(&root).await.unwrap();
         assert_eq!(report.deleted.iter().cloned().collect::<BTreeSet<_>>(), first);
         let third = by_hash(store.clone()).await;
         assert_eq!(third, second.difference(&first).cloned().collect());
-        let audit = crate::check(store.as_ref(), &root).await.unwrap();
+        let audit = crate::check(store.as_ref(), &root, &Default::default()).await.unwrap();
         assert!(audit.is_clean() && audit.files == 2, "{audit}");
         // A Packages index edited behind the indexer's back no longer matches Release.
         let packages = root.key("dists/stable/main/binary-amd64/Packages").unwrap();
         store.put_bytes(&packages, Bytes::from_static(b"Package: x\n"), PutOptions::default()).await.unwrap();
-        let audit = crate::check(store.as_ref(), &root).await.unwrap();
+        let audit = crate::check(store.as_ref(), &root, &Default::default()).await.unwrap();
         assert!(audit.problems.iter().any(|p| p.contains("does not match its Release checksum")), "{audit}");
         now.run(crate::Request::new(root.clone()).forced(true)).await.unwrap();
         // And an unchanged repo is left alone: same Release bytes, nothing written.

@@ -46,15 +46,15 @@ async fn put(store: &dyn Store, root: &str, (name, body): (String, Vec<u8>)) {
 /// operations (counted) and the bytes the reindex wrote.
 async fn plus_one(root: &str, size: usize, make: fn(usize) -> (String, Vec<u8>)) -> (OpCounts, u64) {
     let memory: Arc<dyn Store> = Arc::new(MemoryStore::default());
-    let repo = RepoRoot::new(root).unwrap();
+    let repo = RepoRoot::new(root, &Default::default()).unwrap();
     let packages: Vec<_> = (0..size).map(make).collect();
     for package in packages {
         put(memory.as_ref(), root, package).await;
     }
-    Indexer::new(memory.clone()).reindex(&repo).await.unwrap();
+    Indexer::new(memory.clone(), Default::default()).reindex(&repo).await.unwrap();
     put(memory.as_ref(), root, make(size)).await;
     let counting = Arc::new(CountingStore::new(memory.clone()));
-    let report = Indexer::new(counting.clone()).reindex(&repo).await.unwrap();
+    let report = Indexer::new(counting.clone(), Default::default()).reindex(&repo).await.unwrap();
     assert_eq!(report.added.len(), 1, "{report}");
     let mut written = 0;
     for key in &report.written {
@@ -147,9 +147,9 @@ async fn random_history_matches_a_full_reindex(kind: &str, root: &str, seed: u64
 /// find-links page on or off.
 async fn random_history(kind: &str, root: &str, seed: u64, events: Option<bool>, base: usize) {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
-    let repo = RepoRoot::new(root).unwrap();
+    let repo = RepoRoot::new(root, &Default::default()).unwrap();
     let config = crate::IndexConfig { find_links: events, ..crate::IndexConfig::default() };
-    let indexer = Indexer::new(store.clone()).with_config(config.clone());
+    let indexer = Indexer::new(store.clone(), Default::default()).with_config(config.clone());
     let mut rng = Rng(seed);
     let mut live: Vec<String> = Vec::new();
     // `base` packages first, named between the ones the history adds (rpm only), so its
@@ -193,7 +193,7 @@ async fn random_history(kind: &str, root: &str, seed: u64, events: Option<bool>,
             }
         };
         if events.is_some() {
-            let scope = crate::Scope::for_key(&changed).unwrap();
+            let scope = crate::Scope::for_key(&changed, &Default::default()).unwrap();
             assert!(matches!(scope, crate::Scope::Project(..)), "{changed}");
             indexer.refresh(&scope).await.unwrap();
         } else if rng.below(3) > 0 {
@@ -217,7 +217,7 @@ async fn random_history(kind: &str, root: &str, seed: u64, events: Option<bool>,
     for object in store.list_all(&format!("{root}{}", crate::PROJECTS_DIR), false).await.unwrap().objects {
         store.delete(&object.key).await.unwrap();
     }
-    let report = Indexer::new(store.clone()).with_config(config).reindex(&repo).await.unwrap();
+    let report = Indexer::new(store.clone(), Default::default()).with_config(config).reindex(&repo).await.unwrap();
     assert!(report.committed, "{kind}: {report}; {} live, {} indexed", live.len(), incremental.entries.len());
     let mut scratch = crate::read_state(store.as_ref(), &repo).await.unwrap().unwrap();
     assert_eq!(scratch.entries, incremental.entries, "{kind}: entries differ after seed {seed}");
@@ -298,7 +298,7 @@ const PIP_ROOT: &str = "7-linux/python/";
 /// project `target`; then split by a whole-root reindex.
 async fn pip_root(size: usize, config: &crate::IndexConfig) -> Arc<MemoryStore> {
     let memory = Arc::new(MemoryStore::default());
-    let repo = RepoRoot::new(PIP_ROOT).unwrap();
+    let repo = RepoRoot::new(PIP_ROOT, &Default::default()).unwrap();
     let mut puts = 0;
     for i in 0..size - 10 {
         let key = Key::new(format!("{PIP_ROOT}bulk{:05}-1.{}-py3-none-any.whl", i / 10, i % 10)).unwrap();
@@ -324,7 +324,8 @@ async fn pip_root(size: usize, config: &crate::IndexConfig) -> Arc<MemoryStore> 
     for v in 0..10 {
         put(memory.as_ref(), PIP_ROOT, wheel("target", &format!("1.{v}"))).await;
     }
-    let report = Indexer::new(memory.clone()).with_config(config.clone()).reindex(&repo).await.unwrap();
+    let report =
+        Indexer::new(memory.clone(), Default::default()).with_config(config.clone()).reindex(&repo).await.unwrap();
     assert_eq!(report.added.len(), 10, "{report}");
     memory
 }
@@ -345,9 +346,9 @@ async fn plus_one_wheel(size: usize, find_links: bool) -> (OpCounts, std::collec
     memory.put_bytes(&key, Bytes::from(body), PutOptions::default()).await.unwrap();
     let before = snapshot(memory.as_ref()).await;
     let counting = Arc::new(CountingStore::new(memory.clone()));
-    let scope = crate::Scope::for_key(&key).unwrap();
+    let scope = crate::Scope::for_key(&key, &Default::default()).unwrap();
     let crate::Refreshed::Root(report) =
-        Indexer::new(counting.clone()).with_config(config).refresh(&scope).await.unwrap()
+        Indexer::new(counting.clone(), Default::default()).with_config(config).refresh(&scope).await.unwrap()
     else {
         panic!("not a root");
     };
@@ -355,7 +356,10 @@ async fn plus_one_wheel(size: usize, find_links: bool) -> (OpCounts, std::collec
     let counts = counting.counts();
     let after = snapshot(memory.as_ref()).await;
     let written = after.into_iter().filter(|(k, v)| before.get(k) != Some(v)).map(|(k, (_, size))| (k, size)).collect();
-    let audit = crate::check(memory.as_ref(), &RepoRoot::new(PIP_ROOT).unwrap()).await.unwrap();
+    let audit =
+        crate::check(memory.as_ref(), &RepoRoot::new(PIP_ROOT, &Default::default()).unwrap(), &Default::default())
+            .await
+            .unwrap();
     assert!(audit.is_clean() && audit.files == size + 1, "{audit}");
     (counts, written)
 }
@@ -398,9 +402,9 @@ async fn the_find_links_splice_takes_only_whole_lf_lines() {
     for (name, version) in [("other", "1.0"), ("target", "1.0"), ("target", "1.1")] {
         put(memory.as_ref(), PIP_ROOT, wheel(name, version)).await;
     }
-    let root = RepoRoot::new(PIP_ROOT).unwrap();
+    let root = RepoRoot::new(PIP_ROOT, &Default::default()).unwrap();
     let config = crate::IndexConfig { find_links: Some(true), ..crate::IndexConfig::default() };
-    Indexer::new(memory.clone()).with_config(config).reindex(&root).await.unwrap();
+    Indexer::new(memory.clone(), Default::default()).with_config(config).reindex(&root).await.unwrap();
     let (_, page) = memory.get_bytes(&root.key(crate::render::pip::FIND_LINKS).unwrap(), 1 << 20).await.unwrap();
     let page = std::str::from_utf8(&page).unwrap().to_owned();
     let key = crate::state::io::project_key(&root, "target").unwrap();

@@ -11,6 +11,7 @@
 
 use std::fmt;
 
+use quarry_layout::config::Layout;
 use quarry_store::Key;
 
 use crate::error::IndexError;
@@ -36,17 +37,17 @@ impl Scope {
     /// their root; other objects in a run directory its listing. The indexer's own outputs
     /// (pages, sidecars, state, listing pages and caches) are in neither, so its writes never
     /// trigger it.
-    pub fn for_key(key: &Key) -> Option<Self> {
-        if let Some(root) = RepoRoot::for_key(key) {
+    pub fn for_key(key: &Key, layout: &Layout) -> Option<Self> {
+        if let Some(root) = RepoRoot::for_key(key, layout) {
             return Some(Self::for_file(root, key));
         }
         if let Some(target) = key.as_str().strip_suffix(YANK_SUFFIX)
             && let Ok(target) = Key::new(target)
-            && let Some(root) = RepoRoot::for_key(&target)
+            && let Some(root) = RepoRoot::for_key(&target, layout)
         {
             return Some(Self::for_file(root, &target));
         }
-        ListingDir::for_key(key).map(Self::Listing)
+        ListingDir::for_key(key, layout).map(Self::Listing)
     }
 
     /// A pip file's project (the whole root when its name does not parse, or when a
@@ -63,15 +64,18 @@ impl Scope {
     }
 
     /// Every scope changes at `keys` make stale, each once ([`Scope::affected_by`]).
-    pub fn affected_by_all<'a>(keys: impl IntoIterator<Item = &'a Key>) -> std::collections::BTreeSet<Self> {
-        keys.into_iter().flat_map(Self::affected_by).collect()
+    pub fn affected_by_all<'a>(
+        keys: impl IntoIterator<Item = &'a Key>,
+        layout: &Layout,
+    ) -> std::collections::BTreeSet<Self> {
+        keys.into_iter().flat_map(|key| Self::affected_by(key, layout)).collect()
     }
 
     /// Every scope a change at `key` makes stale: [`Scope::for_key`], and for a listing each
     /// parent listing too (a new directory is a row in its parent's), deepest first.
-    pub fn affected_by(key: &Key) -> Vec<Self> {
-        match Self::for_key(key) {
-            Some(Self::Listing(dir)) => dir.with_parents().into_iter().map(Self::Listing).collect(),
+    pub fn affected_by(key: &Key, layout: &Layout) -> Vec<Self> {
+        match Self::for_key(key, layout) {
+            Some(Self::Listing(dir)) => dir.with_parents(layout).into_iter().map(Self::Listing).collect(),
             Some(root) => vec![root],
             None => Vec::new(),
         }
@@ -142,11 +146,11 @@ mod tests {
     use super::*;
 
     fn scopes_of(key: &str) -> Vec<Scope> {
-        Scope::affected_by(&Key::new(key).unwrap())
+        Scope::affected_by(&Key::new(key).unwrap(), &Default::default())
     }
 
     fn scopes(key: &str) -> Vec<String> {
-        Scope::affected_by(&Key::new(key).unwrap()).iter().map(ToString::to_string).collect()
+        Scope::affected_by(&Key::new(key).unwrap(), &Default::default()).iter().map(ToString::to_string).collect()
     }
 
     #[test]
@@ -161,18 +165,22 @@ mod tests {
         for own in ["1-linux/python/index.html", "1-linux/index.html", "1-linux/logs/.quarry-listing.json"] {
             assert!(scopes(own).is_empty(), "{own}");
         }
-        let root = Scope::for_key(&Key::new("1-linux/python/a-1.0.tar.gz").unwrap()).unwrap();
+        let root = Scope::for_key(&Key::new("1-linux/python/a-1.0.tar.gz").unwrap(), &Default::default()).unwrap();
         assert_eq!(root.root().map(RepoRoot::as_str), Some("1-linux/python/"));
         let Scope::Project(_, project) = root.clone() else { panic!("a pip file's scope is its project: {root:?}") };
         assert_eq!((project.name(), project.spelling()), ("a", "a"));
-        let marker = Scope::for_key(&Key::new("1-linux/python/Foo.Bar-2.0-py3-none-any.whl.yanked").unwrap());
+        let marker = Scope::for_key(
+            &Key::new("1-linux/python/Foo.Bar-2.0-py3-none-any.whl.yanked").unwrap(),
+            &Default::default(),
+        );
         let Some(Scope::Project(_, project)) = marker else { panic!("{marker:?}") };
         assert_eq!((project.name(), project.spelling()), ("foo-bar", "Foo.Bar"));
         let sdist = ProjectScope::for_file("foo-bar-1.0.tar.gz").unwrap();
         assert_eq!((sdist.name(), sdist.spelling()), ("foo-bar", "foo-bar"));
-        let apt = Scope::for_key(&Key::new("1-linux/packages/deb/pool/main/a_1_amd64.deb").unwrap());
+        let apt =
+            Scope::for_key(&Key::new("1-linux/packages/deb/pool/main/a_1_amd64.deb").unwrap(), &Default::default());
         assert!(matches!(apt, Some(Scope::Root(_))), "{apt:?}");
-        let listing = Scope::for_key(&Key::new("1-linux/a.tar.zst").unwrap()).unwrap();
+        let listing = Scope::for_key(&Key::new("1-linux/a.tar.zst").unwrap(), &Default::default()).unwrap();
         assert!(listing.root().is_none() && root < listing, "roots sort first");
         // Listings sort deepest first: refreshed in order, a directory's page exists before
         // its parent's is written (and links it).

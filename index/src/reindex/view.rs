@@ -242,7 +242,7 @@ mod tests {
     #[test]
     fn the_preset_families_are_views_of_their_generic_root_but_not_it() {
         let layout = preset();
-        let root = |p: &str| RepoRoot::new_in(&layout, p).unwrap();
+        let root = |p: &str| RepoRoot::new(p, &layout).unwrap();
         assert_eq!(generic_of(&layout, &root("v2/gfx94X-dcgpu/")), Some(root("v2/generic/")));
         assert_eq!(generic_of(&layout, &root("v2-staging/gfx120X-all/")), Some(root("v2-staging/generic/")));
         assert_eq!(generic_of(&layout, &root("v2/generic/")), None, "a generic root views nothing");
@@ -263,7 +263,7 @@ mod tests {
             store.put_bytes(&key, bytes::Bytes::from_static(b"x"), quarry_store::PutOptions::default()).await.unwrap();
         }
         let layout = preset();
-        let generic = RepoRoot::new_in(&layout, "v2/generic/").unwrap();
+        let generic = RepoRoot::new("v2/generic/", &layout).unwrap();
         let views = views_of(&store, &layout, &generic).await.unwrap();
         let views: Vec<&str> = views.iter().map(RepoRoot::as_str).collect();
         assert_eq!(views, ["v2/gfx120X-all/", "v2/gfx94X-dcgpu/"]);
@@ -276,7 +276,7 @@ mod tests {
         );
         let staging = layout.rule_for("v2-staging/x/").unwrap();
         assert_eq!(roots_of_rule(&store, staging).await.unwrap(), ["v2-staging/gfx950-dcgpu/"]);
-        let family = RepoRoot::new_in(&layout, "v2/gfx94X-dcgpu/").unwrap();
+        let family = RepoRoot::new("v2/gfx94X-dcgpu/", &layout).unwrap();
         assert!(views_of(&store, &layout, &family).await.unwrap().is_empty());
     }
 }

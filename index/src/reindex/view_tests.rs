@@ -2,14 +2,13 @@
 //! root, reads and writes the same whatever the size of either root, and leaves the view's
 //! pages byte-identical to what a whole-root reconciliation renders.
 //!
-//! Each test installs the process's layout (`cargo nextest` runs every test in a process of
-//! its own).
+//! Each test carries the views' layout ([`layout`]) to its indexer and scopes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use quarry_layout::config::{Layout, configured, install};
+use quarry_layout::config::Layout;
 use quarry_store::{CountingStore, Key, MemoryStore, OpCounts, PutOptions, Store, StoreExt};
 
 use crate::reindex::scale_tests::wheel;
@@ -21,10 +20,8 @@ const LAYOUT: &str = "[layout]\n[[layout.root]]\nprefix = \"v2/{family}/\"\nkind
 const GENERIC: &str = "v2/generic/";
 const VIEWS: [&str; 2] = ["v2/gfx94X-dcgpu/", "v2/gfx120X-all/"];
 
-fn use_layout() {
-    let wanted = Layout::parse(LAYOUT).unwrap();
-    let _ = install(wanted.clone());
-    assert_eq!(*configured(), wanted, "another layout is installed in this process");
+fn layout() -> Layout {
+    Layout::parse(LAYOUT).unwrap()
 }
 
 async fn put(store: &dyn Store, root: &str, name: &str, version: &str) -> Key {
@@ -46,12 +43,12 @@ async fn channel(projects: usize) -> Arc<MemoryStore> {
     }
     put(memory.as_ref(), GENERIC, "target", "1.0").await;
     put(memory.as_ref(), VIEWS[0], "target", "1.1").await;
-    let indexer = Indexer::new(memory.clone());
+    let indexer = Indexer::new(memory.clone(), Arc::new(layout()));
     for view in VIEWS {
-        indexer.reindex(&RepoRoot::new(view).unwrap()).await.unwrap();
+        indexer.reindex(&RepoRoot::new(view, &layout()).unwrap()).await.unwrap();
     }
     // The generic root's reindex refreshes both views.
-    indexer.reindex(&RepoRoot::new(GENERIC).unwrap()).await.unwrap();
+    indexer.reindex(&RepoRoot::new(GENERIC, &layout()).unwrap()).await.unwrap();
     memory
 }
 
@@ -71,8 +68,9 @@ async fn pages(store: &dyn Store, prefix: &str) -> BTreeMap<String, Bytes> {
 /// The event of `key` through a counting store: its operations.
 async fn event(memory: &Arc<MemoryStore>, key: &Key) -> OpCounts {
     let counting = Arc::new(CountingStore::new(memory.clone()));
-    let scope = Scope::for_key(key).unwrap();
-    let Refreshed::Root(report) = Indexer::new(counting.clone()).refresh(&scope).await.unwrap() else {
+    let scope = Scope::for_key(key, &layout()).unwrap();
+    let Refreshed::Root(report) = Indexer::new(counting.clone(), Arc::new(layout())).refresh(&scope).await.unwrap()
+    else {
         panic!("not a root");
     };
     assert_eq!(report.attempts, 1, "{report}");
@@ -82,9 +80,9 @@ async fn event(memory: &Arc<MemoryStore>, key: &Key) -> OpCounts {
 /// After the events, a forced whole-root reindex of each of `roots` finds the pages as stored.
 async fn assert_whole_reconciliation_agrees(memory: &Arc<MemoryStore>, roots: &[&str]) {
     let before = pages(memory.as_ref(), "v2/").await;
-    let indexer = Indexer::new(memory.clone());
+    let indexer = Indexer::new(memory.clone(), Arc::new(layout()));
     for root in roots {
-        indexer.run(crate::Request::new(RepoRoot::new(root).unwrap()).forced(true)).await.unwrap();
+        indexer.run(crate::Request::new(RepoRoot::new(root, &layout()).unwrap()).forced(true)).await.unwrap();
     }
     let after = pages(memory.as_ref(), "v2/").await;
     assert_eq!(before.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>());
@@ -126,7 +124,6 @@ async fn costs(projects: usize) -> Vec<OpCounts> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn view_events_cost_the_same_at_50_and_500_projects_and_match_a_whole_reconciliation() {
-    use_layout();
     let small = costs(50).await;
     let big = costs(500).await;
     let shown = |c: &[OpCounts]| c.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
@@ -139,10 +136,12 @@ async fn view_events_cost_the_same_at_50_and_500_projects_and_match_a_whole_reco
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_view_of_an_unsplit_or_unindexed_generic_root_is_reconciled_whole() {
-    use_layout();
     let memory = Arc::new(MemoryStore::default());
     put(memory.as_ref(), VIEWS[0], "own", "1.0").await;
-    Indexer::new(memory.clone()).reindex(&RepoRoot::new(VIEWS[0]).unwrap()).await.unwrap();
+    Indexer::new(memory.clone(), Arc::new(layout()))
+        .reindex(&RepoRoot::new(VIEWS[0], &layout()).unwrap())
+        .await
+        .unwrap();
     // The generic root was never indexed: its files are not listed yet.
     let key = put(memory.as_ref(), GENERIC, "core", "1.0").await;
     put(memory.as_ref(), VIEWS[0], "own", "2.0").await;
@@ -155,4 +154,44 @@ async fn a_view_of_an_unsplit_or_unindexed_generic_root_is_reconciled_whole() {
     let root = memory.get_bytes(&Key::new(format!("{}simple/index.html", VIEWS[0])).unwrap(), 1 << 20).await;
     assert!(String::from_utf8_lossy(&root.unwrap().1).contains("\">core<"));
     assert_whole_reconciliation_agrees(&memory, &[GENERIC, VIEWS[0]]).await;
+}
+
+/// Two layouts side by side in one process: each indexer over its own store discovers and
+/// indexes the roots its own `[layout]` names, and only those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_layouts_index_their_own_roots_side_by_side() {
+    let channels = Arc::new(layout());
+    let nightly = Arc::new(
+        Layout::parse("[layout]\nruns = false\n[[layout.root]]\nprefix = \"nightly/{family}/\"\nkind = \"pip\"\n")
+            .unwrap(),
+    );
+    let places = ["v2/gfx94X-dcgpu/", "nightly/gfx94X-dcgpu/", "1-linux/python/"];
+    let (a, b) = (Arc::new(MemoryStore::default()), Arc::new(MemoryStore::default()));
+    for store in [&a, &b] {
+        for place in places {
+            put(store.as_ref(), place, "demo", "1.0").await;
+        }
+    }
+    let index = |store: Arc<MemoryStore>, layout: Arc<Layout>| async move {
+        let scopes = crate::discover_scopes(store.as_ref(), "", &layout).await.unwrap();
+        let indexer = Indexer::new(store.clone(), layout);
+        for scope in &scopes {
+            indexer.refresh(scope).await.unwrap();
+        }
+        scopes.iter().filter_map(|s| s.root().map(ToString::to_string)).collect::<Vec<_>>()
+    };
+    let (roots_a, roots_b) = tokio::join!(index(a.clone(), channels), index(b.clone(), nightly));
+    assert_eq!(roots_a, ["1-linux/python/", "v2/gfx94X-dcgpu/"]);
+    assert_eq!(roots_b, ["nightly/gfx94X-dcgpu/"]);
+    let indexed = |store: Arc<MemoryStore>, root: &'static str| async move {
+        store.head(&Key::new(format!("{root}simple/demo/index.html")).unwrap()).await.is_ok()
+    };
+    assert_eq!(
+        [indexed(a.clone(), places[0]).await, indexed(a.clone(), places[1]).await, indexed(a, places[2]).await],
+        [true, false, true]
+    );
+    assert_eq!(
+        [indexed(b.clone(), places[0]).await, indexed(b.clone(), places[1]).await, indexed(b, places[2]).await],
+        [false, true, false]
+    );
 }

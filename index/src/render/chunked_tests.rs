@@ -22,11 +22,11 @@ async fn put(store: &dyn Store, root: &str, (name, body): (String, Vec<u8>)) {
 /// from nothing. Returns the caches used for the incremental and the from-scratch render.
 async fn plus_one(root: &str, make: fn(usize) -> (String, Vec<u8>), extra: usize) -> (ChunkCache, ChunkCache) {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
-    let repo = RepoRoot::new(root).unwrap();
+    let repo = RepoRoot::new(root, &Default::default()).unwrap();
     for n in (0..SIZE + 1).filter(|&n| n != extra) {
         put(store.as_ref(), root, make(n)).await;
     }
-    let indexer = Indexer::new(store.clone());
+    let indexer = Indexer::new(store.clone(), Default::default());
     indexer.reindex(&repo).await.unwrap();
     let old = crate::read_state(store.as_ref(), &repo).await.unwrap().unwrap();
     put(store.as_ref(), root, make(extra)).await;
@@ -91,11 +91,11 @@ async fn one_more_rpm_compresses_a_chunk_or_two_of_each_document() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tampered_previous_output_is_not_reused() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
-    let repo = RepoRoot::new(DEB_ROOT).unwrap();
+    let repo = RepoRoot::new(DEB_ROOT, &Default::default()).unwrap();
     for n in 0..300 {
         put(store.as_ref(), DEB_ROOT, deb(n)).await;
     }
-    let indexer = Indexer::new(store.clone());
+    let indexer = Indexer::new(store.clone(), Default::default());
     indexer.reindex(&repo).await.unwrap();
     let xz = Key::new(format!("{DEB_ROOT}dists/stable/main/binary-amd64/Packages.xz")).unwrap();
     let (_, good) = store.get_bytes(&xz, 1 << 30).await.unwrap();

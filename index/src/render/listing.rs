@@ -39,11 +39,12 @@ const MAX_PASSES: u32 = 10;
 
 /// A directory of a CI run that gets a listing: the run root `…/{run}-{platform}/` or a
 /// directory below it outside the package repos (`python/`, `packages/`), as
-/// [`layout::RunLayout::is_listed`] tells.
+/// [`layout::config::Layout::is_listed`] tells, or a tarball directory the layout configures
+/// (which it carries: its page is a tarball index).
 /// Ordered deepest first (then by name): whatever refreshes listings in order refreshes a
 /// directory's before its parent's, which links a subdirectory only once its page exists.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ListingDir(String);
+pub struct ListingDir(String, bool);
 
 impl ListingDir {
     fn depth(&self) -> usize {
@@ -66,29 +67,29 @@ impl PartialOrd for ListingDir {
 impl ListingDir {
     /// The listing the object at `key` appears in, if any. The listing's own outputs and
     /// anything inside a package repo have none.
-    pub fn for_key(key: &Key) -> Option<Self> {
+    pub fn for_key(key: &Key, layout: &layout::config::Layout) -> Option<Self> {
         let name = key.filename();
         if name == LISTING_PAGE || name == LISTING_CACHE {
             return None;
         }
-        Self::new(key.parent_prefix())
+        Self::new(key.parent_prefix(), layout)
     }
 
     /// `prefix` (ending in `/`) as a listed directory, if it is one: a run's, or a tarball
     /// directory the layout configures (never inside the audit log,
     /// [`crate::ops::audit_log::AUDIT_PREFIX`], though it names runs).
-    pub fn new(prefix: &str) -> Option<Self> {
+    pub fn new(prefix: &str, layout: &layout::config::Layout) -> Option<Self> {
         let trimmed = prefix.trim_end_matches('/');
         if crate::ops::audit_log::is_audit_path(prefix) {
             return None;
         }
-        let tarballs = || !trimmed.is_empty() && tarball_dir(trimmed);
-        (layout::current().is_listed(trimmed) || tarballs()).then(|| Self(format!("{trimmed}/")))
+        let tarball = !trimmed.is_empty() && tarball_dir(layout, trimmed);
+        (tarball || layout.is_listed(trimmed)).then(|| Self(format!("{trimmed}/"), tarball))
     }
 
     /// Whether this is a configured tarball directory (its page a tarball index).
     pub fn is_tarball_index(&self) -> bool {
-        tarball_dir(self.0.trim_end_matches('/'))
+        self.1
     }
 
     pub fn as_str(&self) -> &str {
@@ -96,12 +97,12 @@ impl ListingDir {
     }
 
     /// This directory and each parent up to the run root, deepest first: a new directory
-    /// must appear as a row in its parent's listing.
-    pub fn with_parents(&self) -> Vec<Self> {
+    /// must appear as a row in its parent's listing (in `layout`, this directory's).
+    pub fn with_parents(&self, layout: &layout::config::Layout) -> Vec<Self> {
         let mut out = vec![self.clone()];
         let mut current = self.0.trim_end_matches('/');
         while let Some((parent, _)) = current.rsplit_once('/') {
-            match Self::new(&format!("{parent}/")) {
+            match Self::new(&format!("{parent}/"), layout) {
                 Some(dir) => out.push(dir),
                 None => break,
             }
@@ -177,9 +178,9 @@ struct ListingPage<'a> {
     rows: Vec<Row>,
 }
 
-/// Whether the configured layout makes `prefix` a tarball directory.
-fn tarball_dir(prefix: &str) -> bool {
-    let rule = layout::config::configured().rule_for(prefix);
+/// Whether `layout` makes `prefix` a tarball directory.
+fn tarball_dir(layout: &layout::config::Layout, prefix: &str) -> bool {
+    let rule = layout.rule_for(prefix);
     rule.is_some_and(|r| r.kind == layout::config::RootKind::Tarball)
 }
 
@@ -479,7 +480,7 @@ mod tests {
 
     #[test]
     fn listed_directories_follow_therock_layout() {
-        let dir = |k: &str| ListingDir::for_key(&Key::new(k).unwrap()).map(|d| d.to_string());
+        let dir = |k: &str| ListingDir::for_key(&Key::new(k).unwrap(), &Default::default()).map(|d| d.to_string());
         assert_eq!(dir("12345-linux/blas_lib_gfx942.tar.zst").as_deref(), Some("12345-linux/"));
         assert_eq!(dir("ROCm-TheRock/12345-linux/a.tar.xz").as_deref(), Some("ROCm-TheRock/12345-linux/"));
         assert_eq!(dir("12345-linux/logs/gfx94X/build.log").as_deref(), Some("12345-linux/logs/gfx94X/"));
@@ -493,8 +494,12 @@ mod tests {
         ] {
             assert_eq!(dir(none), None, "{none}");
         }
-        let parents: Vec<String> =
-            ListingDir::new("9-linux/logs/gfx94X/").unwrap().with_parents().iter().map(ToString::to_string).collect();
+        let parents: Vec<String> = ListingDir::new("9-linux/logs/gfx94X/", &Default::default())
+            .unwrap()
+            .with_parents(&Default::default())
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(parents, ["9-linux/logs/gfx94X/", "9-linux/logs/", "9-linux/"]);
     }
 
@@ -565,8 +570,8 @@ mod tests {
         put("77-linux/python/x-1.0-py3-none-any.whl", b"PK").await;
         put("77-linux/logs/build.log", b"log").await;
         // logs/ has a listing of its own, python/ (never indexed) no page: listed unlinked.
-        update_listing(&store, &ListingDir::new("77-linux/logs/").unwrap()).await.unwrap();
-        let dir = ListingDir::new("77-linux/").unwrap();
+        update_listing(&store, &ListingDir::new("77-linux/logs/", &Default::default()).unwrap()).await.unwrap();
+        let dir = ListingDir::new("77-linux/", &Default::default()).unwrap();
         let report = update_listing(&store, &dir).await.unwrap();
         assert!(report.written);
         assert_eq!(report.entries, 5);

@@ -554,7 +554,7 @@ mod tests {
 
     #[test]
     fn snapshots() {
-        let root = RepoRoot::new("12345-linux/python/").unwrap();
+        let root = RepoRoot::new("12345-linux/python/", &Default::default()).unwrap();
         let pages = render(&root, &state());
         let paths: Vec<&str> = pages.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(
@@ -589,7 +589,7 @@ mod tests {
         }
         let plain = entry(&format!("{base}.whl"), Some(">=3.10"), true, None);
         s.entries.insert(plain.filename.clone(), plain);
-        let root = RepoRoot::new("12345-linux/python/").unwrap();
+        let root = RepoRoot::new("12345-linux/python/", &Default::default()).unwrap();
         let pages = render(&root, &s);
         let paths: Vec<&str> = pages.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(paths[0], "rocm_sdk_device-7.10.0-variants.json");
@@ -602,7 +602,7 @@ mod tests {
 
     #[test]
     fn empty_state_renders_empty_pages() {
-        let root = RepoRoot::new("python/").unwrap();
+        let root = RepoRoot::new("python/", &Default::default()).unwrap();
         let pages = render(&root, &RepoState::empty());
         assert_eq!(pages.len(), 3);
         insta::assert_snapshot!("empty_simple_root_json", page(&pages, "simple/index.json"));
@@ -623,7 +623,7 @@ mod tests {
         for e in [promoted, no_commit, entry("demo-0.9.tar.gz", None, false, None)] {
             s.entries.insert(e.filename.clone(), e);
         }
-        let pages = render(&RepoRoot::new("nightly/python/gfx94X-dcgpu/").unwrap(), &s);
+        let pages = render(&RepoRoot::new("nightly/python/gfx94X-dcgpu/", &Default::default()).unwrap(), &s);
         insta::assert_snapshot!("promoted_project_json", page(&pages, "simple/demo/index.json"));
     }
 
@@ -660,7 +660,7 @@ mod tests {
         insta::assert_snapshot!("structured_project_json", page(&pages, "foo-bar-baz/index.json"));
         insta::assert_snapshot!("structured_variants_project_html", page(&pages, "rocm-sdk-device/index.html"));
         // The flat root's pages, moved: the same bytes but for the hrefs.
-        let flat = render(&RepoRoot::new("1-linux/python/").unwrap(), &s);
+        let flat = render(&RepoRoot::new("1-linux/python/", &Default::default()).unwrap(), &s);
         let moved = page(&flat, "simple/foo-bar-baz/index.html").replace("../../", "");
         assert_eq!(moved, page(&pages, "foo-bar-baz/index.html"));
         assert_eq!(page(&flat, "simple/index.html"), page(&pages, "index.html"));
@@ -668,7 +668,7 @@ mod tests {
 
     #[test]
     fn rendering_is_deterministic() {
-        let root = RepoRoot::new("python/").unwrap();
+        let root = RepoRoot::new("python/", &Default::default()).unwrap();
         assert_eq!(render(&root, &state()), render(&root, &state()));
     }
 

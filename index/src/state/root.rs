@@ -102,16 +102,11 @@ pub struct RepoRoot {
 }
 
 impl RepoRoot {
-    /// A root from a prefix: a configured root ([`layout::config::configured`], `quarry.toml`)
-    /// has its configured kind; otherwise the run layout ([`layout::RunLayout`]) tells: a
-    /// `python` segment (and no `simple` after it) is pip, a last segment `deb` is apt, an rpm
+    /// A root from a prefix in `config`: a configured root (`quarry.toml`'s `[layout]`) has
+    /// its configured kind; otherwise the run layout ([`layout::RunLayout`]) tells: a `python`
+    /// segment (and no `simple` after it) is pip, a last segment `deb` is apt, an rpm
     /// architecture or a parent named `rpm` is dnf. A missing trailing `/` is added.
-    pub fn new(prefix: &str) -> Result<Self, KeyError> {
-        Self::new_in(layout::config::configured(), prefix)
-    }
-
-    /// [`RepoRoot::new`] in a given configured layout.
-    pub fn new_in(config: &layout::config::Layout, prefix: &str) -> Result<Self, KeyError> {
+    pub fn new(prefix: &str, config: &layout::config::Layout) -> Result<Self, KeyError> {
         let trimmed = prefix.trim_end_matches('/');
         let key = Key::new(trimmed)?;
         if let Some(rule) = config.rule_for(key.as_str()) {
@@ -125,7 +120,7 @@ impl RepoRoot {
             return Err(KeyError { key: prefix.to_owned(), reason: "not a configured repo root (quarry.toml)" });
         }
         let segments: Vec<&str> = key.as_str().split('/').collect();
-        let layout = layout::current();
+        let layout = config.run();
         if layout.python_segment(&segments).is_some_and(|i| !segments[i..].contains(&SIMPLE_DIR)) {
             return Ok(Self { prefix: format!("{trimmed}/"), kind: RepoKind::Pip, structured: false });
         }
@@ -210,18 +205,18 @@ impl RepoRoot {
 
     /// The root a package file at `key` belongs to, if any: wheels and sdists to their
     /// directory's pip root, `.deb`s to the prefix before their last `pool/` segment, `.rpm`s
-    /// (not source rpms) to their directory.
-    pub fn for_key(key: &Key) -> Option<Self> {
+    /// (not source rpms) to their directory; pip roots as `layout` lays them out.
+    pub fn for_key(key: &Key, layout: &layout::config::Layout) -> Option<Self> {
         check_key_segments(key).ok()?;
         let name = key.filename();
         if DistFilename::has_dist_extension(name) {
             let parent = key.parent_prefix();
-            if let Some(root) = Self::new(parent).ok().filter(|r| r.kind == RepoKind::Pip) {
+            if let Some(root) = Self::new(parent, layout).ok().filter(|r| r.kind == RepoKind::Pip) {
                 return Some(root);
             }
             // A project directory of a structured root.
             let (grandparent, _) = parent.trim_end_matches('/').rsplit_once('/')?;
-            return Self::new(grandparent).ok().filter(|r| r.kind == RepoKind::Pip && r.structured);
+            return Self::new(grandparent, layout).ok().filter(|r| r.kind == RepoKind::Pip && r.structured);
         }
         if name.ends_with(".deb") {
             let segments: Vec<&str> = key.as_str().split('/').collect();
@@ -241,8 +236,8 @@ impl RepoRoot {
         None
     }
 
-    /// The root whose state object is `key`, if it is one.
-    pub fn for_state_key(key: &Key) -> Option<Self> {
+    /// The root whose state object is `key`, if it is one (pip roots as `layout` lays them out).
+    pub fn for_state_key(key: &Key, layout: &layout::config::Layout) -> Option<Self> {
         let kind = match key.filename() {
             STATE_NAME => RepoKind::Pip,
             APT_STATE_NAME => RepoKind::Apt,
@@ -250,7 +245,7 @@ impl RepoRoot {
             _ => return None,
         };
         let parent = key.parent_prefix();
-        if kind == RepoKind::Pip { Self::new(parent).ok() } else { Self::with_kind(parent, kind).ok() }
+        if kind == RepoKind::Pip { Self::new(parent, layout).ok() } else { Self::with_kind(parent, kind).ok() }
     }
 
     pub fn as_str(&self) -> &str {
@@ -307,15 +302,16 @@ mod tests {
 
     #[test]
     fn roots_follow_therock_layout() {
-        let root = |k: &str| RepoRoot::for_key(&Key::new(k).unwrap()).map(|r| r.to_string());
+        let root = |k: &str| RepoRoot::for_key(&Key::new(k).unwrap(), &Default::default()).map(|r| r.to_string());
         assert_eq!(root("123-linux/python/x-1-py3-none-any.whl").as_deref(), Some("123-linux/python/"));
         assert_eq!(root("python/gfx94X/x-1-py3-none-any.whl").as_deref(), Some("python/gfx94X/"));
         assert_eq!(root("ext/org-repo/1-linux/python/x-1.tar.gz").as_deref(), Some("ext/org-repo/1-linux/python/"));
         assert_eq!(root("123-linux/x-1-py3-none-any.whl"), None);
         assert_eq!(root("123-linux/python/simple/x-1-py3-none-any.whl"), None);
         assert_eq!(root("123-linux/python/x.whl.metadata"), None);
-        assert!(RepoRoot::new("../python/").is_err());
-        let kind = |k: &str| RepoRoot::for_key(&Key::new(k).unwrap()).map(|r| (r.to_string(), r.kind()));
+        assert!(RepoRoot::new("../python/", &Default::default()).is_err());
+        let kind =
+            |k: &str| RepoRoot::for_key(&Key::new(k).unwrap(), &Default::default()).map(|r| (r.to_string(), r.kind()));
         assert_eq!(
             kind("123-linux/packages/deb/pool/main/a_1.0_amd64.deb"),
             Some(("123-linux/packages/deb/".into(), RepoKind::Apt))
@@ -328,15 +324,15 @@ mod tests {
         assert_eq!(kind("123-linux/packages/deb/a_1.0_amd64.deb"), None);
         assert_eq!(kind("123-linux/packages/rpm/x86_64/a-1.0-1.src.rpm"), None);
         assert_eq!(kind("123-linux/packages/rpm/x86_64/repodata/a.rpm"), None);
-        assert_eq!(RepoRoot::new("123-linux/packages/deb").unwrap().kind(), RepoKind::Apt);
-        assert_eq!(RepoRoot::new("123-linux/packages/rpm/x86_64/").unwrap().kind(), RepoKind::Dnf);
-        assert!(RepoRoot::new("123-linux/packages/").is_err());
+        assert_eq!(RepoRoot::new("123-linux/packages/deb", &Default::default()).unwrap().kind(), RepoKind::Apt);
+        assert_eq!(RepoRoot::new("123-linux/packages/rpm/x86_64/", &Default::default()).unwrap().kind(), RepoKind::Dnf);
+        assert!(RepoRoot::new("123-linux/packages/", &Default::default()).is_err());
     }
 
     #[test]
     fn configured_roots_come_first_and_runs_can_be_off() {
         let release = layout::config::Layout::preset("therock-release").unwrap();
-        let kind = |l: &layout::config::Layout, p: &str| RepoRoot::new_in(l, p).map(|r| r.kind()).ok();
+        let kind = |l: &layout::config::Layout, p: &str| RepoRoot::new(p, l).map(|r| r.kind()).ok();
         assert_eq!(kind(&release, "v2/gfx94X-dcgpu"), Some(RepoKind::Pip));
         assert_eq!(kind(&release, "v3/packages/deb/"), Some(RepoKind::Apt));
         assert_eq!(kind(&release, "v3/packages/rpm/x86_64/"), Some(RepoKind::Dnf));
@@ -352,7 +348,7 @@ mod tests {
     #[test]
     fn structured_roots_keep_files_in_project_directories() {
         let v5 = layout::config::Layout::preset("therock-v5").unwrap();
-        let root = RepoRoot::new_in(&v5, "v5/rocm/core/whl-next").unwrap();
+        let root = RepoRoot::new("v5/rocm/core/whl-next", &v5).unwrap();
         assert!(root.is_structured() && root.kind() == RepoKind::Pip);
         assert_eq!(
             root.file_path("rocm_sdk_core-7.13.0-py3-none-linux_x86_64.whl"),
@@ -374,8 +370,8 @@ mod tests {
         assert!(root.misplaced("Rocm/rocm-7.13.0.tar.gz").is_some());
         assert_eq!(root.misplaced("rocm/a/rocm-7.13.0.tar.gz"), None, "deeper: not this root's");
         assert_eq!(root.package_prefix(), ("v5/rocm/core/whl-next/".to_owned(), true));
-        assert!(RepoRoot::new_in(&v5, "v5/rocm/core/tarball/").is_err(), "a tarball directory is no repo");
-        let flat = RepoRoot::new("1-linux/python/").unwrap();
+        assert!(RepoRoot::new("v5/rocm/core/tarball/", &v5).is_err(), "a tarball directory is no repo");
+        let flat = RepoRoot::new("1-linux/python/", &Default::default()).unwrap();
         assert_eq!(flat.file_path("rocm-7.13.0.tar.gz"), "rocm-7.13.0.tar.gz");
         assert_eq!(flat.file_name_of("rocm/rocm-7.13.0.tar.gz"), None);
     }
@@ -396,7 +392,7 @@ mod tests {
         ] {
             let key = Key::new(squat).unwrap();
             assert!(check_key_segments(&key).is_err(), "{squat}");
-            assert_eq!(RepoRoot::for_key(&key), None, "{squat}");
+            assert_eq!(RepoRoot::for_key(&key, &Default::default()), None, "{squat}");
         }
         for fine in [
             "123-linux/python/y-1.0-py3-none-any.whl",

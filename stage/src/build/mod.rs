@@ -265,7 +265,7 @@ async fn upload_log_and_timings(run: &Run, report: &StageReport, log: &Path) -> 
     use quarry_store::{PutOptions, StoreExt as _};
     let dir = format!(
         "{}/{}",
-        quarry_layout::current().logs_dir(),
+        quarry_layout::THEROCK.logs_dir(),
         timings::log_group(&report.stage, report.family.as_deref())
     );
     let json = serde_json::to_vec_pretty(report).map_err(|e| crate::io("writing the timings")(e.into()))?;

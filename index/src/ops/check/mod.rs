@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use quarry_layout::config::Layout;
 use quarry_packaging::DistFilename;
 use quarry_store::{Store, StoreError, StoreExt};
 
@@ -59,7 +60,7 @@ fn anchors(html: &str) -> Vec<Anchor> {
 }
 
 /// Audit `root` on `store`.
-pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, StoreError> {
+pub async fn check(store: &dyn Store, root: &RepoRoot, layout: &Layout) -> Result<CheckReport, StoreError> {
     let mut report = CheckReport { root: root.to_string(), ..CheckReport::default() };
     if root.kind() != crate::state::root::RepoKind::Pip {
         native::check_native(store, root, &mut report).await?;
@@ -90,7 +91,7 @@ pub async fn check(store: &dyn Store, root: &RepoRoot) -> Result<CheckReport, St
         return Ok(report);
     };
     // A per-family view's links into its generic root are checked there.
-    let view = crate::reindex::view::source_for(store, quarry_layout::config::configured(), root).await?;
+    let view = crate::reindex::view::source_for(store, layout, root).await?;
     let ctx = Ctx { store, root, present: &present, state: &state, view: view.as_ref() };
     // A root whose find-links page is off (`find_links = false`) has none to check.
     let find_links =
