@@ -22,6 +22,6 @@ fuzz_target!(|data: &[u8]| {
     let _ = runtime.block_on(Handler::new(Fresh).handle(payload));
     if let Ok(text) = std::str::from_utf8(data) {
         let key = quarry_lambda_indexer::decode_key(text);
-        let _ = quarry_lambda_indexer::classify(&key);
+        let _ = quarry_lambda_indexer::classify(&key, &Default::default());
     }
 });
