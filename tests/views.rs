@@ -82,6 +82,10 @@ fn cores(store: &Path) -> Vec<String> {
     let mut found = Vec::new();
     for family in std::fs::read_dir(store.join("v2")).unwrap() {
         let family = family.unwrap();
+        // The channel's own records (`.channel.json`, `.versions/`) are no family root.
+        if family.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
         for file in std::fs::read_dir(family.path()).unwrap() {
             let name = file.unwrap().file_name().to_string_lossy().into_owned();
             if name.starts_with("rocm_sdk_core-") && name.ends_with(".whl") {
