@@ -11,8 +11,9 @@
 //! channel it was promoted from or to) is never touched. The reindex retires apt `by-hash/` and
 //! dnf `repodata/` generations as any reindex does: kept for the grace period, then collected.
 //!
-//! A version a kept channel version still names ([`crate::ops::versions::holders`]) is kept,
-//! naming that channel version. A version whose version string does not parse, or whose `upload-time` does not, is always
+//! A version the current version of a channel above the root names
+//! ([`crate::ops::versions::holders`]) is kept, naming that channel version; an older channel
+//! version may lose files, and `rollback` then refuses it. A version whose version string does not parse, or whose `upload-time` does not, is always
 //! kept (with that reason). The markers go in first (one batch), then the root and every view
 //! of it are republished without the marked files, then each file is deleted with its
 //! sidecars and each marker only after its file, so an interrupted prune leaves no file
@@ -234,7 +235,7 @@ pub async fn prune_root(
         .map_err(|source| PruneError::State { root: root.to_string(), source })?
         .ok_or_else(|| PruneError::NoState(root.to_string()))?;
     let (mut kept, selected) = select(root.kind(), &state, policy, now);
-    // A version whose files a kept channel version still names stays: a rollback needs them.
+    // A version whose files the channel's current version names stays: readers are served it.
     let keys: Vec<String> =
         selected.iter().flat_map(|v| &v.files).map(|f| format!("{}{}", root.as_str(), root.file_path(f))).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -248,6 +249,9 @@ pub async fn prune_root(
             .iter()
             .filter_map(|f| held.get(&format!("{}{}", root.as_str(), root.file_path(f))))
             .flatten()
+            // What readers are served stays; an older version may lose files (a rollback to it
+            // is then refused, naming them).
+            .filter(|h| h.current)
             .map(ToString::to_string)
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()

@@ -304,8 +304,25 @@ pub async fn rollback(store: &dyn Store, channel: &str, to: Option<u64>) -> Resu
             VersionError::BadInput(format!("{prefix} has no version before its current one ({from})"))
         })?,
     };
-    pointer.current = target;
     if target != from {
+        // Every file the version names must still be there (prune may have taken an older
+        // version's files): one listing of the channel, however many versions it has.
+        let manifest = read_manifest(store, &prefix, target).await?;
+        let listed = store.list_all(&prefix, false).await.map_err(|source| VersionError::Store {
+            what: format!("listing {prefix}"),
+            source,
+        })?;
+        let present: std::collections::BTreeSet<&str> =
+            listed.objects.iter().filter_map(|o| o.key.as_str().strip_prefix(prefix.as_str())).collect();
+        let missing: Vec<&str> = manifest.files.iter().map(String::as_str).filter(|f| !present.contains(f)).collect();
+        if !missing.is_empty() {
+            return Err(VersionError::BadInput(format!(
+                "version {target} of {prefix} names {} file(s) no longer stored (pruned since): {}",
+                missing.len(),
+                missing.iter().take(5).copied().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        pointer.current = target;
         switch(store, &prefix, &pointer, Some(&etag)).await?;
     }
     Ok(Switched { channel: prefix.clone(), from, to: target, kvs_key: kvs_key(&prefix), kvs_value: target.to_string() })
