@@ -11,9 +11,9 @@
 //! channel it was promoted from or to) is never touched. The reindex retires apt `by-hash/` and
 //! dnf `repodata/` generations as any reindex does: kept for the grace period, then collected.
 //!
-//! A version the current version of a channel above the root names
-//! ([`crate::ops::versions::holders`]) is kept, naming that channel version; an older channel
-//! version may lose files, and `rollback` then refuses it. A version whose version string does not parse, or whose `upload-time` does not, is always
+//! In a channel with versions ([`crate::ops::versions`]), the pruned files leave a new current
+//! version, made once the pages stop naming them and before they are deleted; an older version
+//! that named them is then refused by `rollback`, naming the files. A version whose version string does not parse, or whose `upload-time` does not, is always
 //! kept (with that reason). The markers go in first (one batch), then the root and every view
 //! of it are republished without the marked files, then each file is deleted with its
 //! sidecars and each marker only after its file, so an interrupted prune leaves no file
@@ -234,35 +234,7 @@ pub async fn prune_root(
         .await
         .map_err(|source| PruneError::State { root: root.to_string(), source })?
         .ok_or_else(|| PruneError::NoState(root.to_string()))?;
-    let (mut kept, selected) = select(root.kind(), &state, policy, now);
-    // A version whose files the channel's current version names stays: readers are served it.
-    let keys: Vec<String> =
-        selected.iter().flat_map(|v| &v.files).map(|f| format!("{}{}", root.as_str(), root.file_path(f))).collect();
-    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let held = crate::ops::versions::holders(store, &refs)
-        .await
-        .map_err(|source| PruneError::Versions { root: root.to_string(), source })?;
-    let mut pruned = Vec::new();
-    for mut version in selected {
-        let named: Vec<String> = version
-            .files
-            .iter()
-            .filter_map(|f| held.get(&format!("{}{}", root.as_str(), root.file_path(f))))
-            .flatten()
-            // What readers are served stays; an older version may lose files (a rollback to it
-            // is then refused, naming them).
-            .filter(|h| h.current)
-            .map(ToString::to_string)
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        if named.is_empty() {
-            pruned.push(version);
-        } else {
-            version.kept_because = named.into_iter().map(|h| format!("named by {h}")).collect();
-            kept.push(version);
-        }
-    }
+    let (kept, pruned) = select(root.kind(), &state, policy, now);
     let mut report = PruneReport {
         root: root.to_string(),
         kind: root.kind(),
@@ -297,6 +269,16 @@ pub async fn prune_root(
         .reindex_before_removal(root)
         .await
         .map_err(|source| PruneError::Reindex { root: root.to_string(), source })?;
+    // A channel above the root with versions gets a new current one without the pruned files
+    // before they go, so readers served its pages never follow a link to a deleted file.
+    for (channel, _) in crate::ops::versions::channels_above(store, root.as_str())
+        .await
+        .map_err(|source| PruneError::Versions { root: root.to_string(), source })?
+    {
+        crate::ops::versions::snapshot(store, &channel, None, Some("prune"))
+            .await
+            .map_err(|source| PruneError::Versions { root: root.to_string(), source })?;
+    }
     for file in files {
         report.deleted.extend(delete_with_sidecars(store, root, file).await?);
         if let Ok(marker) = root.key(&format!("{}{LEAVING_SUFFIX}", root.file_path(file))) {

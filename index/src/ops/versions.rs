@@ -344,7 +344,7 @@ impl std::fmt::Display for VersionHolder {
 }
 
 /// The channel prefixes among `key`'s ancestors that have versions, with their pointers.
-async fn channels_above(store: &dyn Store, key: &str) -> Result<Vec<(String, ChannelPointer)>, VersionError> {
+pub(crate) async fn channels_above(store: &dyn Store, key: &str) -> Result<Vec<(String, ChannelPointer)>, VersionError> {
     let mut out = Vec::new();
     let mut end = 0;
     while let Some(slash) = key[end..].find('/') {
