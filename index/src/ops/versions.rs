@@ -308,10 +308,10 @@ pub async fn rollback(store: &dyn Store, channel: &str, to: Option<u64>) -> Resu
         // Every file the version names must still be there (prune may have taken an older
         // version's files): one listing of the channel, however many versions it has.
         let manifest = read_manifest(store, &prefix, target).await?;
-        let listed = store.list_all(&prefix, false).await.map_err(|source| VersionError::Store {
-            what: format!("listing {prefix}"),
-            source,
-        })?;
+        let listed = store
+            .list_all(&prefix, false)
+            .await
+            .map_err(|source| VersionError::Store { what: format!("listing {prefix}"), source })?;
         let present: std::collections::BTreeSet<&str> =
             listed.objects.iter().filter_map(|o| o.key.as_str().strip_prefix(prefix.as_str())).collect();
         let missing: Vec<&str> = manifest.files.iter().map(String::as_str).filter(|f| !present.contains(f)).collect();
@@ -344,7 +344,10 @@ impl std::fmt::Display for VersionHolder {
 }
 
 /// The channel prefixes among `key`'s ancestors that have versions, with their pointers.
-pub(crate) async fn channels_above(store: &dyn Store, key: &str) -> Result<Vec<(String, ChannelPointer)>, VersionError> {
+pub(crate) async fn channels_above(
+    store: &dyn Store,
+    key: &str,
+) -> Result<Vec<(String, ChannelPointer)>, VersionError> {
     let mut out = Vec::new();
     let mut end = 0;
     while let Some(slash) = key[end..].find('/') {
