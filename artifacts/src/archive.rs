@@ -7,8 +7,8 @@
 //! extractor creates every root the manifest names. Members are regular files, symlinks, hard
 //! links and directories, all strictly under a root. Owners are 0:0 without names, mtimes are
 //! one fixed time (`SOURCE_DATE_EPOCH` in the CLI), permission bits are kept, files sharing an
-//! inode become hard links. zstd is always written by the multi-threaded encoder, whose output
-//! does not depend on the number of workers.
+//! inode become hard links. zstd is written in independent frames of fixed input size
+//! ([`crate::framed`]), so the bytes do not depend on the number of threads.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
@@ -17,6 +17,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+use crate::framed::FramedZstd;
 use crate::{ArchiveFormat, ArtifactError, MANIFEST, io_at, relative_ok};
 
 /// Bytes gathered before each write into the compressor.
@@ -30,7 +31,7 @@ pub struct ArchiveOptions {
     pub format: ArchiveFormat,
     /// zstd 1–22 (default 3, as TheRock's pyzstd), xz 0–9 (default 6).
     pub level: Option<i32>,
-    /// zstd worker threads (≥ 1; the bytes do not depend on it).
+    /// zstd compression threads (≤ 1: the writing thread; the bytes do not depend on it).
     pub threads: u32,
     /// Every member's modification time, seconds since the epoch.
     pub mtime: u64,
@@ -102,10 +103,8 @@ pub fn write_archive<W: Write>(dir: &Path, out: W, opts: &ArchiveOptions) -> Res
     let hashing = Hashing { inner: out, hash: Sha256::new(), size: 0 };
     let encoder: Box<dyn FinishWrite<W>> = match opts.format {
         ArchiveFormat::Zstd => {
-            let mut e =
-                zstd::stream::write::Encoder::new(hashing, opts.level.unwrap_or(3)).map_err(ArtifactError::Read)?;
-            e.multithread(opts.threads.max(1)).map_err(ArtifactError::Read)?;
-            Box::new(e)
+            let threads = usize::try_from(opts.threads).unwrap_or(1);
+            Box::new(FramedZstd::new(hashing, opts.level.unwrap_or(3), threads).map_err(ArtifactError::Read)?)
         }
         ArchiveFormat::Xz => {
             Box::new(xz2::write::XzEncoder::new(hashing, opts.level.unwrap_or(6).clamp(0, 9).unsigned_abs()))
@@ -136,7 +135,7 @@ trait FinishWrite<W>: Write {
     fn finish_into(self: Box<Self>) -> io::Result<Hashing<W>>;
 }
 
-impl<W: Write> FinishWrite<W> for zstd::stream::write::Encoder<'static, Hashing<W>> {
+impl<W: Write> FinishWrite<W> for FramedZstd<Hashing<W>> {
     fn finish_into(self: Box<Self>) -> io::Result<Hashing<W>> {
         self.finish()
     }

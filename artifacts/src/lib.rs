@@ -15,6 +15,7 @@
 
 pub mod archive;
 pub mod extract;
+pub mod framed;
 pub mod name;
 pub mod resolve;
 pub mod sidecar;

@@ -10,6 +10,7 @@ mod copy;
 mod fetch;
 mod push;
 mod unpack;
+mod writeback;
 
 use std::collections::{BTreeMap, BTreeSet};
 

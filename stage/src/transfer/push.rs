@@ -10,6 +10,7 @@ use quarry_artifacts::{ArchiveFormat, ArchiveOptions, ArtifactName, sidecar, wri
 use quarry_store::{FileHandover, PutOptions, StoreExt as _};
 use quarry_topology::Topology;
 
+use super::writeback::{self, EarlyWriteback};
 use super::{Moved, TransferError, stage_artifacts};
 use quarry_store::error_chain;
 
@@ -182,9 +183,15 @@ fn archive_one(
 ) -> Result<(ArtifactName, PathBuf, String), TransferError> {
     let writing = || crate::io(format!("writing {}", path.display()));
     let tmp = tempfile::NamedTempFile::new_in(path.parent().unwrap_or(Path::new("."))).map_err(writing())?;
-    let (writer, report) = write_archive(dir, std::io::BufWriter::new(tmp), opts)
+    // The disk writes the archive while it is compressed (the store's sync comes after). The
+    // compressor hands over pieces of about 128 KiB: a small buffer lets them go straight
+    // to the file.
+    let second = tmp.as_file().try_clone();
+    let out = EarlyWriteback::new(std::io::BufWriter::with_capacity(16 << 10, tmp), second, writeback::EVERY);
+    let (writer, report) = write_archive(dir, out, opts)
         .map_err(|source| TransferError::Artifact { what: format!("archiving {}", dir.display()), source })?;
-    let tmp = writer.into_inner().map_err(|e| writing()(e.into_error()))?;
+    let buffered = writer.finish().map_err(writing())?;
+    let tmp = buffered.into_inner().map_err(|e| writing()(e.into_error()))?;
     tmp.persist(&path).map_err(|e| writing()(e.error))?;
     Ok((name, path, report.sha256))
 }
