@@ -227,3 +227,187 @@ async fn a_rollback_through_the_cloudfront_function_over_s3() {
     assert!(log.contains("/ci/nightly/.versions/1/python/simple/chan-demo/index.html 200"), "{log}");
     server.stop().await;
 }
+
+/// A CloudFront KeyValueStore data plane on loopback: `ministack` (an AWS emulator whose
+/// `cloudfront-keyvaluestore` service implements DescribeKeyValueStore, GetKey and PutKey with
+/// ETags), from its own virtualenv inside the test one (`scripts/test` installs it there: it pins
+/// a botocore of its own), with one store created through its CloudFront control plane.
+struct Ministack {
+    endpoint: String,
+    arn: String,
+    _child: tokio::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Ministack {
+    async fn start() -> Self {
+        let bin = quarry_tests::venv_dir().join("ministack/bin");
+        assert!(
+            bin.join("ministack").exists(),
+            "ministack is not installed in {}: run scripts/test, which installs it",
+            bin.display()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let port = quarry_tests::s3::free_port();
+        let child = tokio::process::Command::new(bin.join("ministack"))
+            .env("GATEWAY_PORT", port.to_string())
+            .env("BIND_HOST", "127.0.0.1")
+            .env("TMPDIR", dir.path())
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start ministack");
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        let mut ready = false;
+        for _ in 0..300 {
+            if http.get(format!("{endpoint}/_ministack/health")).send().await.is_ok() {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(ready, "ministack did not listen on {endpoint} within 30 s");
+        // CreateKeyValueStore with botocore, ministack's own client library.
+        let script = "import sys, botocore.session\n\
+            c = botocore.session.get_session().create_client('cloudfront', endpoint_url=sys.argv[1], \
+            region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing')\n\
+            print(c.create_key_value_store(Name='quarry-channels')['KeyValueStore']['ARN'])";
+        let mut create = tokio::process::Command::new(bin.join("python"));
+        create.args(["-c", script, &endpoint]);
+        let out = run(create, Duration::from_secs(60)).await;
+        assert_success(&out, "CreateKeyValueStore");
+        let arn = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        Self { endpoint, arn, _child: child, _dir: dir }
+    }
+
+    /// The store's data plane URL (the edge's KVS_URL).
+    fn store_url(&self) -> String {
+        format!("{}/key-value-stores/{}", self.endpoint, percent_encode(&self.arn))
+    }
+
+    /// GetKey `key`'s value, `None` when the store has no such key.
+    async fn get(&self, key: &str) -> Option<String> {
+        let url = format!("{}/keys/{}", self.store_url(), percent_encode(key));
+        let response = reqwest::get(&url).await.unwrap();
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return None;
+        }
+        assert!(response.status().is_success(), "GET {url}: {}", response.status());
+        let body: serde_json::Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+        Some(body["Value"].as_str().unwrap().to_owned())
+    }
+}
+
+fn percent_encode(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// `--kvs-arn`: Quarry writes the channel's key to the CloudFront KeyValueStore (SigV4A-signed,
+/// `If-Match` the store's ETag) after each switch, so the edge follows promotions and a
+/// rollback with no step of the deploy's; a KeyValueStore that cannot be written is an error
+/// naming it, saying the store's pointer already moved and what to write.
+#[tokio::test(flavor = "multi_thread")]
+async fn quarry_writes_the_cdn_keyvaluestore_on_each_switch() {
+    use quarry_store::{Key, PutOptions, S3Store, StoreExt};
+    use quarry_tests::s3::{S3Server, create_public_bucket, s3_client};
+
+    let server = S3Server::start_moto().await;
+    let client = s3_client(&server);
+    create_public_bucket(&client, "releases").await;
+    let store = S3Store::from_client(client.clone(), "releases", "ci/");
+    for (run, version) in [(700, "7.1.0"), (701, "7.1.1")] {
+        for name in ["chan-demo", "chan-extra"] {
+            let wheel = WheelSpec::new(name, version);
+            let key = Key::new(format!("{run}-linux/python/{}", wheel.filename())).unwrap();
+            store.put_bytes(&key, wheel.build().into(), PutOptions::default()).await.unwrap();
+        }
+    }
+    let kvs = Ministack::start().await;
+    let s3 = "s3://releases/ci/";
+    let quarry_s3 = |args: &[&str]| {
+        let mut env = server.client_env();
+        env.push(("QUARRY_KVS_ENDPOINT".into(), kvs.endpoint.clone()));
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        async move {
+            let mut cmd = tokio::process::Command::new(quarry_bin());
+            cmd.args(&args).envs(env).env_remove("QUARRY_CONFIG").env_remove("QUARRY_KVS_ARN");
+            run(cmd, Duration::from_secs(300)).await
+        }
+    };
+    let current = || async {
+        let out = quarry_s3(&["channel", "history", "nightly", "--store", s3, "--json"]).await;
+        assert_success(&out, "quarry channel history");
+        let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        history["current"].as_u64().unwrap().to_string()
+    };
+    assert_success(&quarry_s3(&["index", s3]).await, "quarry index s3://");
+    let edge = crate::cdn::Edge::start_with_kvs(
+        &format!("{}/releases", server.endpoint),
+        Some(std::path::Path::new(&kvs.store_url())),
+    )
+    .await;
+    let index = format!("{}/ci/nightly/python/simple/", edge.url);
+    let pip = |version: &'static str| {
+        let index = index.clone();
+        async move {
+            let target = tempfile::tempdir().unwrap();
+            let out = pip_install(&["--index-url", &index, "chan-demo"], target.path()).await;
+            assert_success(&out, "pip install through the edge");
+            assert_eq!(installed(target.path()), [format!("chan_demo-{version}.dist-info")]);
+        }
+    };
+    let http = reqwest::Client::new();
+    let pages_name_only = |version: &'static str, not: &'static str| {
+        let (http, index) = (http.clone(), index.clone());
+        async move {
+            for url in [format!("{index}chan-demo/"), format!("{index}chan-extra/")] {
+                let body = page(&http, &url).await;
+                assert!(body.contains(version), "{url} names no {version} file:\n{body}");
+                assert!(!body.contains(not), "{url} names a {not} file:\n{body}");
+            }
+        }
+    };
+
+    for (run, version, not, n) in [("700-linux", "7.1.0", "7.1.1", "1"), ("701-linux", "7.1.1", "7.1.0-py3", "2")] {
+        let args =
+            ["promote", "--from", run, "--to", "nightly", "--kinds", "pip", "--store", s3, "--kvs-arn", &kvs.arn];
+        assert_success(&quarry_s3(&args).await, "quarry promote --kvs-arn");
+        assert_eq!(current().await, n);
+        assert_eq!(kvs.get("/ci/nightly/").await.as_deref(), Some(n), "after promoting {run}");
+        pip(version).await;
+        if n == "1" {
+            pages_name_only(version, not).await;
+        }
+    }
+    let out = quarry_s3(&["channel", "rollback", "nightly", "--store", s3, "--kvs-arn", &kvs.arn]).await;
+    assert_success(&out, "quarry channel rollback --kvs-arn");
+    assert!(text(&out).contains(&format!("key /ci/nightly/ = 1 (written to {})", kvs.arn)), "{}", text(&out));
+    assert_eq!(current().await, "1");
+    assert_eq!(kvs.get("/ci/nightly/").await.as_deref(), Some("1"), "after the rollback");
+    pip("7.1.0").await;
+    pages_name_only("7.1.0", "7.1.1").await;
+    let log = edge.log();
+    assert!(log.contains("/ci/nightly/.versions/1/python/simple/chan-demo/index.html 200"), "{log}");
+    assert!(log.contains("/ci/nightly/.versions/2/python/simple/chan-demo/index.json 200"), "{log}");
+
+    // QUARRY_KVS_ARN is the flag too; a store that is not there is an error naming it, after
+    // the store's pointer moved, with the key and value to write.
+    let missing = kvs.arn.replace("quarry-channels", "no-such-store");
+    let mut cmd = tokio::process::Command::new(quarry_bin());
+    cmd.args(["channel", "rollback", "nightly", "--to", "2", "--store", s3])
+        .envs(server.client_env())
+        .env("QUARRY_KVS_ENDPOINT", &kvs.endpoint)
+        .env("QUARRY_KVS_ARN", &missing);
+    let out = run(cmd, Duration::from_secs(300)).await;
+    assert!(!out.status.success(), "a KeyValueStore that is not there was written:\n{}", text(&out));
+    for part in [missing.as_str(), "pointer already moved to version 2", "key /ci/nightly/ = 2"] {
+        assert!(text(&out).contains(part), "no {part:?} in:\n{}", text(&out));
+    }
+    assert_eq!(current().await, "2");
+    assert_eq!(kvs.get("/ci/nightly/").await.as_deref(), Some("1"), "the real store was written");
+    server.stop().await;
+}

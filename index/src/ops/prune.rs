@@ -84,6 +84,10 @@ pub struct PruneReport {
     pub deleted: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reindex: Option<ReindexReport>,
+    /// The versions made current in channels above the root (a version without the pruned
+    /// files): each channel's prefix and version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<(String, u64)>,
 }
 
 /// Why pruning could not run.
@@ -245,6 +249,7 @@ pub async fn prune_root(
         pruned,
         deleted: Vec::new(),
         reindex: None,
+        versions: Vec::new(),
     };
     if dry_run || report.pruned.is_empty() {
         return Ok(report);
@@ -275,9 +280,10 @@ pub async fn prune_root(
         .await
         .map_err(|source| PruneError::Versions { root: root.to_string(), source })?
     {
-        crate::ops::versions::snapshot(store, &channel, None, Some("prune"))
+        let version = crate::ops::versions::snapshot(store, &channel, None, Some("prune"))
             .await
             .map_err(|source| PruneError::Versions { root: root.to_string(), source })?;
+        report.versions.push((channel, version.n));
     }
     for file in files {
         report.deleted.extend(delete_with_sidecars(store, root, file).await?);
@@ -333,6 +339,9 @@ impl std::fmt::Display for PruneReport {
         )?;
         if let Some(r) = &self.reindex {
             writeln!(f, "{r}")?;
+        }
+        for (channel, n) in &self.versions {
+            writeln!(f, "version {n} of {} is current", channel.trim_end_matches('/'))?;
         }
         Ok(())
     }
@@ -421,6 +430,7 @@ mod tests {
             pruned,
             deleted: Vec::new(),
             reindex: None,
+            versions: Vec::new(),
         };
         insta::assert_snapshot!("prune_report_text", report.to_string());
         insta::assert_snapshot!("prune_report_json", serde_json::to_string_pretty(&report).unwrap());
