@@ -411,3 +411,78 @@ async fn quarry_writes_the_cdn_keyvaluestore_on_each_switch() {
     assert_eq!(kvs.get("/ci/nightly/").await.as_deref(), Some("1"), "the real store was written");
     server.stop().await;
 }
+
+/// Every page a version holds (its `.versions/N/` copies), as text.
+fn version_pages(store: &Path, channel: &str, n: u64) -> Vec<(String, String)> {
+    let dir = store.join(channel).join(".versions").join(n.to_string());
+    let mut out = Vec::new();
+    let mut stack = vec![dir.clone()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let body = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+                out.push((path.strip_prefix(&dir).unwrap().display().to_string(), body));
+            }
+        }
+    }
+    assert!(!out.is_empty(), "version {n} of {channel} holds no page");
+    out
+}
+
+/// A promotion after a rollback starts from the current version: 7.1.0, 7.1.1, rollback to
+/// 1, 7.1.2 gives a version with 7.1.0 and 7.1.2 and no 7.1.1 (its files stay stored, held by
+/// version 2), so pip resolves `==7.1.2` and refuses `==7.1.1`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_promotion_after_a_rollback_leaves_the_rolled_back_files_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().to_path_buf();
+    let s = store.display().to_string();
+    release(&store, 700, "7.1.0");
+    release(&store, 701, "7.1.1");
+    release(&store, 702, "7.1.2");
+    assert_success(&quarry(&["index", &s]).await, "quarry index");
+    assert_success(&promote(&s, 700).await, "promote 7.1.0");
+    assert_success(&promote(&s, 701).await, "promote 7.1.1");
+    assert_success(&quarry(&["channel", "rollback", "nightly", "--store", &s]).await, "rollback to 1");
+    let out = promote(&s, 702).await;
+    assert_success(&out, "promote 7.1.2");
+    assert!(text(&out).contains("version 3 of nightly is current"), "{}", text(&out));
+
+    for (page, body) in version_pages(&store, "nightly", 3) {
+        assert!(!body.contains("7.1.1"), "version 3's {page} names a 7.1.1 file:\n{body}");
+    }
+    let pages = version_pages(&store, "nightly", 3);
+    let demo = pages.iter().find(|(p, _)| p.ends_with("chan-demo/index.html")).map(|(_, b)| b.as_str()).unwrap_or("");
+    assert_eq!(versions_named(demo), ["7.1.0", "7.1.2"], "{demo}");
+    let out = quarry(&["channel", "history", "nightly", "--store", &s, "--json"]).await;
+    let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(history["versions"][2]["files"], 4, "{history:#}");
+    // The rolled-back files stay stored, and their sidecars with them (version 2 names both).
+    for name in ["chan_demo-7.1.1-py3-none-any.whl", "chan_demo-7.1.1-py3-none-any.whl.metadata"] {
+        assert!(store.join("nightly/python").join(name).is_file(), "{name} is gone");
+    }
+
+    let server = TestServer::start_in_store(dir).await;
+    let index = format!("{}nightly/python/simple/", server.url);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = pip_install(&["--index-url", &index, "chan-demo==7.1.2"], tmp.path()).await;
+    assert_success(&out, "pip install chan-demo==7.1.2");
+    assert_eq!(installed(tmp.path()), ["chan_demo-7.1.2.dist-info"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = pip_install(&["--index-url", &index, "chan-demo==7.1.1"], tmp.path()).await;
+    assert!(!out.status.success(), "pip installed a rolled-back 7.1.1:\n{}", text(&out));
+    for url in [index.clone(), format!("{index}chan-demo/"), format!("{index}chan-extra/")] {
+        let body = page(&server.client, &url).await;
+        assert!(!body.contains("7.1.1"), "{url} names a 7.1.1 file:\n{body}");
+    }
+    // Version 2 is still whole: a rollback to it serves 7.1.1 with its metadata again.
+    let out = quarry(&["channel", "rollback", "nightly", "--to", "2", "--store", &s]).await;
+    assert_success(&out, "rollback to 2");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = pip_install(&["--index-url", &index, "chan-demo==7.1.1"], tmp.path()).await;
+    assert_success(&out, "pip install chan-demo==7.1.1 from version 2");
+}

@@ -280,7 +280,7 @@ pub async fn prune_root(
         .await
         .map_err(|source| PruneError::Versions { root: root.to_string(), source })?
     {
-        let version = crate::ops::versions::snapshot(store, &channel, None, Some("prune"))
+        let version = crate::ops::versions::snapshot(store, &channel, None, Some("prune"), &Default::default())
             .await
             .map_err(|source| PruneError::Versions { root: root.to_string(), source })?;
         report.versions.push((channel, version.n));

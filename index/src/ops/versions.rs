@@ -23,7 +23,7 @@
 //! channel's size. A file any version of the pointer names is held ([`holders`]): deletion
 //! and retention leave it alone.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,8 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use quarry_store::{Condition, Key, PutOptions, Store, StoreError, StoreExt};
 use serde::{Deserialize, Serialize};
+
+use crate::state::root::LEAVING_SUFFIX;
 
 /// The pointer's name under a channel's prefix.
 pub const POINTER_NAME: &str = ".channel.json";
@@ -213,12 +215,42 @@ async fn switch(
     }
 }
 
-/// Freeze the channel's pages as a new version and make it current (the module's doc).
+/// The package files (keys) under `channel` that its current version does not name and that
+/// are not among `brought` (a promotion's files): after a rollback, the rolled-back versions'
+/// files. The next version leaves them out (a reindex with [`crate::Request::leaving`], then
+/// [`snapshot`] with them): it holds the current version's files plus what the promotion
+/// brings. Empty for a channel without versions.
+pub async fn outside_current(
+    store: &dyn Store,
+    channel: &str,
+    brought: &BTreeSet<String>,
+) -> Result<BTreeSet<String>, VersionError> {
+    let prefix = channel_prefix(channel)?;
+    let Some((pointer, _)) = read_pointer(store, &prefix).await? else { return Ok(BTreeSet::new()) };
+    let manifest = read_manifest(store, &prefix, pointer.current).await?;
+    let listed = store.list_all(&prefix, false).await.map_err(store_err(format!("listing {prefix}")))?;
+    Ok(listed
+        .objects
+        .into_iter()
+        .map(|o| o.key.to_string())
+        .filter(|key| {
+            let relative = key.strip_prefix(prefix.as_str()).unwrap_or_default();
+            is_package(relative)
+                && manifest.files.binary_search_by(|f| f.as_str().cmp(relative)).is_err()
+                && !brought.contains(key)
+        })
+        .collect())
+}
+
+/// Freeze the channel's pages as a new version and make it current (the module's doc). Files
+/// in `leaving` (keys: left out of the pages by the reindex before) and files marked leaving
+/// (`quarry prune`) are not the version's.
 pub async fn snapshot(
     store: &dyn Store,
     channel: &str,
     from: Option<&str>,
     note: Option<&str>,
+    leaving: &BTreeSet<String>,
 ) -> Result<ChannelVersion, VersionError> {
     let prefix = channel_prefix(channel)?;
     let read = read_pointer(store, &prefix).await?;
@@ -228,13 +260,18 @@ pub async fn snapshot(
     };
     let n = pointer.versions.iter().map(|v| v.n).max().unwrap_or(0) + 1;
     let listed = store.list_all(&prefix, false).await.map_err(store_err(format!("listing {prefix}")))?;
+    let marked: BTreeSet<String> =
+        listed.objects.iter().filter_map(|o| o.key.as_str().strip_suffix(LEAVING_SUFFIX).map(str::to_owned)).collect();
     let mut pages = Vec::new();
     let mut files = Vec::new();
     for object in listed.objects {
         let relative = object.key.as_str().strip_prefix(&prefix).unwrap_or_default().to_owned();
         if is_page(&relative) {
             pages.push((object.key, relative));
-        } else if is_package(&relative) {
+        } else if is_package(&relative)
+            && !leaving.contains(object.key.as_str())
+            && !marked.contains(object.key.as_str())
+        {
             files.push(relative);
         }
     }
@@ -478,11 +515,11 @@ mod tests {
         let store = MemoryStore::default();
         put(&store, "nightly/python/a-1.0-py3-none-any.whl", "one").await;
         put(&store, "nightly/python/simple/a/index.html", "page names 1.0").await;
-        let v1 = snapshot(&store, "nightly", Some("1-linux"), None).await.unwrap();
+        let v1 = snapshot(&store, "nightly", Some("1-linux"), None, &BTreeSet::new()).await.unwrap();
         assert_eq!((v1.n, v1.files, v1.pages), (1, 1, 1));
         put(&store, "nightly/python/a-1.1-py3-none-any.whl", "two").await;
         put(&store, "nightly/python/simple/a/index.html", "page names 1.0 1.1").await;
-        let v2 = snapshot(&store, "nightly/", Some("2-linux"), None).await.unwrap();
+        let v2 = snapshot(&store, "nightly/", Some("2-linux"), None, &BTreeSet::new()).await.unwrap();
         assert_eq!((v2.n, v2.files), (2, 2));
 
         let resolver = Resolver::default();
@@ -524,8 +561,8 @@ mod tests {
     async fn a_stale_switch_is_refused() {
         let store = MemoryStore::default();
         put(&store, "c/python/simple/index.html", "x").await;
-        snapshot(&store, "c", None, None).await.unwrap();
-        snapshot(&store, "c", None, None).await.unwrap();
+        snapshot(&store, "c", None, None, &BTreeSet::new()).await.unwrap();
+        snapshot(&store, "c", None, None, &BTreeSet::new()).await.unwrap();
         let (pointer, etag) = read_pointer(&store, "c/").await.unwrap().unwrap();
         rollback(&store, "c", Some(1)).await.unwrap();
         let err = switch(&store, "c/", &pointer, Some(&etag)).await.unwrap_err();

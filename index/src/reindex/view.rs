@@ -185,6 +185,7 @@ impl Indexer {
     /// report is the root's; the views' are logged.
     pub async fn run(&self, request: Request) -> Result<ReindexReport, IndexError> {
         let (root, project, known) = (request.root.clone(), request.project.clone(), request.known.clone());
+        let leaving = request.leaving.clone();
         let report = self.run_one(request).await?;
         let layout = self.layout();
         if root.kind() != RepoKind::Pip || !layout.roots.iter().any(|r| r.generic.is_some()) {
@@ -195,7 +196,7 @@ impl Indexer {
             // compares; and a prefix the pattern matches that was never indexed stays so. A
             // project's event refreshes that project in each view, as the view's own event
             // about it would.
-            let mut view_request = Request::new(view.clone()).knowing(known.clone());
+            let mut view_request = Request::new(view.clone()).knowing(known.clone()).leaving(leaving.clone());
             view_request.project = project.clone();
             let done = self.run_one(view_request).await?;
             tracing::info!(view = %view, generic = %root, "view refreshed: {done}");
