@@ -409,6 +409,14 @@ async fn quarry_writes_the_cdn_keyvaluestore_on_each_switch() {
     }
     assert_eq!(current().await, "2");
     assert_eq!(kvs.get("/ci/nightly/").await.as_deref(), Some("1"), "the real store was written");
+
+    // On S3, `quarry channel forget` deletes the forgotten version's objects.
+    let out = quarry_s3(&["channel", "forget", "nightly", "1", "--store", s3]).await;
+    assert_success(&out, "quarry channel forget s3://");
+    let listed = client.list_objects_v2().bucket("releases").prefix("ci/nightly/.versions/").send().await.unwrap();
+    let keys: Vec<&str> = listed.contents().iter().filter_map(|o| o.key()).collect();
+    assert!(keys.iter().all(|k| k.starts_with("ci/nightly/.versions/2/")), "{keys:?}");
+    assert!(keys.contains(&"ci/nightly/.versions/2/.manifest.json"), "{keys:?}");
     server.stop().await;
 }
 
@@ -485,4 +493,111 @@ async fn a_promotion_after_a_rollback_leaves_the_rolled_back_files_out() {
     let tmp = tempfile::tempdir().unwrap();
     let out = pip_install(&["--index-url", &index, "chan-demo==7.1.1"], tmp.path()).await;
     assert_success(&out, "pip install chan-demo==7.1.1 from version 2");
+}
+
+/// `quarry channel forget`: old versions' pages and manifests go (never the current one's),
+/// unknown versions are refused by name, a file only forgotten versions named may be deleted,
+/// a rollback to a forgotten version is refused, and each call is in the audit log.
+#[tokio::test(flavor = "multi_thread")]
+async fn forgotten_versions_lose_their_pages_and_hold_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().to_path_buf();
+    let s = store.display().to_string();
+    for (run, version) in [(700, "7.1.0"), (701, "7.1.1"), (702, "7.1.2"), (703, "7.1.3")] {
+        release(&store, run, version);
+    }
+    assert_success(&quarry(&["index", &s]).await, "quarry index");
+    // v1 7.1.0, v2 + 7.1.1, back to v1, v3 + 7.1.2 (no 7.1.1), v4 + 7.1.3.
+    assert_success(&promote(&s, 700).await, "promote 7.1.0");
+    assert_success(&promote(&s, 701).await, "promote 7.1.1");
+    assert_success(&quarry(&["channel", "rollback", "nightly", "--store", &s]).await, "rollback to 1");
+    assert_success(&promote(&s, 702).await, "promote 7.1.2");
+    assert_success(&promote(&s, 703).await, "promote 7.1.3");
+    let versions = store.join("nightly/.versions");
+    let forget = |args: &[&str]| {
+        let mut all = vec!["channel", "forget", "nightly"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--store", &s]);
+        let all: Vec<String> = all.iter().map(|a| (*a).to_owned()).collect();
+        async move { quarry(&all.iter().map(String::as_str).collect::<Vec<_>>()).await }
+    };
+
+    // Unknown versions are refused by name, and the current one; nothing changes.
+    let out = forget(&["2", "7", "9"]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("nightly/ has no version 7, 9 (it has 1, 2, 3, 4)"), "{}", text(&out));
+    let out = forget(&["4"]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("version 4 is the current version"), "{}", text(&out));
+    assert!(versions.join("2").is_dir());
+
+    // Before: version 2 holds 7.1.1's files.
+    let held = "nightly/python/chan_demo-7.1.1-py3-none-any.whl";
+    let server = TestServer::start_in_store(dir).await;
+    let delete = || async {
+        let mut cmd = tokio::process::Command::new(quarry_bin());
+        cmd.args(["delete", &format!("{}{held}", server.url)]).env("QUARRY_TOKEN", quarry_tests::TOKEN);
+        run(cmd, Duration::from_secs(60)).await
+    };
+    let out = delete().await;
+    assert!(!out.status.success(), "a file version 2 names was deleted");
+    assert!(text(&out).contains("version 2 of channel nightly"), "{}", text(&out));
+
+    // --keep 1 keeps the newest (the current one): 1, 2 and 3 go.
+    let out = forget(&["--keep", "1", "--json"]).await;
+    assert_success(&out, "quarry channel forget --keep 1");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["forgotten"], serde_json::json!([1, 2, 3]), "{report:#}");
+    assert_eq!(report["kept"], serde_json::json!([4]), "{report:#}");
+    for n in ["1", "2", "3"] {
+        let left: Vec<_> = walk(&versions.join(n));
+        assert!(left.is_empty(), "version {n} left {left:?}");
+    }
+    assert!(versions.join("4/.manifest.json").is_file());
+    let out = quarry(&["channel", "history", "nightly", "--store", &s, "--json"]).await;
+    let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kept: Vec<u64> = history["versions"].as_array().unwrap().iter().map(|v| v["n"].as_u64().unwrap()).collect();
+    assert_eq!(kept, [4], "{history:#}");
+
+    // A rollback to a forgotten version is refused, saying so; forgetting it again too.
+    let out = quarry(&["channel", "rollback", "nightly", "--to", "2", "--store", &s]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("version 2 of nightly/ was forgotten"), "{}", text(&out));
+    let out = quarry(&["channel", "rollback", "nightly", "--store", &s]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+
+    // 7.1.1 was named by version 2 only: it may go now. The current version still serves.
+    assert_success(&delete().await, "quarry delete of a file only forgotten versions named");
+    assert!(!store.join(held).exists());
+    let tmp = tempfile::tempdir().unwrap();
+    let index = format!("{}nightly/python/simple/", server.url);
+    let out = pip_install(&["--index-url", &index, "chan-demo"], tmp.path()).await;
+    assert_success(&out, "pip install after forget");
+    assert_eq!(installed(tmp.path()), ["chan_demo-7.1.3.dist-info"]);
+
+    // A new version never takes a forgotten number.
+    release(&store, 704, "7.1.4");
+    assert_success(&quarry(&["index", &s]).await, "quarry index");
+    let out = promote(&s, 704).await;
+    assert!(text(&out).contains("version 5 of nightly is current"), "{}", text(&out));
+
+    let out = quarry(&["audit", "--store", &s, "--key", "nightly", "--json"]).await;
+    assert_success(&out, "quarry audit");
+    let log = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(log.contains("versions 1, 2, 3 forgotten"), "{log}");
+    assert!(log.contains("no version 7, 9"), "the refusal is not in the audit log: {log}");
+}
+
+/// Files under `dir` (none when it is gone).
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&at) else { continue };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() { stack.push(path) } else { out.push(path) }
+        }
+    }
+    out
 }

@@ -30,6 +30,10 @@ enum ChannelCommand {
     /// Switch the channel's readers back to an older version (default: the one before the
     /// current), in one write.
     Rollback(RollbackArgs),
+    /// Delete old versions' pages so history does not grow forever (never the current
+    /// version): files only they named are no longer held from `quarry delete` and prune, and a
+    /// rollback to them is refused.
+    Forget(ForgetArgs),
 }
 
 #[derive(Debug, Args)]
@@ -88,6 +92,23 @@ pub(crate) async fn write_kvs(arn: &str, key: &str, version: u64) -> anyhow::Res
     })
 }
 
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["keep", "versions"]))]
+struct ForgetArgs {
+    /// The channel: a key prefix (`nightly`, `v5/rocm/core`).
+    channel: String,
+    /// The versions to forget.
+    #[arg(value_name = "VERSION")]
+    versions: Vec<u64>,
+    /// Keep the N newest versions (and the current one); forget the others.
+    #[arg(long, value_name = "N")]
+    keep: Option<usize>,
+    #[command(flatten)]
+    store: StoreArg,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
 #[derive(Debug, serde::Serialize)]
 struct History {
     channel: String,
@@ -103,6 +124,7 @@ pub(crate) async fn run(args: ChannelArgs) -> anyhow::Result<()> {
     match args.command {
         ChannelCommand::History(args) => history(args).await,
         ChannelCommand::Rollback(args) => rollback(args).await,
+        ChannelCommand::Forget(args) => forget(args).await,
     }
 }
 
@@ -156,4 +178,46 @@ async fn rollback(args: RollbackArgs) -> anyhow::Result<()> {
         switched.channel, switched.from, switched.to, switched.kvs_key, switched.kvs_value
     );
     super::print(args.json.json, &switched, text)
+}
+
+async fn forget(args: ForgetArgs) -> anyhow::Result<()> {
+    use quarry_index::audit_log::{AuditAction, AuditEntry, AuditOutcome};
+    let store = args.store.store.open_existing().await?;
+    let identity = super::audit::local_identity();
+    let which = match args.keep {
+        Some(n) => versions::Forget::Keep(n),
+        None => versions::Forget::Versions(args.versions.clone()),
+    };
+    let forgotten = match versions::forget(store.as_ref(), &args.channel, &which).await {
+        Ok(forgotten) => forgotten,
+        Err(e) => {
+            let outcome = if e.is_bad_input() { AuditOutcome::Refused } else { AuditOutcome::Failed };
+            let entry =
+                AuditEntry::now(AuditAction::Forget, &identity, &args.channel, outcome).detail(Some(e.to_string()));
+            super::audit::record(store.as_ref(), [entry]).await;
+            return Err(usage(e));
+        }
+    };
+    let list = |ns: &[u64]| {
+        if ns.is_empty() {
+            "none".to_owned()
+        } else {
+            ns.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+        }
+    };
+    if !forgotten.forgotten.is_empty() {
+        let detail = format!("versions {} forgotten", list(&forgotten.forgotten));
+        let entry =
+            AuditEntry::now(AuditAction::Forget, &identity, &forgotten.channel, AuditOutcome::Ok).detail(Some(detail));
+        super::audit::record(store.as_ref(), [entry]).await;
+    }
+    let text = format!(
+        "{}: forgot {} ({} objects deleted); kept {}, current {}\n",
+        forgotten.channel,
+        list(&forgotten.forgotten),
+        forgotten.deleted,
+        list(&forgotten.kept),
+        forgotten.current
+    );
+    super::print(args.json.json, &forgotten, text)
 }

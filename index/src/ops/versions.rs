@@ -21,7 +21,8 @@
 //! CloudFront KeyValueStore whose key is the channel's prefix ([`kvs_key`]) and value the
 //! current version. [`rollback`] rewrites the pointer only: its cost does not depend on the
 //! channel's size. A file any version of the pointer names is held ([`holders`]): deletion
-//! and retention leave it alone.
+//! and retention leave it alone. [`forget`] removes old versions (never the current one): out
+//! of the pointer first, then their pages; their numbers are not given again.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -102,11 +103,31 @@ pub struct ChannelVersion {
 pub struct ChannelPointer {
     pub current: u64,
     pub versions: Vec<ChannelVersion>,
+    /// Versions removed by [`forget`]: their numbers are never given again (a CDN may still
+    /// cache their pages).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forgotten: Vec<u64>,
 }
 
 impl ChannelPointer {
     pub fn version(&self, n: u64) -> Option<&ChannelVersion> {
         self.versions.iter().find(|v| v.n == n)
+    }
+
+    /// The number the next version gets: past every version made, forgotten ones too.
+    fn next(&self) -> u64 {
+        self.versions.iter().map(|v| v.n).chain(self.forgotten.iter().copied()).max().unwrap_or(0) + 1
+    }
+
+    /// `n` is not a kept version: named as forgotten, or as unknown with the ones kept.
+    fn unknown(&self, prefix: &str, n: u64) -> VersionError {
+        if self.forgotten.contains(&n) {
+            return VersionError::BadInput(format!(
+                "version {n} of {prefix} was forgotten (quarry channel forget): its pages are gone"
+            ));
+        }
+        let known: Vec<String> = self.versions.iter().map(|v| v.n.to_string()).collect();
+        VersionError::BadInput(format!("{prefix} has no version {n} (it has {})", known.join(", ")))
     }
 }
 
@@ -258,7 +279,7 @@ pub async fn snapshot(
         Some((pointer, etag)) => (pointer, Some(etag)),
         None => (ChannelPointer::default(), None),
     };
-    let n = pointer.versions.iter().map(|v| v.n).max().unwrap_or(0) + 1;
+    let n = pointer.next();
     let listed = store.list_all(&prefix, false).await.map_err(store_err(format!("listing {prefix}")))?;
     let marked: BTreeSet<String> =
         listed.objects.iter().filter_map(|o| o.key.as_str().strip_suffix(LEAVING_SUFFIX).map(str::to_owned)).collect();
@@ -333,10 +354,7 @@ pub async fn rollback(store: &dyn Store, channel: &str, to: Option<u64>) -> Resu
         .ok_or_else(|| VersionError::BadInput(format!("{prefix} has no versions (promote into it first)")))?;
     let from = pointer.current;
     let target = match to {
-        Some(n) => pointer.version(n).map(|v| v.n).ok_or_else(|| {
-            let known: Vec<String> = pointer.versions.iter().map(|v| v.n.to_string()).collect();
-            VersionError::BadInput(format!("{prefix} has no version {n} (it has {})", known.join(", ")))
-        })?,
+        Some(n) => pointer.version(n).map(|v| v.n).ok_or_else(|| pointer.unknown(&prefix, n))?,
         None => pointer.versions.iter().map(|v| v.n).filter(|n| *n < from).max().ok_or_else(|| {
             VersionError::BadInput(format!("{prefix} has no version before its current one ({from})"))
         })?,
@@ -363,6 +381,95 @@ pub async fn rollback(store: &dyn Store, channel: &str, to: Option<u64>) -> Resu
         switch(store, &prefix, &pointer, Some(&etag)).await?;
     }
     Ok(Switched { channel: prefix.clone(), from, to: target, kvs_key: kvs_key(&prefix), kvs_value: target.to_string() })
+}
+
+/// Which versions [`forget`] removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Forget {
+    /// All but the `n` newest (and the current one).
+    Keep(usize),
+    /// These.
+    Versions(Vec<u64>),
+}
+
+/// What [`forget`] removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Forgotten {
+    pub channel: String,
+    pub current: u64,
+    pub forgotten: Vec<u64>,
+    pub kept: Vec<u64>,
+    /// Objects deleted (the versions' pages and manifests).
+    pub deleted: usize,
+}
+
+/// Remove versions of a channel (never the current one): the pointer first, with one
+/// conditional write, so nothing is served from them nor held by them any more (a file only
+/// they named may be deleted or pruned; a rollback to one is refused), then their pages and
+/// manifests under `.versions/N/`.
+pub async fn forget(store: &dyn Store, channel: &str, which: &Forget) -> Result<Forgotten, VersionError> {
+    let prefix = channel_prefix(channel)?;
+    let (mut pointer, etag) = read_pointer(store, &prefix)
+        .await?
+        .ok_or_else(|| VersionError::BadInput(format!("{prefix} has no versions (promote into it first)")))?;
+    let current = pointer.current;
+    let forgotten: BTreeSet<u64> = match which {
+        Forget::Keep(keep) => {
+            let mut newest: Vec<u64> = pointer.versions.iter().map(|v| v.n).collect();
+            newest.sort_unstable_by(|a, b| b.cmp(a));
+            newest.into_iter().skip(*keep).filter(|n| *n != current).collect()
+        }
+        Forget::Versions(named) => {
+            let unknown: Vec<String> =
+                named.iter().filter(|n| pointer.version(**n).is_none()).map(ToString::to_string).collect();
+            if !unknown.is_empty() {
+                let known: Vec<String> = pointer.versions.iter().map(|v| v.n.to_string()).collect();
+                return Err(VersionError::BadInput(format!(
+                    "{prefix} has no version {} (it has {})",
+                    unknown.join(", "),
+                    known.join(", ")
+                )));
+            }
+            if named.contains(&current) {
+                return Err(VersionError::BadInput(format!(
+                    "version {current} is the current version of {prefix}: roll back to another first"
+                )));
+            }
+            named.iter().copied().collect()
+        }
+    };
+    if !forgotten.is_empty() {
+        pointer.versions.retain(|v| !forgotten.contains(&v.n));
+        pointer.forgotten.extend(forgotten.iter().copied());
+        pointer.forgotten.sort_unstable();
+        pointer.forgotten.dedup();
+        switch(store, &prefix, &pointer, Some(&etag)).await?;
+    }
+    let mut deleted = 0;
+    for n in &forgotten {
+        let dir = format!("{prefix}{VERSIONS_DIR}/{n}/");
+        let listed = store.list_all(&dir, false).await.map_err(store_err(format!("listing {dir}")))?;
+        let results: Vec<Result<(), VersionError>> = futures_util::stream::iter(&listed.objects)
+            .map(|object| async move {
+                match store.delete(&object.key).await {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.is_not_found() => Ok(()),
+                    Err(e) => Err(store_err(format!("deleting {}", object.key))(e)),
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        results.into_iter().collect::<Result<(), _>>()?;
+        deleted += listed.objects.len();
+    }
+    Ok(Forgotten {
+        channel: prefix,
+        current,
+        forgotten: forgotten.into_iter().collect(),
+        kept: pointer.versions.iter().map(|v| v.n).collect(),
+        deleted,
+    })
 }
 
 /// A kept version naming a file: the channel and the version.
