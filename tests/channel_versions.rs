@@ -455,6 +455,9 @@ async fn a_promotion_after_a_rollback_leaves_the_rolled_back_files_out() {
     assert_success(&promote(&s, 700).await, "promote 7.1.0");
     assert_success(&promote(&s, 701).await, "promote 7.1.1");
     assert_success(&quarry(&["channel", "rollback", "nightly", "--store", &s]).await, "rollback to 1");
+    // A file put in the channel's root by hand: no version names it, the promotion does not
+    // bring it.
+    plant(&store, "nightly/python/chan_demo-7.0.0-py3-none-any.whl", &WheelSpec::new("chan-demo", "7.0.0").build());
     let out = promote(&s, 702).await;
     assert_success(&out, "promote 7.1.2");
     assert!(text(&out).contains("version 3 of nightly is current"), "{}", text(&out));
@@ -472,6 +475,22 @@ async fn a_promotion_after_a_rollback_leaves_the_rolled_back_files_out() {
     for name in ["chan_demo-7.1.1-py3-none-any.whl", "chan_demo-7.1.1-py3-none-any.whl.metadata"] {
         assert!(store.join("nightly/python").join(name).is_file(), "{name} is gone");
     }
+
+    // A prune's version starts from the current one too, even after a reindex put the
+    // rolled-back files back in the root's own pages: 7.0.0 goes (the fourth newest), 7.1.1
+    // stays out.
+    assert_success(&quarry(&["index", &s]).await, "quarry index");
+    let out =
+        quarry(&["prune", "--store", &s, "--root", "nightly/python/", "--kind", "pip", "--keep-versions", "3"]).await;
+    assert_success(&out, "quarry prune");
+    assert!(text(&out).contains("version 4 of nightly is current"), "{}", text(&out));
+    assert!(!store.join("nightly/python/chan_demo-7.0.0-py3-none-any.whl").exists());
+    for (page, body) in version_pages(&store, "nightly", 4) {
+        assert!(!body.contains("7.1.1") && !body.contains("7.0.0"), "version 4's {page}:\n{body}");
+    }
+    let pages = version_pages(&store, "nightly", 4);
+    let demo = pages.iter().find(|(p, _)| p.ends_with("chan-demo/index.html")).map(|(_, b)| b.as_str()).unwrap_or("");
+    assert_eq!(versions_named(demo), ["7.1.0", "7.1.2"], "{demo}");
 
     let server = TestServer::start_in_store(dir).await;
     let index = format!("{}nightly/python/simple/", server.url);

@@ -210,14 +210,19 @@ impl Indexer {
     /// [`crate::LEAVING_SUFFIX`]): the root reindexed without them, then every view of it, so
     /// that no page names them (nor their `.metadata`, deleted once the pages stopped naming
     /// it) when they go.
-    pub async fn reindex_before_removal(&self, root: &RepoRoot) -> Result<ReindexReport, IndexError> {
-        let report = self.run_one(Request::new(root.clone())).await?;
+    /// Files in `leaving` (keys) are left out as well ([`Request::leaving`]).
+    pub async fn reindex_before_removal(
+        &self,
+        root: &RepoRoot,
+        leaving: &std::collections::BTreeSet<String>,
+    ) -> Result<ReindexReport, IndexError> {
+        let report = self.run_one(Request::new(root.clone()).leaving(leaving.clone())).await?;
         let layout = self.layout();
         if root.kind() != RepoKind::Pip || !layout.roots.iter().any(|r| r.generic.is_some()) {
             return Ok(report);
         }
         for view in views_of(self.store().as_ref(), layout, root).await? {
-            let done = self.run_one(Request::new(view.clone())).await?;
+            let done = self.run_one(Request::new(view.clone()).leaving(leaving.clone())).await?;
             tracing::info!(view = %view, generic = %root, "view refreshed before a deletion: {done}");
         }
         Ok(report)
