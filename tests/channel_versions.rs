@@ -440,17 +440,41 @@ fn version_pages(store: &Path, channel: &str, n: u64) -> Vec<(String, String)> {
     out
 }
 
+/// A `.deb` of `chan-deb` at `version`, built with `dpkg-deb`, in run `run_id`'s apt pool.
+async fn deb_release(store: &Path, scratch: &Path, run_id: u32, version: &str) {
+    let tree = scratch.join(format!("chan-deb-{version}"));
+    std::fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    let control = format!(
+        "Package: chan-deb\nVersion: {version}-1\nArchitecture: amd64\nMaintainer: Quarry tests <t@example.com>\nDescription: test\n"
+    );
+    std::fs::write(tree.join("DEBIAN/control"), control).unwrap();
+    let deb = scratch.join(format!("chan-deb_{version}-1_amd64.deb"));
+    let mut cmd = tokio::process::Command::new("dpkg-deb");
+    cmd.args(["--root-owner-group", "--build"]).arg(&tree).arg(&deb);
+    assert_success(&run(cmd, Duration::from_secs(60)).await, "dpkg-deb --build");
+    let name = deb.file_name().unwrap().to_str().unwrap();
+    plant(store, &format!("{run_id}-linux/packages/deb/pool/main/{name}"), &std::fs::read(&deb).unwrap());
+}
+
 /// A promotion after a rollback starts from the current version: 7.1.0, 7.1.1, rollback to
 /// 1, 7.1.2 gives a version with 7.1.0 and 7.1.2 and no 7.1.1 (its files stay stored, held by
-/// version 2), so pip resolves `==7.1.2` and refuses `==7.1.1`.
+/// version 2), so pip resolves `==7.1.2` and refuses `==7.1.1`, and apt the same.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_promotion_after_a_rollback_leaves_the_rolled_back_files_out() {
     let dir = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
     let store = dir.path().to_path_buf();
     let s = store.display().to_string();
-    release(&store, 700, "7.1.0");
-    release(&store, 701, "7.1.1");
-    release(&store, 702, "7.1.2");
+    for (run, version) in [(700, "7.1.0"), (701, "7.1.1"), (702, "7.1.2")] {
+        release(&store, run, version);
+        deb_release(&store, scratch.path(), run, version).await;
+    }
+    let promote = |s: &str, run: u32| {
+        let args =
+            ["promote", "--from", &format!("{run}-linux"), "--to", "nightly", "--kinds", "pip,deb", "--store", s]
+                .map(str::to_owned);
+        async move { quarry(&args.each_ref().map(String::as_str)).await }
+    };
     assert_success(&quarry(&["index", &s]).await, "quarry index");
     assert_success(&promote(&s, 700).await, "promote 7.1.0");
     assert_success(&promote(&s, 701).await, "promote 7.1.1");
@@ -462,7 +486,18 @@ async fn a_promotion_after_a_rollback_leaves_the_rolled_back_files_out() {
     assert_success(&out, "promote 7.1.2");
     assert!(text(&out).contains("version 3 of nightly is current"), "{}", text(&out));
 
+    // (apt's `by-hash/` keeps earlier generations for their grace period: only the ones the
+    // version's `Release` names are read.)
+    let release_file = version_pages(&store, "nightly", 3)
+        .into_iter()
+        .find(|(p, _)| p.ends_with("dists/stable/Release"))
+        .map(|(_, b)| b)
+        .expect("version 3 has a Release");
     for (page, body) in version_pages(&store, "nightly", 3) {
+        let hash = page.rsplit_once("/by-hash/SHA256/").map(|(_, h)| h);
+        if hash.is_some_and(|h| !release_file.contains(h)) {
+            continue;
+        }
         assert!(!body.contains("7.1.1"), "version 3's {page} names a 7.1.1 file:\n{body}");
     }
     let pages = version_pages(&store, "nightly", 3);
@@ -470,7 +505,7 @@ async fn a_promotion_after_a_rollback_leaves_the_rolled_back_files_out() {
     assert_eq!(versions_named(demo), ["7.1.0", "7.1.2"], "{demo}");
     let out = quarry(&["channel", "history", "nightly", "--store", &s, "--json"]).await;
     let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(history["versions"][2]["files"], 4, "{history:#}");
+    assert_eq!(history["versions"][2]["files"], 6, "{history:#}");
     // The rolled-back files stay stored, and their sidecars with them (version 2 names both).
     for name in ["chan_demo-7.1.1-py3-none-any.whl", "chan_demo-7.1.1-py3-none-any.whl.metadata"] {
         assert!(store.join("nightly/python").join(name).is_file(), "{name} is gone");
@@ -485,7 +520,13 @@ async fn a_promotion_after_a_rollback_leaves_the_rolled_back_files_out() {
     assert_success(&out, "quarry prune");
     assert!(text(&out).contains("version 4 of nightly is current"), "{}", text(&out));
     assert!(!store.join("nightly/python/chan_demo-7.0.0-py3-none-any.whl").exists());
-    for (page, body) in version_pages(&store, "nightly", 4) {
+    let pages = version_pages(&store, "nightly", 4);
+    let release_file = pages.iter().find(|(p, _)| p.ends_with("dists/stable/Release")).map(|(_, b)| b.clone());
+    for (page, body) in pages {
+        let hash = page.rsplit_once("/by-hash/SHA256/").map(|(_, h)| h);
+        if hash.is_some_and(|h| !release_file.as_deref().unwrap_or_default().contains(h)) {
+            continue;
+        }
         assert!(!body.contains("7.1.1") && !body.contains("7.0.0"), "version 4's {page}:\n{body}");
     }
     let pages = version_pages(&store, "nightly", 4);
@@ -505,6 +546,16 @@ async fn a_promotion_after_a_rollback_leaves_the_rolled_back_files_out() {
         let body = page(&server.client, &url).await;
         assert!(!body.contains("7.1.1"), "{url} names a 7.1.1 file:\n{body}");
     }
+    let apt = quarry_tests::native::Apt::new(
+        &scratch.path().join("apt"),
+        &format!("deb [trusted=yes] {}nightly/packages/deb/ stable main", server.url),
+    );
+    apt.update().await;
+    let downloads = scratch.path().join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    assert_success(&apt.get_in(&downloads, &["download", "chan-deb=7.1.2-1"]).await, "apt-get download 7.1.2");
+    let out = apt.get_in(&downloads, &["download", "chan-deb=7.1.1-1"]).await;
+    assert!(!out.status.success(), "apt found a rolled-back 7.1.1:\n{}", text(&out));
     // Version 2 is still whole: a rollback to it serves 7.1.1 with its metadata again.
     let out = quarry(&["channel", "rollback", "nightly", "--to", "2", "--store", &s]).await;
     assert_success(&out, "rollback to 2");

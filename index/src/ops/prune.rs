@@ -288,6 +288,19 @@ pub async fn prune_root(
         .reindex_before_removal(root, &outside)
         .await
         .map_err(|source| PruneError::Reindex { root: root.to_string(), source })?;
+    // The channel's other roots holding such files too: the version copies every page.
+    let others: std::collections::BTreeSet<RepoRoot> = outside
+        .iter()
+        .filter_map(|k| quarry_store::Key::new(k).ok())
+        .filter_map(|k| RepoRoot::for_key(&k, indexer.layout()))
+        .filter(|r| r != root)
+        .collect();
+    for other in others {
+        indexer
+            .run(crate::Request::new(other.clone()).leaving(outside.clone()))
+            .await
+            .map_err(|source| PruneError::Reindex { root: other.to_string(), source })?;
+    }
     for (channel, _) in channels {
         let version = crate::ops::versions::snapshot(store, &channel, None, Some("prune"), &outside)
             .await
