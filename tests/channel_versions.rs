@@ -1,10 +1,13 @@
-//! Channel versions (`quarry channel history|rollback`): a channel promoted with 7.1.0, then
-//! 7.1.1, then rolled back installs 7.1.0 again with real pip through `quarry serve`, and no
+//! Channel versions (`quarry channel history|rollback|forget`): a channel promoted with 7.1.0,
+//! then 7.1.1, then rolled back installs 7.1.0 again with real pip through `quarry serve`, and no
 //! page names a 7.1.1 file; readers fetching pages while a promotion and a rollback run never
 //! see two versions at once; history lists the versions with the current one marked; a file a
 //! kept version names cannot be deleted. Through the CloudFront Function under node over moto
 //! (`tests/cdn/edge.mjs` with a stand-in `cloudfront` module serving the KeyValueStore from a
-//! JSON file) as well.
+//! JSON file, or from a real KeyValueStore data plane: ministack, which `--kvs-arn` writes,
+//! SigV4A-signed, with stale ETags raced by `tests/cdn/kvs_race.py`) as well. A promotion (and
+//! a prune) after a rollback starts from the current version (pip and apt); forgotten versions
+//! lose their pages and hold nothing.
 
 use std::path::Path;
 use std::process::Output;
@@ -670,4 +673,81 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// `tests/cdn/kvs_race.py` in front of `kvs`: a proxy that writes another key before each of
+/// the first `races` PutKeys it forwards, so the client's ETag is stale. Its URL and log.
+async fn racing_proxy(kvs: &Ministack, races: u32, dir: &Path) -> (tokio::process::Child, String, std::path::PathBuf) {
+    let (port_file, log) = (dir.join(format!("port-{races}")), dir.join(format!("log-{races}")));
+    let child = tokio::process::Command::new(quarry_tests::venv_dir().join("ministack/bin/python"))
+        .arg(quarry_tests::workspace_root().join("tests/cdn/kvs_race.py"))
+        .args([kvs.endpoint.as_str(), port_file.to_str().unwrap(), log.to_str().unwrap(), &races.to_string()])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start tests/cdn/kvs_race.py");
+    let mut port = String::new();
+    for _ in 0..200 {
+        port = std::fs::read_to_string(&port_file).unwrap_or_default();
+        if !port.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!port.is_empty(), "the racing proxy did not start");
+    (child, format!("http://127.0.0.1:{port}"), log)
+}
+
+/// Another writer between Quarry's DescribeKeyValueStore and its PutKey: the stale ETag is
+/// described again and the write retried; a store that changes under every attempt is an
+/// error after a bounded number, saying the store's pointer moved.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stale_keyvaluestore_etag_is_described_again_and_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().to_path_buf();
+    let s = store.display().to_string();
+    release(&store, 700, "7.1.0");
+    release(&store, 701, "7.1.1");
+    assert_success(&quarry(&["index", &s]).await, "quarry index");
+    let kvs = Ministack::start().await;
+    let scratch = tempfile::tempdir().unwrap();
+    let promote_through = |proxy: String, run_id: u32| {
+        let (s, arn) = (s.clone(), kvs.arn.clone());
+        async move {
+            let mut cmd = tokio::process::Command::new(quarry_bin());
+            cmd.args(["promote", "--from", &format!("{run_id}-linux"), "--to", "nightly", "--kinds", "pip"])
+                .args(["--store", &s, "--kvs-arn", &arn])
+                .env("QUARRY_KVS_ENDPOINT", proxy)
+                .env("AWS_ACCESS_KEY_ID", "testing")
+                .env("AWS_SECRET_ACCESS_KEY", "testing")
+                .env("AWS_REGION", "us-east-1")
+                .env("AWS_EC2_METADATA_DISABLED", "true")
+                .env_remove("AWS_ENDPOINT_URL")
+                .env_remove("QUARRY_CONFIG");
+            run(cmd, Duration::from_secs(300)).await
+        }
+    };
+
+    let (_once, proxy, log) = racing_proxy(&kvs, 1, scratch.path()).await;
+    assert_success(&promote_through(proxy, 700).await, "promote with one racing writer");
+    assert_eq!(kvs.get("/nightly/").await.as_deref(), Some("1"));
+    assert_eq!(kvs.get("/racer/").await.as_deref(), Some("1"), "the proxy did not race");
+    let puts: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("PUT ") && l.contains("%2Fnightly%2F"))
+        .map(|l| l.rsplit(' ').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(puts, ["409", "200"], "one stale PutKey, then one that landed");
+
+    let (_always, proxy, _) = racing_proxy(&kvs, 99, scratch.path()).await;
+    let out = promote_through(proxy, 701).await;
+    assert!(!out.status.success(), "a store changing under every write was written:\n{}", text(&out));
+    for part in ["changed under each of 5 writes", "pointer already moved to version 2", "key /nightly/ = 2"] {
+        assert!(text(&out).contains(part), "no {part:?} in:\n{}", text(&out));
+    }
+    assert_eq!(kvs.get("/nightly/").await.as_deref(), Some("1"));
+    let out = quarry(&["channel", "history", "nightly", "--store", &s, "--json"]).await;
+    let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(history["current"], 2, "{history:#}");
 }
