@@ -751,3 +751,28 @@ async fn a_stale_keyvaluestore_etag_is_described_again_and_retried() {
     let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(history["current"], 2, "{history:#}");
 }
+
+/// Promoting again a run the channel holds, after a rollback past it, makes a version with it
+/// again (nothing is copied: the files are there, and the current version does not name them).
+#[tokio::test(flavor = "multi_thread")]
+async fn promoting_a_rolled_back_run_again_makes_a_version_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().to_path_buf();
+    let s = store.display().to_string();
+    release(&store, 700, "7.1.0");
+    release(&store, 701, "7.1.1");
+    assert_success(&quarry(&["index", &s]).await, "quarry index");
+    assert_success(&promote(&s, 700).await, "promote 7.1.0");
+    assert_success(&promote(&s, 701).await, "promote 7.1.1");
+    assert_success(&quarry(&["channel", "rollback", "nightly", "--store", &s]).await, "rollback to 1");
+    let out = promote(&s, 701).await;
+    assert_success(&out, "promote 7.1.1 again");
+    assert!(text(&out).contains("version 3 of nightly is current"), "{}", text(&out));
+    let pages = version_pages(&store, "nightly", 3);
+    let demo = pages.iter().find(|(p, _)| p.ends_with("chan-demo/index.html")).map(|(_, b)| b.as_str()).unwrap_or("");
+    assert_eq!(versions_named(demo), ["7.1.0", "7.1.1"], "{demo}");
+    // Once more: the current version names everything, nothing changes, no version.
+    let out = promote(&s, 701).await;
+    assert_success(&out, "promote 7.1.1 a third time");
+    assert!(!text(&out).contains("version 4"), "{}", text(&out));
+}

@@ -281,7 +281,10 @@ pub async fn prune_root(
     let mut outside = std::collections::BTreeSet::new();
     for (channel, _) in &channels {
         outside.extend(
-            crate::ops::versions::outside_current(store, channel, &Default::default()).await.map_err(versions_err)?,
+            crate::ops::versions::outside_current(store, channel, &Default::default())
+                .await
+                .map_err(versions_err)?
+                .keys,
         );
     }
     indexer

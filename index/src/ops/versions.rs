@@ -236,31 +236,44 @@ async fn switch(
     }
 }
 
-/// The package files (keys) under `channel` that its current version does not name and that
-/// are not among `brought` (a promotion's files): after a rollback, the rolled-back versions'
-/// files. The next version leaves them out (a reindex with [`crate::Request::leaving`], then
-/// [`snapshot`] with them): it holds the current version's files plus what the promotion
-/// brings. Empty for a channel without versions.
+/// What a channel holds beyond its current version ([`outside_current`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outside {
+    /// Package files (keys) the current version does not name and the promotion does not
+    /// bring: after a rollback, the rolled-back versions' files.
+    pub keys: BTreeSet<String>,
+    /// Some file the promotion brings is not named by the current version (a promotion that
+    /// copies nothing still makes a version then: a rolled-back run promoted again).
+    pub brings_new: bool,
+}
+
+/// The channel's files outside its current version, given the files a promotion brings
+/// (keys). The next version leaves [`Outside::keys`] out (a reindex with
+/// [`crate::Request::leaving`], then [`snapshot`] with them): it holds the current version's
+/// files plus what the promotion brings. Nothing for a channel without versions.
 pub async fn outside_current(
     store: &dyn Store,
     channel: &str,
     brought: &BTreeSet<String>,
-) -> Result<BTreeSet<String>, VersionError> {
+) -> Result<Outside, VersionError> {
     let prefix = channel_prefix(channel)?;
-    let Some((pointer, _)) = read_pointer(store, &prefix).await? else { return Ok(BTreeSet::new()) };
+    let Some((pointer, _)) = read_pointer(store, &prefix).await? else { return Ok(Outside::default()) };
     let manifest = read_manifest(store, &prefix, pointer.current).await?;
+    let named = |key: &str| {
+        let relative = key.strip_prefix(prefix.as_str()).unwrap_or_default();
+        manifest.files.binary_search_by(|f| f.as_str().cmp(relative)).is_ok()
+    };
     let listed = store.list_all(&prefix, false).await.map_err(store_err(format!("listing {prefix}")))?;
-    Ok(listed
+    let keys = listed
         .objects
         .into_iter()
         .map(|o| o.key.to_string())
         .filter(|key| {
-            let relative = key.strip_prefix(prefix.as_str()).unwrap_or_default();
-            is_package(relative)
-                && manifest.files.binary_search_by(|f| f.as_str().cmp(relative)).is_err()
-                && !brought.contains(key)
+            is_package(key.strip_prefix(prefix.as_str()).unwrap_or_default()) && !named(key) && !brought.contains(key)
         })
-        .collect())
+        .collect();
+    let brings_new = brought.iter().any(|key| key.starts_with(prefix.as_str()) && !named(key));
+    Ok(Outside { keys, brings_new })
 }
 
 /// Freeze the channel's pages as a new version and make it current (the module's doc). Files
