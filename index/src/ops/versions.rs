@@ -675,6 +675,47 @@ mod tests {
         insta::assert_json_snapshot!(shown);
     }
 
+    /// `forget` never takes the current version, refuses unknown ones by name, removes the
+    /// versions' pages and manifests, and their numbers are not given again; a rollback to one
+    /// says it was forgotten. After a rollback, the files only a newer version names are
+    /// outside the current one.
+    #[tokio::test]
+    async fn forgotten_versions_go_and_their_numbers_stay_taken() {
+        let store = MemoryStore::default();
+        let none = BTreeSet::new();
+        put(&store, "c/python/simple/index.html", "x").await;
+        put(&store, "c/python/a-1.0-py3-none-any.whl", "1").await;
+        snapshot(&store, "c", None, None, &none).await.unwrap();
+        put(&store, "c/python/a-2.0-py3-none-any.whl", "2").await;
+        snapshot(&store, "c", None, None, &none).await.unwrap();
+        snapshot(&store, "c", None, None, &none).await.unwrap();
+        rollback(&store, "c", Some(1)).await.unwrap();
+        let outside = outside_current(&store, "c", &none).await.unwrap();
+        assert_eq!(outside.keys, BTreeSet::from(["c/python/a-2.0-py3-none-any.whl".to_owned()]));
+        assert!(!outside.brings_new);
+        let brought = BTreeSet::from(["c/python/a-2.0-py3-none-any.whl".to_owned()]);
+        let outside = outside_current(&store, "c", &brought).await.unwrap();
+        assert!(outside.keys.is_empty() && outside.brings_new);
+
+        let err = forget(&store, "c", &Forget::Versions(vec![2, 7, 9])).await.unwrap_err();
+        assert!(err.is_bad_input() && err.to_string().contains("no version 7, 9 (it has 1, 2, 3)"), "{err}");
+        let err = forget(&store, "c", &Forget::Versions(vec![1])).await.unwrap_err();
+        assert!(err.to_string().contains("version 1 is the current version"), "{err}");
+        // Keep 1: the newest (3) and the current (1).
+        let done = forget(&store, "c", &Forget::Keep(1)).await.unwrap();
+        assert_eq!(
+            (done.forgotten.as_slice(), done.kept.as_slice(), done.deleted),
+            ([2].as_slice(), [1, 3].as_slice(), 2)
+        );
+        assert!(store.list_all("c/.versions/2/", false).await.unwrap().objects.is_empty());
+        let err = rollback(&store, "c", Some(2)).await.unwrap_err();
+        assert!(err.to_string().contains("version 2 of c/ was forgotten"), "{err}");
+        forget(&store, "c", &Forget::Versions(vec![3])).await.unwrap();
+        assert_eq!(snapshot(&store, "c", None, None, &none).await.unwrap().n, 4);
+        let (pointer, _) = read_pointer(&store, "c/").await.unwrap().unwrap();
+        assert_eq!(pointer.forgotten, [2, 3]);
+    }
+
     /// Of two writers switching from the same pointer, the second is refused, naming the
     /// channel.
     #[tokio::test]
