@@ -413,12 +413,22 @@ async fn quarry_writes_the_cdn_keyvaluestore_on_each_switch() {
     assert_eq!(current().await, "2");
     assert_eq!(kvs.get("/ci/nightly/").await.as_deref(), Some("1"), "the real store was written");
 
+    // A prune's version is written too.
+    let prune = ["prune", "--store", s3, "--root", "nightly/python/", "--kind", "pip", "--keep-versions", "1"];
+    let out = quarry_s3(&[&prune[..], &["--kvs-arn", &kvs.arn]].concat()).await;
+    assert_success(&out, "quarry prune --kvs-arn");
+    assert!(text(&out).contains("version 3 of nightly is current"), "{}", text(&out));
+    assert_eq!(current().await, "3");
+    assert_eq!(kvs.get("/ci/nightly/").await.as_deref(), Some("3"), "after the prune");
+    pip("7.1.1").await;
+    pages_name_only("7.1.1", "7.1.0").await;
+
     // On S3, `quarry channel forget` deletes the forgotten version's objects.
     let out = quarry_s3(&["channel", "forget", "nightly", "1", "--store", s3]).await;
     assert_success(&out, "quarry channel forget s3://");
     let listed = client.list_objects_v2().bucket("releases").prefix("ci/nightly/.versions/").send().await.unwrap();
     let keys: Vec<&str> = listed.contents().iter().filter_map(|o| o.key()).collect();
-    assert!(keys.iter().all(|k| k.starts_with("ci/nightly/.versions/2/")), "{keys:?}");
+    assert!(!keys.iter().any(|k| k.starts_with("ci/nightly/.versions/1/")), "{keys:?}");
     assert!(keys.contains(&"ci/nightly/.versions/2/.manifest.json"), "{keys:?}");
     server.stop().await;
 }
