@@ -5,7 +5,7 @@
 //! that fails with a typed [`StoreError::Conflict`], paginated list, delete. Backends:
 //! [`LocalStore`] (a directory; the embedded default), [`MemoryStore`] (tests),
 //! [`CountingStore`] (a wrapper that counts operations, for benchmarks) and `S3Store` (feature
-//! `s3`).
+//! `s3`); [`kvs`] writes a CloudFront KeyValueStore (feature `kvs`).
 //!
 //! Keys are [`Key`]s, validated on construction, so no backend ever sees `..` or an absolute
 //! path. This crate knows nothing of index formats.
@@ -25,6 +25,8 @@ mod counting;
 pub mod faults;
 mod hashing;
 mod key;
+#[cfg(feature = "kvs")]
+pub mod kvs;
 mod local;
 mod memory;
 pub mod portable;

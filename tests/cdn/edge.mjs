@@ -3,7 +3,7 @@
 // (viewer-request before the origin, viewer-response after it, the event shapes of the
 // CloudFront Functions event structure) and forwards to an S3 origin (path-style bucket URL).
 //
-// usage: node edge.mjs FUNCTION_JS ORIGIN_URL PORT_FILE [KVS_FILE]
+// usage: node edge.mjs FUNCTION_JS ORIGIN_URL PORT_FILE [KVS_FILE | KVS_URL]
 // Listens on a free loopback port, writes it to PORT_FILE, logs one line per request
 // (`METHOD uri -> rewritten-uri status`) on stdout.
 import fs from 'node:fs';
@@ -12,16 +12,27 @@ import vm from 'node:vm';
 
 const [functionPath, origin, portFile, kvsFile] = process.argv.slice(2);
 // The function imports CloudFront's `cloudfront` module; the stand-in serves the KeyValueStore
-// from KVS_FILE (a JSON object, read again on each lookup; none: an empty store).
+// from KVS_FILE (a JSON object, read again on each lookup; none: an empty store), or from a
+// KeyValueStore's data plane at KVS_URL (`http://…/key-value-stores/ARN`: a GetKey per lookup).
 const source = fs.readFileSync(functionPath, 'utf8').replace(/^import cf from 'cloudfront';$/m, '');
-const entries = () => (kvsFile && fs.existsSync(kvsFile) ? JSON.parse(fs.readFileSync(kvsFile, 'utf8')) : {});
+const remote = kvsFile !== undefined && /^https?:\/\//.test(kvsFile);
+const lookup = async (key) => {
+  if (remote) {
+    const response = await fetch(`${kvsFile}/keys/${encodeURIComponent(key)}`);
+    if (response.status === 404) return undefined;
+    if (!response.ok) throw new Error(`GetKey ${key}: ${response.status} ${await response.text()}`);
+    return (await response.json()).Value;
+  }
+  const all = kvsFile && fs.existsSync(kvsFile) ? JSON.parse(fs.readFileSync(kvsFile, 'utf8')) : {};
+  return Object.hasOwn(all, key) ? all[key] : undefined;
+};
 const cf = {
   kvs: () => ({
-    exists: async (key) => Object.hasOwn(entries(), key),
+    exists: async (key) => (await lookup(key)) !== undefined,
     get: async (key) => {
-      const all = entries();
-      if (!Object.hasOwn(all, key)) throw new Error(`no key ${key}`);
-      return all[key];
+      const value = await lookup(key);
+      if (value === undefined) throw new Error(`no key ${key}`);
+      return value;
     },
   }),
 };

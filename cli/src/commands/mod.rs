@@ -126,10 +126,10 @@ enum Command {
     /// A run's wheels, sdists, debs and rpms are copied into the channel's roots, which are
     /// then reindexed.
     Promote(promote::PromoteArgs),
-    /// A channel's versions: history and rollback.
+    /// A channel's versions: history, rollback, forget.
     ///
     /// Each promotion into a channel makes a new version of its pages; a rollback switches
-    /// readers back to an older one in one write.
+    /// readers back to an older one in one write; forget deletes old versions' pages.
     Channel(channel::ChannelArgs),
     /// TheRock's package versions (pip, deb, rpm) for a release type.
     Version(version::VersionArgs),

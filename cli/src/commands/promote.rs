@@ -4,7 +4,8 @@
 //! `--release-type` promotes into TheRock's v5 layout instead (`--to v5/rocm/core/`, the
 //! `therock-v5` preset, installed when no `quarry.toml` is read), into TheRock's product bucket
 //! for the type unless `--store` names another, from the type's artifacts bucket unless
-//! `--from-store` (or `--store`) names another.
+//! `--from-store` (or `--store`) names another. A promotion that makes a channel version
+//! writes it to the CDN's KeyValueStore with `--kvs-arn` (`commands::channel::write_kvs`).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -66,6 +67,8 @@ pub(crate) struct PromoteArgs {
     json: JsonArg,
     #[command(flatten)]
     config: LayoutConfigArg,
+    #[command(flatten)]
+    kvs: super::channel::KvsArg,
 }
 
 /// `--release-type`: TheRock's release types.
@@ -216,6 +219,11 @@ pub(crate) async fn run(args: PromoteArgs) -> anyhow::Result<()> {
         let run = quarry_layout::find_run(&report.from)?.1.run_id;
         Some(ReleaseRoots::new(&report.to, r.release_type, r.variant, r.date, run).ok()?.repo().to_owned())
     });
+    // The version made current, at the edge too.
+    if let (Some(arn), Some(version)) = (&args.kvs.kvs_arn, &report.version) {
+        let prefix = quarry_index::versions::channel_prefix(&report.to).map_err(anyhow::Error::new)?;
+        super::channel::write_kvs(arn, &super::channel::kvs_key_in(places.to.as_str(), &prefix), version.n).await?;
+    }
     let report = printed(places.to.as_str(), report, signed, repo);
     super::print(args.json.json, &report, text(&report))
 }

@@ -50,6 +50,8 @@ pub(crate) struct PruneArgs {
     dry_run: bool,
     #[command(flatten)]
     json: JsonArg,
+    #[command(flatten)]
+    kvs: super::channel::KvsArg,
 }
 
 pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
@@ -64,6 +66,7 @@ pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
         for report in &reports {
             record(&indexer, report).await;
         }
+        write_versions(&args, &reports).await?;
         let text: String = reports.iter().map(ToString::to_string).collect();
         return super::print(args.json.json, &reports, text);
     }
@@ -80,7 +83,22 @@ pub(crate) async fn run(args: PruneArgs) -> anyhow::Result<()> {
     let indexer = Indexer::new(store, layout).with_config(config);
     let report = prune_root(&indexer, &root, policy, args.now.unwrap_or_else(Timestamp::now), args.dry_run).await?;
     record(&indexer, &report).await;
+    write_versions(&args, std::slice::from_ref(&report)).await?;
     super::print(args.json.json, &report, &report)
+}
+
+/// With `--kvs-arn`, each channel's last version the reports made, written to the CDN's
+/// KeyValueStore.
+async fn write_versions(args: &PruneArgs, reports: &[PruneReport]) -> anyhow::Result<()> {
+    let Some(arn) = &args.kvs.kvs_arn else { return Ok(()) };
+    let mut last = std::collections::BTreeMap::new();
+    for (channel, n) in reports.iter().flat_map(|r| &r.versions) {
+        last.insert(channel.as_str(), *n);
+    }
+    for (channel, n) in last {
+        super::channel::write_kvs(arn, &super::channel::kvs_key_in(args.store.store.as_str(), channel), n).await?;
+    }
+    Ok(())
 }
 
 /// Each pruned file in the store's audit log.

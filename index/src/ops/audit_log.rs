@@ -51,6 +51,7 @@ pub enum AuditAction {
     Delete,
     Promote,
     Rollback,
+    Forget,
     Gc,
     Prune,
 }
@@ -65,6 +66,7 @@ impl AuditAction {
             Self::Delete => "delete",
             Self::Promote => "promote",
             Self::Rollback => "rollback",
+            Self::Forget => "forget",
             Self::Gc => "gc",
             Self::Prune => "prune",
         }

@@ -360,7 +360,7 @@ pub async fn delete(indexer: &Indexer, key: &str) -> Result<LifecycleReport, Lif
         .await
         .map_err(store_err(format!("marking {key} to leave")))?;
     indexer
-        .reindex_before_removal(&root)
+        .reindex_before_removal(&root, &Default::default())
         .await
         .map_err(|source| LifecycleError::Index { what: format!("republishing {root} without {key}"), source })?;
     // What is there of the file and its sidecars (deleting a missing object succeeds on S3).

@@ -480,18 +480,29 @@ pub async fn promote(indexer: &Indexer, p: &Promotion<'_>) -> Result<PromoteRepo
         .filter(|k| RepoRoot::for_key(k, p.layout).is_none())
         .filter_map(|k| crate::ListingDir::for_key(&k, p.layout))
         .collect();
+    let mut outside = crate::ops::versions::Outside::default();
     if !p.dry_run {
         let origin = provenance(stores.from, run, &segment).await?;
         let inspections = copy_all(stores, &mut copies, &known, &origin).await?;
-        reindex(indexer, p.layout, &roots, inspections).await?;
+        // The next version holds the current one's files plus this promotion's: after a
+        // rollback, the files of the versions rolled back are left out of every page (and
+        // their roots reindexed so), though they stay stored.
+        let brought: BTreeSet<String> = copies.iter().map(|c| c.to.clone()).collect();
+        outside = crate::ops::versions::outside_current(store.as_ref(), p.to, &brought).await?;
+        let mut reindexed = roots.clone();
+        reindexed.extend(
+            outside.keys.iter().filter_map(|k| Key::new(k).ok()).filter_map(|k| RepoRoot::for_key(&k, p.layout)),
+        );
+        reindex(indexer, p.layout, &reindexed, inspections, &outside.keys).await?;
         for dir in &listings {
             crate::update_listing(store.as_ref(), dir).await.map_err(store_err(format!("listing {dir}")))?;
         }
     }
     // Every page is in place: freeze them as the channel's next version and switch readers to
-    // it (nothing copied: nothing changed, no version).
-    let version = match copies.iter().any(|c| c.status == "copy") && !p.dry_run {
-        true => Some(crate::ops::versions::snapshot(store.as_ref(), p.to, Some(run), None).await?),
+    // it (nothing copied and nothing the current version does not name: no version).
+    let changed = copies.iter().any(|c| c.status == "copy") || outside.brings_new;
+    let version = match changed && !p.dry_run {
+        true => Some(crate::ops::versions::snapshot(store.as_ref(), p.to, Some(run), None, &outside.keys).await?),
         false => None,
     };
     let tarballs = listings.iter().map(ToString::to_string).collect();
@@ -568,7 +579,7 @@ pub async fn init_channel(indexer: &Indexer, p: &Promotion<'_>) -> Result<Promot
         .await?
         .is_none();
     let version = match fresh {
-        true => Some(crate::ops::versions::snapshot(store.as_ref(), p.to, None, Some("init")).await?),
+        true => Some(crate::ops::versions::snapshot(store.as_ref(), p.to, None, Some("init"), &BTreeSet::new()).await?),
         false => None,
     };
     Ok(PromoteReport {
@@ -802,6 +813,7 @@ async fn reindex(
     layout: &Layout,
     roots: &BTreeSet<RepoRoot>,
     known: Inspections,
+    leaving: &BTreeSet<String>,
 ) -> Result<(), PromoteError> {
     let mut ordered: Vec<&RepoRoot> = roots.iter().collect();
     ordered.sort_by_key(|r| {
@@ -810,7 +822,7 @@ async fn reindex(
     });
     for root in ordered {
         indexer
-            .run(crate::Request::new(root.clone()).knowing(known.clone()))
+            .run(crate::Request::new(root.clone()).knowing(known.clone()).leaving(leaving.clone()))
             .await
             .map_err(index_err(format!("reindexing {root}")))?;
     }

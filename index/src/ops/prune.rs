@@ -12,8 +12,10 @@
 //! dnf `repodata/` generations as any reindex does: kept for the grace period, then collected.
 //!
 //! In a channel with versions ([`crate::ops::versions`]), the pruned files leave a new current
-//! version, made once the pages stop naming them and before they are deleted; an older version
-//! that named them is then refused by `rollback`, naming the files. A version whose version string does not parse, or whose `upload-time` does not, is always
+//! version, made once the pages stop naming them and before they are deleted; like a
+//! promotion's, it starts from the current version (files it does not name, a rolled-back
+//! version's, stay out of its pages). An older version that named the pruned files is then
+//! refused by `rollback`, naming the files. A version whose version string does not parse, or whose `upload-time` does not, is always
 //! kept (with that reason). The markers go in first (one batch), then the root and every view
 //! of it are republished without the marked files, then each file is deleted with its
 //! sidecars and each marker only after its file, so an interrupted prune leaves no file
@@ -84,6 +86,10 @@ pub struct PruneReport {
     pub deleted: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reindex: Option<ReindexReport>,
+    /// The versions made current in channels above the root (a version without the pruned
+    /// files): each channel's prefix and version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<(String, u64)>,
 }
 
 /// Why pruning could not run.
@@ -245,6 +251,7 @@ pub async fn prune_root(
         pruned,
         deleted: Vec::new(),
         reindex: None,
+        versions: Vec::new(),
     };
     if dry_run || report.pruned.is_empty() {
         return Ok(report);
@@ -265,19 +272,43 @@ pub async fn prune_root(
     for (key, result) in keys.into_iter().zip(store.put_many(markers).await) {
         result.map_err(|source| PruneError::Mark { key, source })?;
     }
+    // A channel above the root with versions gets a new current one without the pruned files
+    // before they go, so readers served its pages never follow a link to a deleted file. It
+    // starts from the current version: files it does not name (a rolled-back version's) stay
+    // out of the pages.
+    let versions_err = |source| PruneError::Versions { root: root.to_string(), source };
+    let channels = crate::ops::versions::channels_above(store, root.as_str()).await.map_err(versions_err)?;
+    let mut outside = std::collections::BTreeSet::new();
+    for (channel, _) in &channels {
+        outside.extend(
+            crate::ops::versions::outside_current(store, channel, &Default::default())
+                .await
+                .map_err(versions_err)?
+                .keys,
+        );
+    }
     indexer
-        .reindex_before_removal(root)
+        .reindex_before_removal(root, &outside)
         .await
         .map_err(|source| PruneError::Reindex { root: root.to_string(), source })?;
-    // A channel above the root with versions gets a new current one without the pruned files
-    // before they go, so readers served its pages never follow a link to a deleted file.
-    for (channel, _) in crate::ops::versions::channels_above(store, root.as_str())
-        .await
-        .map_err(|source| PruneError::Versions { root: root.to_string(), source })?
-    {
-        crate::ops::versions::snapshot(store, &channel, None, Some("prune"))
+    // The channel's other roots holding such files too: the version copies every page.
+    let others: std::collections::BTreeSet<RepoRoot> = outside
+        .iter()
+        .filter_map(|k| quarry_store::Key::new(k).ok())
+        .filter_map(|k| RepoRoot::for_key(&k, indexer.layout()))
+        .filter(|r| r != root)
+        .collect();
+    for other in others {
+        indexer
+            .run(crate::Request::new(other.clone()).leaving(outside.clone()))
             .await
-            .map_err(|source| PruneError::Versions { root: root.to_string(), source })?;
+            .map_err(|source| PruneError::Reindex { root: other.to_string(), source })?;
+    }
+    for (channel, _) in channels {
+        let version = crate::ops::versions::snapshot(store, &channel, None, Some("prune"), &outside)
+            .await
+            .map_err(versions_err)?;
+        report.versions.push((channel, version.n));
     }
     for file in files {
         report.deleted.extend(delete_with_sidecars(store, root, file).await?);
@@ -333,6 +364,9 @@ impl std::fmt::Display for PruneReport {
         )?;
         if let Some(r) = &self.reindex {
             writeln!(f, "{r}")?;
+        }
+        for (channel, n) in &self.versions {
+            writeln!(f, "version {n} of {} is current", channel.trim_end_matches('/'))?;
         }
         Ok(())
     }
@@ -421,6 +455,7 @@ mod tests {
             pruned,
             deleted: Vec::new(),
             reindex: None,
+            versions: Vec::new(),
         };
         insta::assert_snapshot!("prune_report_text", report.to_string());
         insta::assert_snapshot!("prune_report_json", serde_json::to_string_pretty(&report).unwrap());

@@ -21,9 +21,10 @@
 //! CloudFront KeyValueStore whose key is the channel's prefix ([`kvs_key`]) and value the
 //! current version. [`rollback`] rewrites the pointer only: its cost does not depend on the
 //! channel's size. A file any version of the pointer names is held ([`holders`]): deletion
-//! and retention leave it alone.
+//! and retention leave it alone. [`forget`] removes old versions (never the current one): out
+//! of the pointer first, then their pages; their numbers are not given again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,8 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use quarry_store::{Condition, Key, PutOptions, Store, StoreError, StoreExt};
 use serde::{Deserialize, Serialize};
+
+use crate::state::root::LEAVING_SUFFIX;
 
 /// The pointer's name under a channel's prefix.
 pub const POINTER_NAME: &str = ".channel.json";
@@ -100,11 +103,31 @@ pub struct ChannelVersion {
 pub struct ChannelPointer {
     pub current: u64,
     pub versions: Vec<ChannelVersion>,
+    /// Versions removed by [`forget`]: their numbers are never given again (a CDN may still
+    /// cache their pages).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forgotten: Vec<u64>,
 }
 
 impl ChannelPointer {
     pub fn version(&self, n: u64) -> Option<&ChannelVersion> {
         self.versions.iter().find(|v| v.n == n)
+    }
+
+    /// The number the next version gets: past every version made, forgotten ones too.
+    fn next(&self) -> u64 {
+        self.versions.iter().map(|v| v.n).chain(self.forgotten.iter().copied()).max().unwrap_or(0) + 1
+    }
+
+    /// `n` is not a kept version: named as forgotten, or as unknown with the ones kept.
+    fn unknown(&self, prefix: &str, n: u64) -> VersionError {
+        if self.forgotten.contains(&n) {
+            return VersionError::BadInput(format!(
+                "version {n} of {prefix} was forgotten (quarry channel forget): its pages are gone"
+            ));
+        }
+        let known: Vec<String> = self.versions.iter().map(|v| v.n.to_string()).collect();
+        VersionError::BadInput(format!("{prefix} has no version {n} (it has {})", known.join(", ")))
     }
 }
 
@@ -213,12 +236,55 @@ async fn switch(
     }
 }
 
-/// Freeze the channel's pages as a new version and make it current (the module's doc).
+/// What a channel holds beyond its current version ([`outside_current`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outside {
+    /// Package files (keys) the current version does not name and the promotion does not
+    /// bring: after a rollback, the rolled-back versions' files.
+    pub keys: BTreeSet<String>,
+    /// Some file the promotion brings is not named by the current version (a promotion that
+    /// copies nothing still makes a version then: a rolled-back run promoted again).
+    pub brings_new: bool,
+}
+
+/// The channel's files outside its current version, given the files a promotion brings
+/// (keys). The next version leaves [`Outside::keys`] out (a reindex with
+/// [`crate::Request::leaving`], then [`snapshot`] with them): it holds the current version's
+/// files plus what the promotion brings. Nothing for a channel without versions.
+pub async fn outside_current(
+    store: &dyn Store,
+    channel: &str,
+    brought: &BTreeSet<String>,
+) -> Result<Outside, VersionError> {
+    let prefix = channel_prefix(channel)?;
+    let Some((pointer, _)) = read_pointer(store, &prefix).await? else { return Ok(Outside::default()) };
+    let manifest = read_manifest(store, &prefix, pointer.current).await?;
+    let named = |key: &str| {
+        let relative = key.strip_prefix(prefix.as_str()).unwrap_or_default();
+        manifest.files.binary_search_by(|f| f.as_str().cmp(relative)).is_ok()
+    };
+    let listed = store.list_all(&prefix, false).await.map_err(store_err(format!("listing {prefix}")))?;
+    let keys = listed
+        .objects
+        .into_iter()
+        .map(|o| o.key.to_string())
+        .filter(|key| {
+            is_package(key.strip_prefix(prefix.as_str()).unwrap_or_default()) && !named(key) && !brought.contains(key)
+        })
+        .collect();
+    let brings_new = brought.iter().any(|key| key.starts_with(prefix.as_str()) && !named(key));
+    Ok(Outside { keys, brings_new })
+}
+
+/// Freeze the channel's pages as a new version and make it current (the module's doc). Files
+/// in `leaving` (keys: left out of the pages by the reindex before) and files marked leaving
+/// (`quarry prune`) are not the version's.
 pub async fn snapshot(
     store: &dyn Store,
     channel: &str,
     from: Option<&str>,
     note: Option<&str>,
+    leaving: &BTreeSet<String>,
 ) -> Result<ChannelVersion, VersionError> {
     let prefix = channel_prefix(channel)?;
     let read = read_pointer(store, &prefix).await?;
@@ -226,15 +292,20 @@ pub async fn snapshot(
         Some((pointer, etag)) => (pointer, Some(etag)),
         None => (ChannelPointer::default(), None),
     };
-    let n = pointer.versions.iter().map(|v| v.n).max().unwrap_or(0) + 1;
+    let n = pointer.next();
     let listed = store.list_all(&prefix, false).await.map_err(store_err(format!("listing {prefix}")))?;
+    let marked: BTreeSet<String> =
+        listed.objects.iter().filter_map(|o| o.key.as_str().strip_suffix(LEAVING_SUFFIX).map(str::to_owned)).collect();
     let mut pages = Vec::new();
     let mut files = Vec::new();
     for object in listed.objects {
         let relative = object.key.as_str().strip_prefix(&prefix).unwrap_or_default().to_owned();
         if is_page(&relative) {
             pages.push((object.key, relative));
-        } else if is_package(&relative) {
+        } else if is_package(&relative)
+            && !leaving.contains(object.key.as_str())
+            && !marked.contains(object.key.as_str())
+        {
             files.push(relative);
         }
     }
@@ -296,10 +367,7 @@ pub async fn rollback(store: &dyn Store, channel: &str, to: Option<u64>) -> Resu
         .ok_or_else(|| VersionError::BadInput(format!("{prefix} has no versions (promote into it first)")))?;
     let from = pointer.current;
     let target = match to {
-        Some(n) => pointer.version(n).map(|v| v.n).ok_or_else(|| {
-            let known: Vec<String> = pointer.versions.iter().map(|v| v.n.to_string()).collect();
-            VersionError::BadInput(format!("{prefix} has no version {n} (it has {})", known.join(", ")))
-        })?,
+        Some(n) => pointer.version(n).map(|v| v.n).ok_or_else(|| pointer.unknown(&prefix, n))?,
         None => pointer.versions.iter().map(|v| v.n).filter(|n| *n < from).max().ok_or_else(|| {
             VersionError::BadInput(format!("{prefix} has no version before its current one ({from})"))
         })?,
@@ -326,6 +394,95 @@ pub async fn rollback(store: &dyn Store, channel: &str, to: Option<u64>) -> Resu
         switch(store, &prefix, &pointer, Some(&etag)).await?;
     }
     Ok(Switched { channel: prefix.clone(), from, to: target, kvs_key: kvs_key(&prefix), kvs_value: target.to_string() })
+}
+
+/// Which versions [`forget`] removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Forget {
+    /// All but the `n` newest (and the current one).
+    Keep(usize),
+    /// These.
+    Versions(Vec<u64>),
+}
+
+/// What [`forget`] removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Forgotten {
+    pub channel: String,
+    pub current: u64,
+    pub forgotten: Vec<u64>,
+    pub kept: Vec<u64>,
+    /// Objects deleted (the versions' pages and manifests).
+    pub deleted: usize,
+}
+
+/// Remove versions of a channel (never the current one): the pointer first, with one
+/// conditional write, so nothing is served from them nor held by them any more (a file only
+/// they named may be deleted or pruned; a rollback to one is refused), then their pages and
+/// manifests under `.versions/N/`.
+pub async fn forget(store: &dyn Store, channel: &str, which: &Forget) -> Result<Forgotten, VersionError> {
+    let prefix = channel_prefix(channel)?;
+    let (mut pointer, etag) = read_pointer(store, &prefix)
+        .await?
+        .ok_or_else(|| VersionError::BadInput(format!("{prefix} has no versions (promote into it first)")))?;
+    let current = pointer.current;
+    let forgotten: BTreeSet<u64> = match which {
+        Forget::Keep(keep) => {
+            let mut newest: Vec<u64> = pointer.versions.iter().map(|v| v.n).collect();
+            newest.sort_unstable_by(|a, b| b.cmp(a));
+            newest.into_iter().skip(*keep).filter(|n| *n != current).collect()
+        }
+        Forget::Versions(named) => {
+            let unknown: Vec<String> =
+                named.iter().filter(|n| pointer.version(**n).is_none()).map(ToString::to_string).collect();
+            if !unknown.is_empty() {
+                let known: Vec<String> = pointer.versions.iter().map(|v| v.n.to_string()).collect();
+                return Err(VersionError::BadInput(format!(
+                    "{prefix} has no version {} (it has {})",
+                    unknown.join(", "),
+                    known.join(", ")
+                )));
+            }
+            if named.contains(&current) {
+                return Err(VersionError::BadInput(format!(
+                    "version {current} is the current version of {prefix}: roll back to another first"
+                )));
+            }
+            named.iter().copied().collect()
+        }
+    };
+    if !forgotten.is_empty() {
+        pointer.versions.retain(|v| !forgotten.contains(&v.n));
+        pointer.forgotten.extend(forgotten.iter().copied());
+        pointer.forgotten.sort_unstable();
+        pointer.forgotten.dedup();
+        switch(store, &prefix, &pointer, Some(&etag)).await?;
+    }
+    let mut deleted = 0;
+    for n in &forgotten {
+        let dir = format!("{prefix}{VERSIONS_DIR}/{n}/");
+        let listed = store.list_all(&dir, false).await.map_err(store_err(format!("listing {dir}")))?;
+        let results: Vec<Result<(), VersionError>> = futures_util::stream::iter(&listed.objects)
+            .map(|object| async move {
+                match store.delete(&object.key).await {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.is_not_found() => Ok(()),
+                    Err(e) => Err(store_err(format!("deleting {}", object.key))(e)),
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        results.into_iter().collect::<Result<(), _>>()?;
+        deleted += listed.objects.len();
+    }
+    Ok(Forgotten {
+        channel: prefix,
+        current,
+        forgotten: forgotten.into_iter().collect(),
+        kept: pointer.versions.iter().map(|v| v.n).collect(),
+        deleted,
+    })
 }
 
 /// A kept version naming a file: the channel and the version.
@@ -478,11 +635,11 @@ mod tests {
         let store = MemoryStore::default();
         put(&store, "nightly/python/a-1.0-py3-none-any.whl", "one").await;
         put(&store, "nightly/python/simple/a/index.html", "page names 1.0").await;
-        let v1 = snapshot(&store, "nightly", Some("1-linux"), None).await.unwrap();
+        let v1 = snapshot(&store, "nightly", Some("1-linux"), None, &BTreeSet::new()).await.unwrap();
         assert_eq!((v1.n, v1.files, v1.pages), (1, 1, 1));
         put(&store, "nightly/python/a-1.1-py3-none-any.whl", "two").await;
         put(&store, "nightly/python/simple/a/index.html", "page names 1.0 1.1").await;
-        let v2 = snapshot(&store, "nightly/", Some("2-linux"), None).await.unwrap();
+        let v2 = snapshot(&store, "nightly/", Some("2-linux"), None, &BTreeSet::new()).await.unwrap();
         assert_eq!((v2.n, v2.files), (2, 2));
 
         let resolver = Resolver::default();
@@ -518,14 +675,55 @@ mod tests {
         insta::assert_json_snapshot!(shown);
     }
 
+    /// `forget` never takes the current version, refuses unknown ones by name, removes the
+    /// versions' pages and manifests, and their numbers are not given again; a rollback to one
+    /// says it was forgotten. After a rollback, the files only a newer version names are
+    /// outside the current one.
+    #[tokio::test]
+    async fn forgotten_versions_go_and_their_numbers_stay_taken() {
+        let store = MemoryStore::default();
+        let none = BTreeSet::new();
+        put(&store, "c/python/simple/index.html", "x").await;
+        put(&store, "c/python/a-1.0-py3-none-any.whl", "1").await;
+        snapshot(&store, "c", None, None, &none).await.unwrap();
+        put(&store, "c/python/a-2.0-py3-none-any.whl", "2").await;
+        snapshot(&store, "c", None, None, &none).await.unwrap();
+        snapshot(&store, "c", None, None, &none).await.unwrap();
+        rollback(&store, "c", Some(1)).await.unwrap();
+        let outside = outside_current(&store, "c", &none).await.unwrap();
+        assert_eq!(outside.keys, BTreeSet::from(["c/python/a-2.0-py3-none-any.whl".to_owned()]));
+        assert!(!outside.brings_new);
+        let brought = BTreeSet::from(["c/python/a-2.0-py3-none-any.whl".to_owned()]);
+        let outside = outside_current(&store, "c", &brought).await.unwrap();
+        assert!(outside.keys.is_empty() && outside.brings_new);
+
+        let err = forget(&store, "c", &Forget::Versions(vec![2, 7, 9])).await.unwrap_err();
+        assert!(err.is_bad_input() && err.to_string().contains("no version 7, 9 (it has 1, 2, 3)"), "{err}");
+        let err = forget(&store, "c", &Forget::Versions(vec![1])).await.unwrap_err();
+        assert!(err.to_string().contains("version 1 is the current version"), "{err}");
+        // Keep 1: the newest (3) and the current (1).
+        let done = forget(&store, "c", &Forget::Keep(1)).await.unwrap();
+        assert_eq!(
+            (done.forgotten.as_slice(), done.kept.as_slice(), done.deleted),
+            ([2].as_slice(), [1, 3].as_slice(), 2)
+        );
+        assert!(store.list_all("c/.versions/2/", false).await.unwrap().objects.is_empty());
+        let err = rollback(&store, "c", Some(2)).await.unwrap_err();
+        assert!(err.to_string().contains("version 2 of c/ was forgotten"), "{err}");
+        forget(&store, "c", &Forget::Versions(vec![3])).await.unwrap();
+        assert_eq!(snapshot(&store, "c", None, None, &none).await.unwrap().n, 4);
+        let (pointer, _) = read_pointer(&store, "c/").await.unwrap().unwrap();
+        assert_eq!(pointer.forgotten, [2, 3]);
+    }
+
     /// Of two writers switching from the same pointer, the second is refused, naming the
     /// channel.
     #[tokio::test]
     async fn a_stale_switch_is_refused() {
         let store = MemoryStore::default();
         put(&store, "c/python/simple/index.html", "x").await;
-        snapshot(&store, "c", None, None).await.unwrap();
-        snapshot(&store, "c", None, None).await.unwrap();
+        snapshot(&store, "c", None, None, &BTreeSet::new()).await.unwrap();
+        snapshot(&store, "c", None, None, &BTreeSet::new()).await.unwrap();
         let (pointer, etag) = read_pointer(&store, "c/").await.unwrap().unwrap();
         rollback(&store, "c", Some(1)).await.unwrap();
         let err = switch(&store, "c/", &pointer, Some(&etag)).await.unwrap_err();

@@ -4,6 +4,7 @@
 //! does: publishing ([`super::publish`]), per-project passes ([`super::split`]), views
 //! ([`super::view`]) and refreshes of a scope ([`super::scope`]).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use quarry_layout::config::Layout;
@@ -41,12 +42,15 @@ pub struct Request {
     pub(crate) project: Option<ProjectScope>,
     pub(crate) force: bool,
     pub(crate) known: Inspections,
+    /// Keys of files indexed as gone although listed (a channel's files its current version
+    /// does not name: [`crate::versions::outside_current`]).
+    pub(crate) leaving: BTreeSet<String>,
 }
 
 impl Request {
     /// The whole of `root`, nothing forced, nothing known.
     pub fn new(root: RepoRoot) -> Self {
-        Self { root, project: None, force: false, known: Inspections::default() }
+        Self { root, project: None, force: false, known: Inspections::default(), leaving: BTreeSet::new() }
     }
 
     /// Only `project` of the root (ignored when forced, and for apt and dnf roots).
@@ -67,6 +71,13 @@ impl Request {
     #[must_use]
     pub fn knowing(mut self, known: Inspections) -> Self {
         self.known = known;
+        self
+    }
+
+    /// Files (by key) indexed as gone although listed, as files marked leaving are.
+    #[must_use]
+    pub fn leaving(mut self, keys: BTreeSet<String>) -> Self {
+        self.leaving = keys;
         self
     }
 

@@ -42,6 +42,9 @@ pub(crate) struct RootListing {
     /// (never a file name: the file may also lie where it belongs): the version listed and why
     /// they are refused.
     pub(crate) misplaced: BTreeMap<String, (String, String)>,
+    /// Files left out by [`Self::without`] (still stored): their sidecars stay, for the
+    /// channel versions that still name them.
+    pub(crate) left_out: BTreeSet<String>,
 }
 
 impl RootListing {
@@ -85,6 +88,20 @@ impl RootListing {
         if root.kind() == RepoKind::Pip {
             let relative = prefixes.iter().filter_map(|p| p.strip_prefix(root.as_str()));
             self.directories.extend(relative.map(|p| p.trim_end_matches('/').to_owned()).filter(|d| !d.is_empty()));
+        }
+        self
+    }
+
+    /// Without the files `leaving` names (by key) and their yank markers: indexed as gone.
+    pub(crate) fn without(mut self, leaving: &BTreeSet<String>) -> Self {
+        if !leaving.is_empty() {
+            let (left_out, kept): (BTreeMap<_, _>, BTreeMap<_, _>) =
+                std::mem::take(&mut self.files).into_iter().partition(|(_, o)| leaving.contains(o.key.as_str()));
+            self.files = kept;
+            self.left_out.extend(left_out.into_values().map(|o| o.key.to_string()));
+            self.yank_markers.retain(|_, marker| {
+                marker.as_str().strip_suffix(YANK_SUFFIX).is_none_or(|file| !leaving.contains(file))
+            });
         }
         self
     }
@@ -233,8 +250,10 @@ pub(crate) fn plan(input: PlanInput<'_>) -> Result<Plan, IndexError> {
     let current = &plan.state;
     let stale = old.outputs.keys().filter(|k| !current.outputs.contains_key(*k) && !current.retired.contains_key(*k));
     // Pages before the sidecars they name: pip reads a project page without the simple index.
+    // A left-out file's sidecar stays with it (an older channel version's pages name both).
+    let kept = |k: &String| k.strip_suffix(METADATA_SUFFIX).is_some_and(|f| listing.left_out.contains(f));
     let (sidecars, pages): (Vec<String>, Vec<String>) =
-        stale.cloned().chain(expired).partition(|k| k.ends_with(METADATA_SUFFIX));
+        stale.filter(|k| !kept(k)).cloned().chain(expired).partition(|k| k.ends_with(METADATA_SUFFIX));
     plan.deletes = pages.into_iter().chain(sidecars).collect();
     Ok(plan)
 }

@@ -63,6 +63,8 @@ pub(crate) struct Pass {
     /// The state read was found damaged: this call starts from an empty one (every file is
     /// read again).
     pub(crate) rebuild: bool,
+    /// Files (by key) indexed as gone although listed ([`Request::leaving`]).
+    pub(crate) leaving: BTreeSet<String>,
 }
 
 impl Pass {
@@ -94,7 +96,7 @@ impl Indexer {
     /// writer's state replaced it, or the listing holds files it lacks, the loop goes on.
     #[tracing::instrument(skip_all, fields(root = %request.root, force = request.force))]
     pub(crate) async fn run_one(&self, request: Request) -> Result<ReindexReport, IndexError> {
-        let Request { root, project, force, known } = request;
+        let Request { root, project, force, known, leaving } = request;
         let root = &root;
         let mode = self.store.conditional_writes();
         if mode == ConditionalWrites::Unsupported {
@@ -108,6 +110,7 @@ impl Indexer {
             expect: Vec::new(),
             inspected: known,
             rebuild: false,
+            leaving,
         };
         let mut total = ReindexReport { root: root.to_string(), ..ReindexReport::default() };
         for attempt in 1..=self.max_attempts {
@@ -160,7 +163,7 @@ impl Indexer {
         let parse = async move { if rebuild { crate::RepoState::empty() } else { parse_state(bytes.as_deref()) } };
         // The listing is polled first: its blocking work starts before the parse takes this thread.
         let (listed, old) = futures_util::future::join(store.list_all(&package_prefix, !recursive), parse).await;
-        let listing = RootListing::new(root, listed?.objects);
+        let listing = RootListing::new(root, listed?.objects).without(&pass.leaving);
         // Nothing to index and never indexed: a root that was deleted (a run removed by gc or
         // a lifecycle rule fires one event per object) is not brought back as empty pages.
         if listing.is_empty() && state_etag.is_none() && !pass.force_all {

@@ -76,7 +76,9 @@ impl Indexer {
         let manifest_etag = manifest.map(|(_, e)| e);
         let (prefix, recursive) = root.package_prefix();
         let listed = store.list_all(&prefix, !recursive).await?;
-        let listing = RootListing::new(root, listed.objects).with_directories(root, &listed.common_prefixes);
+        let listing = RootListing::new(root, listed.objects)
+            .with_directories(root, &listed.common_prefixes)
+            .without(&pass.leaving);
         if listing.is_empty() && manifest_etag.is_none() && !pass.force_all {
             return Ok(ReindexReport { root: root.to_string(), ..ReindexReport::default() });
         }
@@ -197,7 +199,7 @@ impl Indexer {
         ]));
         // Planned like a whole state (the plan's version), committed as a share.
         old.version = STATE_VERSION;
-        let listing = self.list_project(root, project, &old).await?;
+        let listing = self.list_project(root, project, &old).await?.without(&pass.leaving);
         let inspections = self.inspect_unknown(listing.unknown(&old), &mut pass.inspected).await?;
         let yanks = self.read_yank_reasons(listing.markers_to_read(&old, &inspections)).await?;
         let Plan { mut state, mut report, mut writes, pages, mut deletes, unchanged } = plan(PlanInput {

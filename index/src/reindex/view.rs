@@ -185,6 +185,7 @@ impl Indexer {
     /// report is the root's; the views' are logged.
     pub async fn run(&self, request: Request) -> Result<ReindexReport, IndexError> {
         let (root, project, known) = (request.root.clone(), request.project.clone(), request.known.clone());
+        let leaving = request.leaving.clone();
         let report = self.run_one(request).await?;
         let layout = self.layout();
         if root.kind() != RepoKind::Pip || !layout.roots.iter().any(|r| r.generic.is_some()) {
@@ -195,7 +196,7 @@ impl Indexer {
             // compares; and a prefix the pattern matches that was never indexed stays so. A
             // project's event refreshes that project in each view, as the view's own event
             // about it would.
-            let mut view_request = Request::new(view.clone()).knowing(known.clone());
+            let mut view_request = Request::new(view.clone()).knowing(known.clone()).leaving(leaving.clone());
             view_request.project = project.clone();
             let done = self.run_one(view_request).await?;
             tracing::info!(view = %view, generic = %root, "view refreshed: {done}");
@@ -209,14 +210,19 @@ impl Indexer {
     /// [`crate::LEAVING_SUFFIX`]): the root reindexed without them, then every view of it, so
     /// that no page names them (nor their `.metadata`, deleted once the pages stopped naming
     /// it) when they go.
-    pub async fn reindex_before_removal(&self, root: &RepoRoot) -> Result<ReindexReport, IndexError> {
-        let report = self.run_one(Request::new(root.clone())).await?;
+    /// Files in `leaving` (keys) are left out as well ([`Request::leaving`]).
+    pub async fn reindex_before_removal(
+        &self,
+        root: &RepoRoot,
+        leaving: &std::collections::BTreeSet<String>,
+    ) -> Result<ReindexReport, IndexError> {
+        let report = self.run_one(Request::new(root.clone()).leaving(leaving.clone())).await?;
         let layout = self.layout();
         if root.kind() != RepoKind::Pip || !layout.roots.iter().any(|r| r.generic.is_some()) {
             return Ok(report);
         }
         for view in views_of(self.store().as_ref(), layout, root).await? {
-            let done = self.run_one(Request::new(view.clone())).await?;
+            let done = self.run_one(Request::new(view.clone()).leaving(leaving.clone())).await?;
             tracing::info!(view = %view, generic = %root, "view refreshed before a deletion: {done}");
         }
         Ok(report)
