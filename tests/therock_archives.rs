@@ -9,7 +9,8 @@
 //!   sources byte for byte, modes, symlinks, hard links and the empty root included.
 //! - Archives `quarry artifacts push` wrote are read by a small reader here that applies
 //!   `ArtifactPopulator`'s rules (refusing, by name, a first member other than the manifest and
-//!   any member not strictly under a root), and its tree matches the sources.
+//!   any member not strictly under a root), and its tree matches the sources; pyzstd and
+//!   Python's `tarfile` (TheRock's reader) read one of several zstd frames member by member.
 
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -205,6 +206,62 @@ async fn therock_rules_read_what_quarry_pushes() {
             }
         }
     }
+}
+
+/// pyzstd's `ZstdFile` under Python's `tarfile` (how TheRock's `ZstdTarFile` opens an archive)
+/// reads an archive Quarry pushed whose zstd stream is several frames (one per 8 MiB of tar):
+/// the members in order, each file's bytes as archived.
+#[tokio::test]
+async fn pyzstd_and_tarfile_read_a_pushed_archive_of_several_frames() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("BUILD_TOPOLOGY.toml"), TOPOLOGY).unwrap();
+    let build = tmp.path().join("build");
+    let artifacts = sources(&build);
+    let lib = &artifacts[0];
+    // 20 MiB that zstd shrinks little and a compressible file: three frames at least.
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let noise: Vec<u8> = (0..20 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    std::fs::write(lib.join(ROOT).join("lib/noise.bin"), &noise).unwrap();
+    let args = ["push", "--stage", "foundation", "--build-dir", build.to_str().unwrap()];
+    assert_success(&run(quarry_artifacts(tmp.path(), &args), T).await, "artifacts push");
+    let name = format!("{}.tar.zst", lib.file_name().unwrap().to_str().unwrap());
+    let archive = tmp.path().join("staging/42-linux").join(&name);
+    let bytes = std::fs::read(&archive).unwrap();
+    let frames = {
+        let (mut rest, mut n) = (bytes.as_slice(), 0);
+        while !rest.is_empty() {
+            rest = &rest[zstd::zstd_safe::find_frame_compressed_size(rest).expect("a zstd frame")..];
+            n += 1;
+        }
+        n
+    };
+    assert!(frames >= 3, "{name}: {frames} frame(s)");
+    let script = "import hashlib, pyzstd, sys, tarfile\n\
+                  with pyzstd.ZstdFile(sys.argv[1]) as z, tarfile.open(fileobj=z, mode='r:') as t:\n\
+                  \x20   for m in t:\n\
+                  \x20       data = t.extractfile(m).read() if m.isfile() else b''\n\
+                  \x20       print(m.name, hashlib.sha256(data).hexdigest() if m.isfile() else m.type.decode())\n";
+    let mut cmd = tokio::process::Command::new(quarry_tests::venv().join("bin/python"));
+    cmd.args(["-c", script]).arg(&archive);
+    let out = run(cmd, T).await;
+    assert_success(&out, "pyzstd + tarfile");
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let first = listing.lines().next().unwrap_or_default();
+    assert!(first.starts_with("artifact_manifest.txt "), "{listing}");
+    let noise_line = listing.lines().find(|l| l.contains("noise.bin")).unwrap_or_else(|| panic!("{listing}"));
+    assert!(noise_line.ends_with(&sha256_hex(&noise)), "{noise_line}");
+    // After the manifest, every member Quarry's own reader of TheRock's rules sees, Python
+    // sees, in the same order.
+    let ours = therock_read(&bytes, ArchiveFormat::Zstd, None).unwrap();
+    let theirs: Vec<&str> = listing.lines().skip(1).filter_map(|l| l.rsplit_once(' ').map(|(n, _)| n)).collect();
+    assert_eq!(theirs, ours.iter().map(|n| n.trim_end_matches('/')).collect::<Vec<_>>());
 }
 
 /// `ArtifactPopulator`'s reading of an archive (not flattened): the first member must be
