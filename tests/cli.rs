@@ -240,6 +240,11 @@ fn store_commands(work: &std::path::Path) -> Vec<(Vec<String>, &'static [i32])> 
         // A run with nothing to promote is bad input.
         (strings(&["promote", "--from", "9-linux", "--to", "nightly", "--kinds", "apt,dnf"]), &[2]),
         (strings(&["runs", "find", "--commit", "abcdef1"]), &[1]),
+        // The channel `promote --init` made: one version, nothing older to switch back to.
+        (strings(&["channel", "history", "nightly"]), &[0]),
+        (strings(&["channel", "forget", "nightly", "--keep", "1"]), &[0]),
+        (strings(&["channel", "rollback", "nightly"]), &[2]),
+        (strings(&["audit"]), &[0]),
         (strings(&["runs", "init", "--run-id", "7", "--platform", "linux"]), &[0]),
         (
             strings(&[
