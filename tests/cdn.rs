@@ -85,21 +85,26 @@ impl Edge {
             .kill_on_drop(true)
             .spawn()
             .expect("start node tests/cdn/edge.mjs");
-        let mut port = String::new();
-        for _ in 0..200 {
-            port = std::fs::read_to_string(&port_file).unwrap_or_default();
-            if !port.is_empty() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert!(!port.is_empty(), "the edge did not start");
-        Self { _child: child, url: format!("http://127.0.0.1:{port}"), log, _dir: dir }
+        let url = loopback_url_in(&port_file, "the edge").await;
+        Self { _child: child, url, log, _dir: dir }
     }
 
     pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+}
+
+/// The loopback URL of a helper process that writes its port to `port_file` once it listens
+/// (`what` names it if it never does, within 10 s).
+pub(crate) async fn loopback_url_in(port_file: &std::path::Path, what: &str) -> String {
+    for _ in 0..200 {
+        let port = std::fs::read_to_string(port_file).unwrap_or_default();
+        if !port.is_empty() {
+            return format!("http://127.0.0.1:{port}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what} did not start");
 }
 
 #[tokio::test(flavor = "multi_thread")]

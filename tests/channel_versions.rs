@@ -161,11 +161,9 @@ async fn a_rollback_switches_pip_back_and_readers_never_see_two_versions() {
     assert!(text(&out).contains("weekly/ has no versions"), "{}", text(&out));
 }
 
-/// On S3 behind the CDN: the CloudFront Function under node, its KeyValueStore a JSON file the
-/// test writes with the key and value `quarry channel rollback` prints (the deploy's
-/// `aws cloudfront-keyvaluestore put-key`), over moto.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_rollback_through_the_cloudfront_function_over_s3() {
+/// moto with a public bucket `releases` whose `ci/` prefix holds runs 700 (7.1.0) and 701
+/// (7.1.1) of two wheels each; the server and a client of it.
+async fn two_runs_on_moto() -> (quarry_tests::s3::S3Server, aws_sdk_s3::Client) {
     use quarry_store::{Key, PutOptions, S3Store, StoreExt};
     use quarry_tests::s3::{S3Server, create_public_bucket, s3_client};
 
@@ -180,6 +178,15 @@ async fn a_rollback_through_the_cloudfront_function_over_s3() {
             store.put_bytes(&key, wheel.build().into(), PutOptions::default()).await.unwrap();
         }
     }
+    (server, client)
+}
+
+/// On S3 behind the CDN: the CloudFront Function under node, its KeyValueStore a JSON file the
+/// test writes with the key and value `quarry channel rollback` prints (the deploy's
+/// `aws cloudfront-keyvaluestore put-key`), over moto.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollback_through_the_cloudfront_function_over_s3() {
+    let (server, _) = two_runs_on_moto().await;
     let s3 = "s3://releases/ci/";
     let quarry_s3 = |args: Vec<String>| {
         let env = server.client_env();
@@ -315,20 +322,7 @@ fn percent_encode(text: &str) -> String {
 /// naming it, saying the store's pointer already moved and what to write.
 #[tokio::test(flavor = "multi_thread")]
 async fn quarry_writes_the_cdn_keyvaluestore_on_each_switch() {
-    use quarry_store::{Key, PutOptions, S3Store, StoreExt};
-    use quarry_tests::s3::{S3Server, create_public_bucket, s3_client};
-
-    let server = S3Server::start_moto().await;
-    let client = s3_client(&server);
-    create_public_bucket(&client, "releases").await;
-    let store = S3Store::from_client(client.clone(), "releases", "ci/");
-    for (run, version) in [(700, "7.1.0"), (701, "7.1.1")] {
-        for name in ["chan-demo", "chan-extra"] {
-            let wheel = WheelSpec::new(name, version);
-            let key = Key::new(format!("{run}-linux/python/{}", wheel.filename())).unwrap();
-            store.put_bytes(&key, wheel.build().into(), PutOptions::default()).await.unwrap();
-        }
-    }
+    let (server, client) = two_runs_on_moto().await;
     let kvs = Ministack::start().await;
     let s3 = "s3://releases/ci/";
     let quarry_s3 = |args: &[&str]| {
@@ -696,16 +690,7 @@ async fn racing_proxy(kvs: &Ministack, races: u32, dir: &Path) -> (tokio::proces
         .kill_on_drop(true)
         .spawn()
         .expect("start tests/cdn/kvs_race.py");
-    let mut port = String::new();
-    for _ in 0..200 {
-        port = std::fs::read_to_string(&port_file).unwrap_or_default();
-        if !port.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(!port.is_empty(), "the racing proxy did not start");
-    (child, format!("http://127.0.0.1:{port}"), log)
+    (child, crate::cdn::loopback_url_in(&port_file, "the racing proxy").await, log)
 }
 
 /// Another writer between Quarry's DescribeKeyValueStore and its PutKey: the stale ETag is

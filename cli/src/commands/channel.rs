@@ -12,7 +12,9 @@
 use std::fmt::Write as _;
 
 use clap::{Args, Subcommand};
+use quarry_index::audit_log::{AuditAction, AuditEntry, AuditOutcome};
 use quarry_index::versions::{self, ChannelVersion, VersionError};
+use quarry_store::Store;
 
 use super::args::{JsonArg, StoreArg};
 
@@ -120,6 +122,37 @@ fn usage(e: VersionError) -> anyhow::Error {
     if e.is_bad_input() { anyhow::Error::new(super::UsageError::new(e.to_string())) } else { anyhow::Error::new(e) }
 }
 
+/// One audit entry of a channel command.
+async fn audit(
+    store: &dyn Store,
+    action: AuditAction,
+    identity: &str,
+    channel: &str,
+    outcome: AuditOutcome,
+    detail: String,
+) {
+    let entry = AuditEntry::now(action, identity, channel, outcome).detail(Some(detail));
+    super::audit::record(store, [entry]).await;
+}
+
+/// `result`, its error recorded first as a refused (bad input) or failed `action`.
+async fn audited<T>(
+    result: Result<T, VersionError>,
+    store: &dyn Store,
+    action: AuditAction,
+    identity: &str,
+    channel: &str,
+) -> anyhow::Result<T> {
+    match result {
+        Ok(value) => Ok(value),
+        Err(e) => {
+            let outcome = if e.is_bad_input() { AuditOutcome::Refused } else { AuditOutcome::Failed };
+            audit(store, action, identity, channel, outcome, e.to_string()).await;
+            Err(usage(e))
+        }
+    }
+}
+
 pub(crate) async fn run(args: ChannelArgs) -> anyhow::Result<()> {
     match args.command {
         ChannelCommand::History(args) => history(args).await,
@@ -145,27 +178,14 @@ async fn history(args: HistoryArgs) -> anyhow::Result<()> {
 }
 
 async fn rollback(args: RollbackArgs) -> anyhow::Result<()> {
-    use quarry_index::audit_log::{AuditAction, AuditEntry, AuditOutcome};
     let store = args.store.store.open_existing().await?;
     let identity = super::audit::local_identity();
-    let switched = match versions::rollback(store.as_ref(), &args.channel, args.to).await {
-        Ok(mut switched) => {
-            // The edge sees bucket keys: the store's own prefix comes first.
-            switched.kvs_key = kvs_key_in(args.store.store.as_str(), &switched.channel);
-            switched
-        }
-        Err(e) => {
-            let outcome = if e.is_bad_input() { AuditOutcome::Refused } else { AuditOutcome::Failed };
-            let entry =
-                AuditEntry::now(AuditAction::Rollback, &identity, &args.channel, outcome).detail(Some(e.to_string()));
-            super::audit::record(store.as_ref(), [entry]).await;
-            return Err(usage(e));
-        }
-    };
+    let result = versions::rollback(store.as_ref(), &args.channel, args.to).await;
+    let mut switched = audited(result, store.as_ref(), AuditAction::Rollback, &identity, &args.channel).await?;
+    // The edge sees bucket keys: the store's own prefix comes first.
+    switched.kvs_key = kvs_key_in(args.store.store.as_str(), &switched.channel);
     let detail = format!("version {} -> {}", switched.from, switched.to);
-    let entry =
-        AuditEntry::now(AuditAction::Rollback, &identity, &switched.channel, AuditOutcome::Ok).detail(Some(detail));
-    super::audit::record(store.as_ref(), [entry]).await;
+    audit(store.as_ref(), AuditAction::Rollback, &identity, &switched.channel, AuditOutcome::Ok, detail).await;
     let written = match &args.kvs.kvs_arn {
         Some(arn) => {
             write_kvs(arn, &switched.kvs_key, switched.to).await?;
@@ -181,23 +201,14 @@ async fn rollback(args: RollbackArgs) -> anyhow::Result<()> {
 }
 
 async fn forget(args: ForgetArgs) -> anyhow::Result<()> {
-    use quarry_index::audit_log::{AuditAction, AuditEntry, AuditOutcome};
     let store = args.store.store.open_existing().await?;
     let identity = super::audit::local_identity();
     let which = match args.keep {
         Some(n) => versions::Forget::Keep(n),
         None => versions::Forget::Versions(args.versions.clone()),
     };
-    let forgotten = match versions::forget(store.as_ref(), &args.channel, &which).await {
-        Ok(forgotten) => forgotten,
-        Err(e) => {
-            let outcome = if e.is_bad_input() { AuditOutcome::Refused } else { AuditOutcome::Failed };
-            let entry =
-                AuditEntry::now(AuditAction::Forget, &identity, &args.channel, outcome).detail(Some(e.to_string()));
-            super::audit::record(store.as_ref(), [entry]).await;
-            return Err(usage(e));
-        }
-    };
+    let result = versions::forget(store.as_ref(), &args.channel, &which).await;
+    let forgotten = audited(result, store.as_ref(), AuditAction::Forget, &identity, &args.channel).await?;
     let list = |ns: &[u64]| {
         if ns.is_empty() {
             "none".to_owned()
@@ -207,9 +218,7 @@ async fn forget(args: ForgetArgs) -> anyhow::Result<()> {
     };
     if !forgotten.forgotten.is_empty() {
         let detail = format!("versions {} forgotten", list(&forgotten.forgotten));
-        let entry =
-            AuditEntry::now(AuditAction::Forget, &identity, &forgotten.channel, AuditOutcome::Ok).detail(Some(detail));
-        super::audit::record(store.as_ref(), [entry]).await;
+        audit(store.as_ref(), AuditAction::Forget, &identity, &forgotten.channel, AuditOutcome::Ok, detail).await;
     }
     let text = format!(
         "{}: forgot {} ({} objects deleted); kept {}, current {}\n",
